@@ -1,0 +1,419 @@
+"""The Agent: an inbox, a turn loop, a parallel tool pool and cancellation.
+
+Inbox verbs (as in the reference harness):
+
+- ``followup(msg)``: queue ``msg`` as its own later turn (``next-turn`` FIFO) and wake the agent;
+- ``steer(msg)``: queue ``msg`` for the next step boundary (``next-step``) and wake: a running agent
+  reads it before its next model call, an idle one starts a turn for it;
+- ``inject(msg)``: queue on ``next-step`` without waking; it is read whenever the agent next steps.
+
+A turn: claim the input, then step — read ``next-step`` messages, call the model, run the tool calls it
+asked for (consecutive concurrency-safe calls in a rolling pool, results committed in model order),
+repeat — until the model answers without tool calls. ``cancel(cause, keep_inbox)`` aborts the current
+turn (it ends ``aborted``); with ``keep_inbox`` the queued messages stay *parked* until the next waking
+send, which runs them first, in order.
+
+The driver is one asyncio task per busy period; cancellation is delivered to it only while it is inside
+a turn, so a cancel can never land between turns and skip the ``turn/end`` record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..models.base import ModelRequest, ModelResponse, ToolSpec, coerce_response
+from .content import Message, Text, ToolCallBlock, ToolResultBlock, Usage
+from .errors import ToolError
+from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
+                      Session)
+from .tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, Tool, ToolContext, ToolResult, error_text,
+                    invoke, validate_arguments)
+
+DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    """How one turn ended: its reason (a ``turn/end`` reason), error text, final output and usage."""
+
+    turn: int
+    reason: str
+    error: str | None = None
+    output: list = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+
+class Agent:
+    """One agent. Create agents through a runtime, which composes their tools and system prompt."""
+
+    __slots__ = (
+        "id", "runtime", "session", "label", "depth", "parent", "model", "max_tokens", "system", "tools",
+        "tool_specs", "mode", "path", "status", "usage", "turns", "started", "last_reason", "disposed",
+        "max_parallel_tool_calls", "extra", "pre_turn", "_next_turn", "_next_step", "_steer_pending",
+        "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "_conversation", "_waiters",
+        "_turn_waiters", "__weakref__",
+    )
+
+    def __init__(self, *, id: str, runtime: Any, session: Session, model: Any, system: str = "",
+                 tools: dict[str, Tool] | None = None, tool_specs: list[ToolSpec] | None = None,
+                 label: str | None = None, depth: int = 0, parent: "Agent | None" = None,
+                 max_tokens: int | None = None, mode: str = "root", path: str = "root",
+                 max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+                 conversation: list[Message] | None = None, turns: int = 0) -> None:
+        self.id = id
+        self.runtime = runtime
+        self.session = session
+        self.model = model
+        self.system = system
+        self.tools: dict[str, Tool] = tools or {}
+        self.tool_specs: list[ToolSpec] = tool_specs if tool_specs is not None else [
+            ToolSpec(t.name, t.description, t.parameters) for t in self.tools.values()]
+        self.label = label
+        self.depth = depth
+        self.parent = parent
+        self.max_tokens = max_tokens
+        self.mode = mode
+        self.path = path
+        self.max_parallel_tool_calls = max_parallel_tool_calls
+        self.status = "idle"
+        self.usage = Usage()
+        self.turns = turns
+        self.started = time.time()
+        self.last_reason: str | None = None
+        self.disposed = False
+        self.extra: dict = {}
+        #: called once at the start of the next turn, before its input is logged (one-shot descriptor)
+        self.pre_turn: Callable[["Agent"], None] | None = None
+        self._next_turn: deque[Message] = deque()
+        self._next_step: deque[Message] = deque()
+        self._steer_pending = False
+        self._parked = False
+        self._driver: asyncio.Task | None = None
+        self._idle_waiters: list[asyncio.Future] = []
+        self._cancel_cause: str | None = None
+        self._in_turn = False
+        self._conversation: list[Message] = conversation if conversation is not None else []
+        self._waiters: dict[str, asyncio.Future] = {}
+        self._turn_waiters: list[asyncio.Future] = []
+
+    # -- inbox ---------------------------------------------------------------------------------
+
+    def followup(self, message: Message) -> None:
+        self._next_turn.append(message)
+        self._wake()
+
+    def steer(self, message: Message) -> None:
+        self._next_step.append(message)
+        self._steer_pending = True
+        self._wake()
+
+    def inject(self, message: Message) -> None:
+        self._next_step.append(message)
+
+    def submit(self, message: Message) -> "asyncio.Future[TurnOutcome]":
+        """``followup`` and return a future for the outcome of the turn that runs ``message``."""
+        future = asyncio.get_running_loop().create_future()
+        if message.id is None:
+            message.id = self.runtime.ids.message()
+        self._waiters[message.id] = future
+        self.followup(message)
+        return future
+
+    @property
+    def pending(self) -> int:
+        """Messages waiting in the inbox (both lists)."""
+        return len(self._next_turn) + len(self._next_step)
+
+    @property
+    def parked(self) -> bool:
+        return self._parked and bool(self._next_turn or self._next_step)
+
+    def _wake(self) -> None:
+        if self.disposed:
+            return
+        self._parked = False
+        if self._driver is None:
+            self._set_status("running")
+            self._driver = asyncio.get_running_loop().create_task(self._drive())
+
+    # -- cancellation --------------------------------------------------------------------------
+
+    def cancel(self, cause: str = "user", keep_inbox: bool = False) -> bool:
+        """Abort the running turn. Returns False (a no-op) when the agent is idle."""
+        if self._driver is None:
+            if not keep_inbox:
+                self._discard_inbox()
+            return False
+        if keep_inbox:
+            self._parked = True
+        else:
+            self._discard_inbox()
+        if self._in_turn and self._cancel_cause is None:
+            self._cancel_cause = cause
+            self._driver.cancel()
+        return True
+
+    def _discard_inbox(self) -> None:
+        if not self._next_turn and not self._next_step:
+            return
+        dropped = list(self._next_turn) + list(self._next_step)
+        self._next_turn.clear()
+        self._next_step.clear()
+        self._steer_pending = False
+        for message in dropped:
+            waiter = self._waiters.pop(message.id, None) if message.id else None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(TurnOutcome(self.turns, "aborted", "the message was discarded before it ran"))
+        self.runtime.on_discarded(self, dropped)
+
+    async def when_idle(self) -> None:
+        if self._driver is None:
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._idle_waiters.append(future)
+        await asyncio.shield(future)
+
+    async def dispose(self) -> None:
+        """Stop for good: abort the current turn, drop the inbox, wait until the driver is gone."""
+        if not self.disposed:
+            self.cancel("parent", keep_inbox=False)
+            self.disposed = True
+        await self.when_idle()
+
+    # -- driver --------------------------------------------------------------------------------
+
+    def _set_status(self, status: str) -> None:
+        if self.status != status:
+            self.status = status
+            self.runtime.on_status(self)
+
+    async def _drive(self) -> None:
+        try:
+            while not self.disposed and not self._parked:
+                if self._next_turn:
+                    await self._run_turn(self._next_turn.popleft())
+                elif self._steer_pending and self._next_step:
+                    await self._run_turn(None)
+                else:
+                    break
+        finally:
+            self._driver = None
+            self._steer_pending = False
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._set_status("idle")
+
+    def _log_user(self, message: Message, turn: int) -> None:
+        self.session.append(USER_MESSAGE, turn=turn, message=message)
+        self._conversation.append(message)
+        self.runtime.on_claimed(self, message)
+
+    async def _run_turn(self, first: Message | None) -> None:
+        self.turns += 1
+        turn = self.turns
+        self._cancel_cause = None
+        self.session.append(TURN_START, turn=turn)
+        if self.pre_turn is not None:
+            hook, self.pre_turn = self.pre_turn, None
+            hook(self)
+        waiter = None
+        if first is not None:
+            waiter = self._waiters.pop(first.id, None) if first.id else None
+            self._log_user(first, turn)
+        turn_usage = Usage()
+        reason, error_message = "completed", None
+        output: list = []
+        self._in_turn = True
+        try:
+            step = 0
+            while True:
+                step += 1
+                if self._next_step:
+                    self._steer_pending = False
+                    while self._next_step:
+                        self._log_user(self._next_step.popleft(), turn)
+                response = await self._call_model(turn, step)
+                turn_usage.add(response.usage)
+                self.usage.add(response.usage)
+                message = self._assistant_message(response)
+                self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
+                if message.content:
+                    self._conversation.append(message)
+                    output = message.content
+                if response.stop_reason == "max_tokens" or (
+                        self.max_tokens is not None and response.usage.output_tokens > self.max_tokens):
+                    reason = "max-tokens"
+                    break
+                if response.stop_reason == "refusal":
+                    reason = "blocked"
+                    break
+                calls = [b for b in message.content if b.type == "tool-call"]
+                if calls:
+                    await self._run_tools(turn, calls)
+                    continue
+                if self._steer_pending and self._next_step:
+                    continue  # a waking message arrived during the final call: read it in another step
+                break
+        except asyncio.CancelledError:
+            if self._cancel_cause is None:  # not ours (loop shutdown): record it, then let it through
+                self._end_turn(turn, "aborted", "cancelled", output, turn_usage, waiter)
+                raise
+            asyncio.current_task().uncancel()
+            reason = "aborted"
+            error_message = None
+        except Exception as error:  # a model failure ends the turn; its message is the diagnostic
+            reason = "error"
+            error_message = str(error) or type(error).__name__
+        finally:
+            self._in_turn = False
+        self._end_turn(turn, reason, error_message, output, turn_usage, waiter)
+
+    def _end_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
+                  waiter: asyncio.Future | None) -> None:
+        data: dict = {"reason": reason}
+        if error is not None:
+            data["error"] = error
+        if reason == "aborted" and self._cancel_cause:
+            data["cause"] = self._cancel_cause
+        self.last_reason = reason
+        self.session.append(TURN_END, turn=turn, data=data)
+        outcome = TurnOutcome(turn, reason, error, list(output), usage)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(outcome)
+        self.runtime.on_turn_end(self, outcome)
+
+    async def _call_model(self, turn: int, step: int) -> ModelResponse:
+        request = ModelRequest(self.id, self.label, self.depth, self.system, list(self._conversation),
+                               self.tool_specs, self.max_tokens, self.path, turn, step)
+        return coerce_response(await self.model.request(request))
+
+    def _assistant_message(self, response: ModelResponse) -> Message:
+        content: list = []
+        if response.text:
+            content.append(Text(response.text))
+        for call in response.tool_calls:
+            call_id = call.id or self.runtime.ids.call()
+            content.append(ToolCallBlock(call_id, call.name, dict(call.arguments or {})))
+        return Message("assistant", content, usage=response.usage)
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    def _commit(self, turn: int, call: ToolCallBlock, result: ToolResult) -> None:
+        message = Message("tool", [ToolResultBlock(call.id, call.name, result.text, result.is_error)])
+        self.session.append(TOOL_RESULT, turn=turn, message=message)
+        self._conversation.append(message)
+
+    def _log_call(self, turn: int, call: ToolCallBlock) -> None:
+        self.session.append(TOOL_CALL, turn=turn, data={"call_id": call.id, "name": call.name,
+                                                        "arguments": call.arguments})
+
+    async def _run_tools(self, turn: int, calls: list[ToolCallBlock]) -> None:
+        """Run the calls of one assistant message: safe runs in a rolling pool, unsafe ones alone."""
+        prepared: list[tuple[ToolCallBlock, Tool | None, Any, ToolResult | None]] = []
+        for call in calls:
+            tool = self.tools.get(call.name)
+            if tool is None:
+                prepared.append((call, None, None, ToolResult(error_text(f'unknown tool "{call.name}"'), True)))
+                continue
+            try:
+                prepared.append((call, tool, validate_arguments(tool, call.arguments), None))
+            except ToolError as error:
+                prepared.append((call, tool, None, ToolResult(error_text(error), True)))
+        index = 0
+        total = len(prepared)
+        first_event = len(self.session.events)
+        try:
+            while index < total:
+                call, tool, args, ready = prepared[index]
+                if ready is not None or not tool.is_safe(args) or index + 1 >= total or not _next_safe(prepared, index + 1):
+                    # a single call (or a barrier): run it inline, no task needed
+                    self._log_call(turn, call)
+                    result = ready if ready is not None else await self._invoke(tool, call, args)
+                    self._commit(turn, call, result)
+                    index += 1
+                    continue
+                end = index
+                while end < total and prepared[end][3] is None and prepared[end][1].is_safe(prepared[end][2]):
+                    end += 1
+                await self._run_pool(turn, prepared[index:end])
+                index = end
+        except asyncio.CancelledError:
+            # calls that never started leave a balanced log: an error result, no audit call event
+            committed = {e.message.tool_call_id for e in self.session.events[first_event:]
+                         if e.kind == TOOL_RESULT}
+            for call, *_ in prepared:
+                if call.id not in committed:
+                    self._commit(turn, call, ToolResult(error_text(ABORTED_BEFORE_DISPATCH), True))
+            raise
+
+    async def _invoke(self, tool: Tool, call: ToolCallBlock, args: Any) -> ToolResult:
+        ctx = ToolContext(self, self.runtime, call.id)
+        try:
+            return await invoke(tool, ctx, args)
+        except asyncio.CancelledError:
+            if self._cancel_cause is not None:
+                self._commit(self.turns, call, ToolResult(error_text(ABORTED_DURING_CALL), True))
+            raise
+
+    async def _run_pool(self, turn: int, group: list) -> None:
+        """Rolling pool of ``max_parallel_tool_calls``; results committed in model order."""
+        size = max(1, self.max_parallel_tool_calls)
+        results: list[ToolResult | None] = [None] * len(group)
+        running: dict[asyncio.Task, int] = {}
+        loop = asyncio.get_running_loop()
+        started = 0
+        cursor = 0
+
+        def launch() -> None:
+            nonlocal started
+            while started < len(group) and len(running) < size:
+                call, tool, args, _ = group[started]
+                self._log_call(turn, call)
+                task = loop.create_task(invoke(tool, ToolContext(self, self.runtime, call.id), args))
+                running[task] = started
+                started += 1
+
+        def commit_ready() -> None:
+            nonlocal cursor
+            while cursor < len(group) and results[cursor] is not None:
+                self._commit(turn, group[cursor][0], results[cursor])
+                cursor += 1
+
+        launch()
+        try:
+            while running:
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    results[running.pop(task)] = task.result()
+                commit_ready()
+                launch()
+        except asyncio.CancelledError:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+            for task, position in running.items():
+                results[position] = (task.result() if not task.cancelled() and task.exception() is None
+                                     else ToolResult(error_text(ABORTED_DURING_CALL), True))
+            commit_ready()
+            raise
+
+    # -- conversation --------------------------------------------------------------------------
+
+    @property
+    def conversation(self) -> list[Message]:
+        return list(self._conversation)
+
+    def __repr__(self) -> str:
+        return f"Agent({self.id!r}, label={self.label!r}, status={self.status})"
+
+
+def _next_safe(prepared: list, position: int) -> bool:
+    call, tool, args, ready = prepared[position]
+    return ready is None and tool.is_safe(args)

@@ -1,0 +1,198 @@
+"""Content blocks and messages: the conversation vocabulary shared by agents, models and stores.
+
+Plain slotted dataclasses rather than pydantic models: thousands of them are created per second on
+the delegation hot path, and they convert to and from JSON with :func:`block_to_json` /
+:func:`message_to_json` for the JSONL store and recordings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+Role = Literal["user", "assistant", "tool"]
+
+#: Where a user-role message came from. Provenance only: a source never grants authority.
+SOURCE_KINDS = ("user", "coordinator", "subagent-report", "subagent-settled", "plugin")
+
+
+@dataclass(slots=True, frozen=True)
+class Text:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCall:
+    """A tool call requested by a model. ``id`` is filled in by the engine when the model gives none."""
+
+    name: str
+    arguments: dict = field(default_factory=dict)
+    id: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallBlock:
+    id: str
+    name: str
+    arguments: dict
+    type: Literal["tool-call"] = "tool-call"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolResultBlock:
+    call_id: str
+    name: str
+    text: str
+    is_error: bool = False
+    type: Literal["tool-result"] = "tool-result"
+
+
+Block = Union[Text, ToolCallBlock, ToolResultBlock]
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, other: "Usage | None") -> None:
+        if other is not None:
+            self.input_tokens += other.input_tokens
+            self.output_tokens += other.output_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(slots=True, frozen=True)
+class Source:
+    """Provenance of a user-role message (``kind`` is one of :data:`SOURCE_KINDS`)."""
+
+    kind: str = "user"
+    form: str | None = None  # relay | notice | snapshot
+    sender: str | None = None  # session id of the agent that sent it
+    summary: str | None = None
+    plugin: str | None = None
+
+
+USER_SOURCE = Source("user")
+
+
+@dataclass(slots=True)
+class Message:
+    """One conversation message.
+
+    ``role`` is ``user`` (prompts, follow-ups, notices, reports — see ``source``), ``assistant`` (model
+    output, possibly with tool calls) or ``tool`` (one tool result).
+    """
+
+    role: Role
+    content: list
+    id: str | None = None
+    source: Source | None = None
+    usage: Usage | None = None
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines (a tool message: the rendered result)."""
+        parts = []
+        for block in self.content:
+            if block.type == "text" or block.type == "tool-result":
+                parts.append(block.text)
+        return "\n".join(parts)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [ToolCall(b.name, b.arguments, b.id) for b in self.content if b.type == "tool-call"]
+
+    @property
+    def tool_call_id(self) -> str | None:
+        for block in self.content:
+            if block.type == "tool-result":
+                return block.call_id
+        return None
+
+    @property
+    def is_error(self) -> bool:
+        return any(b.type == "tool-result" and b.is_error for b in self.content)
+
+    @property
+    def tool_name(self) -> str | None:
+        for block in self.content:
+            if block.type == "tool-result":
+                return block.name
+        return None
+
+    def __repr__(self) -> str:
+        kind = f" {self.source.kind}" if self.source is not None and self.role == "user" else ""
+        return f"Message({self.role}{kind}: {self.text!r})"
+
+
+def user_message(text_or_blocks: str | list, id: str | None = None, source: Source | None = None) -> Message:
+    content = [Text(text_or_blocks)] if isinstance(text_or_blocks, str) else list(text_or_blocks)
+    return Message("user", content, id=id, source=source or USER_SOURCE)
+
+
+def text_of(blocks: list, sep: str = "") -> str:
+    """Concatenate the text blocks of ``blocks`` (no separator by default, as foreground results are)."""
+    return sep.join(b.text for b in blocks if b.type == "text")
+
+
+# -- JSON conversion (stores, recordings) -------------------------------------------------------
+
+
+def block_to_json(block: Block) -> dict:
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool-call":
+        return {"type": "tool-call", "id": block.id, "name": block.name, "arguments": block.arguments}
+    return {
+        "type": "tool-result",
+        "call_id": block.call_id,
+        "name": block.name,
+        "text": block.text,
+        "is_error": block.is_error,
+    }
+
+
+def block_from_json(data: dict) -> Block:
+    kind = data.get("type")
+    if kind == "text":
+        return Text(data["text"])
+    if kind == "tool-call":
+        return ToolCallBlock(data["id"], data["name"], dict(data.get("arguments") or {}))
+    if kind == "tool-result":
+        return ToolResultBlock(data["call_id"], data["name"], data["text"], bool(data.get("is_error")))
+    raise ValueError(f"unknown content block type {kind!r}")
+
+
+def source_to_json(source: Source | None) -> dict | None:
+    if source is None:
+        return None
+    return {k: v for k, v in (("kind", source.kind), ("form", source.form), ("sender", source.sender),
+                              ("summary", source.summary), ("plugin", source.plugin)) if v is not None}
+
+
+def message_to_json(message: Message) -> dict:
+    data: dict[str, Any] = {"role": message.role, "content": [block_to_json(b) for b in message.content]}
+    if message.id is not None:
+        data["id"] = message.id
+    if message.source is not None:
+        data["source"] = source_to_json(message.source)
+    if message.usage is not None:
+        data["usage"] = {"input_tokens": message.usage.input_tokens, "output_tokens": message.usage.output_tokens}
+    return data
+
+
+def message_from_json(data: dict) -> Message:
+    source = data.get("source")
+    usage = data.get("usage")
+    return Message(
+        data["role"],
+        [block_from_json(b) for b in data.get("content", [])],
+        id=data.get("id"),
+        source=Source(**source) if source else None,
+        usage=Usage(usage["input_tokens"], usage["output_tokens"]) if usage else None,
+    )

@@ -1,0 +1,205 @@
+"""The runtime: the shared context every agent and service of one hub lives in.
+
+It holds the id source, the session store, the default model, the global tool registry, the live agent
+registry (``agents``: id → the exact live Agent object, which is what authorization checks compare
+against) and the lifecycle event bus. Services (jobs, subagents) attach themselves as observers and
+receive the agents' inbox and status callbacks.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from ..models.base import ToolSpec
+from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
+from .content import Message
+from .errors import ClosedError, UsageError
+from .ids import IdSource
+from .session import Session
+from .tools import Tool, ToolRegistry
+
+BASE_SYSTEM_PROMPT = "You are an AI agent running in toh_nb, a delegation runtime for notebooks."
+
+
+class LifecycleEvent:
+    """One entry of the hub's event history (``hub.events()``)."""
+
+    __slots__ = ("time", "kind", "data")
+
+    def __init__(self, kind: str, data: dict) -> None:
+        self.time = time.time()
+        self.kind = kind
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"LifecycleEvent({self.kind} {self.data})"
+
+
+class EventBus:
+    """Lifecycle events: ``subagent/start|end``, ``job/*``. Observe-only; a failing listener is logged."""
+
+    __slots__ = ("history", "_listeners", "errors")
+
+    def __init__(self) -> None:
+        self.history: list[LifecycleEvent] = []
+        self._listeners: list[Callable[[LifecycleEvent], Any]] = []
+        self.errors: list[str] = []
+
+    def subscribe(self, listener: Callable[[LifecycleEvent], Any]) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def emit(self, kind: str, data: dict, record: bool = True) -> LifecycleEvent:
+        event = LifecycleEvent(kind, data)
+        if record:
+            self.history.append(event)
+        for listener in tuple(self._listeners):
+            try:
+                listener(event)
+            except Exception as error:  # listeners never affect the run
+                self.errors.append(f"{kind} listener threw: {type(error).__name__}: {error}")
+        return event
+
+
+class Runtime:
+    """Shared state of one hub. Create with a model, a store and an id source."""
+
+    def __init__(self, *, model: Any, store: Any, ids: IdSource,
+                 max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+                 base_prompt: str = BASE_SYSTEM_PROMPT) -> None:
+        if isinstance(max_parallel_tool_calls, bool) or not isinstance(max_parallel_tool_calls, int) \
+                or max_parallel_tool_calls < 1:
+            raise UsageError(f"max_parallel_tool_calls must be an integer >= 1, got {max_parallel_tool_calls!r}")
+        self.model = model
+        self.store = store
+        self.ids = ids
+        self.max_parallel_tool_calls = max_parallel_tool_calls
+        self.base_prompt = base_prompt
+        self.tools = ToolRegistry()
+        self.agents: dict[str, Agent] = {}
+        self.bus = EventBus()
+        self.observers: list[Any] = []
+        self.status_listeners: list[Callable[[Agent], Any]] = []
+        self.closed = False
+        self.services: dict[str, Any] = {}
+        self._views: dict[tuple, tuple[dict, list, str]] = {}
+        self._views_version = -1
+
+    # -- composition ---------------------------------------------------------------------------
+
+    def compose(self, tool_filter: dict | None = None, extra_tools: Iterable[Tool] = (),
+                sections: Iterable[tuple[float, str]] = ()) -> tuple[dict[str, Tool], list[ToolSpec], str]:
+        """The tools an agent sees and its system prompt (without persona); cached per shape."""
+        extra = tuple(extra_tools)
+        extra_sections = tuple(sections)
+        key = (_filter_key(tool_filter), tuple(t.name for t in extra), extra_sections)
+        if self._views_version != self.tools.version:
+            self._views.clear()
+            self._views_version = self.tools.version
+        view = self._views.get(key)
+        if view is None:
+            visible: dict[str, Tool] = {}
+            allow = tool_filter.get("allow") if tool_filter else None
+            deny = set(tool_filter.get("deny") or ()) if tool_filter else set()
+            for tool in self.tools:
+                if allow is not None and tool.name not in allow:
+                    continue
+                if tool.name in deny:
+                    continue
+                visible[tool.name] = tool
+            for tool in extra:
+                visible[tool.name] = tool
+            specs = [ToolSpec(t.name, t.description, t.parameters) for t in visible.values()]
+            parts = [(t.guidance_order, t.guidance) for t in visible.values() if t.guidance]
+            parts.extend(extra_sections)
+            parts.sort(key=lambda p: p[0])
+            system = "\n\n".join([self.base_prompt] + [text for _, text in parts])
+            view = (visible, specs, system)
+            self._views[key] = view
+        return view
+
+    def unknown_tool_names(self, tool_filter: dict | None, extra: Iterable[str] = ()) -> list[str]:
+        if not tool_filter:
+            return []
+        known = set(self.tools.names()) | set(extra)
+        names = list(tool_filter.get("allow") or ()) + list(tool_filter.get("deny") or ())
+        return [n for n in names if n not in known]
+
+    def create_agent(self, session: Session, *, label: str | None, depth: int, parent: Agent | None,
+                     mode: str, persona: str | None = None, tool_filter: dict | None = None,
+                     extra_tools: Iterable[Tool] = (), sections: Iterable[tuple[float, str]] = (),
+                     model: Any = None, max_tokens: int | None = None,
+                     conversation: list[Message] | None = None, turns: int = 0) -> Agent:
+        if self.closed:
+            raise ClosedError("this hub is closed")
+        tools, specs, system = self.compose(tool_filter, extra_tools, sections)
+        if persona:
+            system = f"{system}\n\n{persona}"
+        path = "root" if parent is None else f"{parent.path}/{label or session.id}"
+        agent = Agent(id=session.id, runtime=self, session=session, model=model or self.model, system=system,
+                      tools=tools, tool_specs=specs, label=label, depth=depth, parent=parent,
+                      max_tokens=max_tokens, mode=mode, path=path,
+                      max_parallel_tool_calls=self.max_parallel_tool_calls, conversation=conversation,
+                      turns=turns)
+        self.agents[agent.id] = agent
+        return agent
+
+    def is_live(self, agent: Agent | None) -> bool:
+        return agent is not None and self.agents.get(agent.id) is agent
+
+    def unregister(self, agent: Agent) -> None:
+        if self.agents.get(agent.id) is agent:
+            del self.agents[agent.id]
+            for observer in self.observers:
+                observer.on_unregistered(agent)
+
+    # -- agent callbacks (fanned out to services) ---------------------------------------------
+
+    def on_status(self, agent: Agent) -> None:
+        for observer in self.observers:
+            observer.on_status(agent)
+        for listener in self.status_listeners:
+            try:
+                listener(agent)
+            except Exception as error:
+                self.bus.errors.append(f"status listener threw: {type(error).__name__}: {error}")
+
+    def on_claimed(self, agent: Agent, message: Message) -> None:
+        for observer in self.observers:
+            observer.on_claimed(agent, message)
+
+    def on_discarded(self, agent: Agent, messages: list[Message]) -> None:
+        for observer in self.observers:
+            observer.on_discarded(agent, messages)
+
+    def on_turn_end(self, agent: Agent, outcome: TurnOutcome) -> None:
+        for observer in self.observers:
+            observer.on_turn_end(agent, outcome)
+
+
+class RuntimeObserver:
+    """No-op base for services that watch agents."""
+
+    def on_status(self, agent: Agent) -> None: ...
+
+    def on_claimed(self, agent: Agent, message: Message) -> None: ...
+
+    def on_discarded(self, agent: Agent, messages: list[Message]) -> None: ...
+
+    def on_turn_end(self, agent: Agent, outcome: TurnOutcome) -> None: ...
+
+    def on_unregistered(self, agent: Agent) -> None: ...
+
+
+def _filter_key(tool_filter: dict | None) -> tuple | None:
+    if not tool_filter:
+        return None
+    allow = tool_filter.get("allow")
+    deny = tool_filter.get("deny")
+    return (tuple(allow) if allow is not None else None, tuple(deny) if deny is not None else None)

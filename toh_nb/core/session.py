@@ -1,0 +1,146 @@
+"""The append-only session log: one per agent, header first, then events.
+
+Event kinds (the ``kind`` strings are the interface stores, tables and the widget read):
+
+- ``turn/start`` (``turn``) and ``turn/end`` (``turn``, ``data["reason"]`` in
+  :data:`TURN_END_REASONS`, optional ``data["error"]``)
+- ``user/message`` / ``assistant/message`` (``message``; an assistant message carries its usage)
+- ``tool/call`` (``data``: ``call_id``, ``name``, ``arguments``) and ``tool/result`` (``message``,
+  role ``tool``)
+- ``subagent/descriptor`` (``data``: the versioned descriptor of a child, see
+  ``toh_nb.subagents.descriptor``)
+
+The log is the source of truth: an agent's conversation is a projection of it
+(:func:`conversation_of`), which is what makes cold resume possible.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .content import Message, message_from_json, message_to_json
+
+TURN_END_REASONS = ("completed", "max-tokens", "aborted", "interrupted", "error", "blocked")
+
+TURN_START = "turn/start"
+TURN_END = "turn/end"
+USER_MESSAGE = "user/message"
+ASSISTANT_MESSAGE = "assistant/message"
+TOOL_CALL = "tool/call"
+TOOL_RESULT = "tool/result"
+DESCRIPTOR = "subagent/descriptor"
+
+
+class Event:
+    """One session event. ``message`` is set for message events, ``data`` for the others."""
+
+    __slots__ = ("seq", "kind", "time", "turn", "message", "data")
+
+    def __init__(self, seq: int, kind: str, time: float, turn: int | None = None,
+                 message: Message | None = None, data: dict | None = None) -> None:
+        self.seq = seq
+        self.kind = kind
+        self.time = time
+        self.turn = turn
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> dict:
+        out: dict = {"seq": self.seq, "kind": self.kind, "time": self.time}
+        if self.turn is not None:
+            out["turn"] = self.turn
+        if self.message is not None:
+            out["message"] = message_to_json(self.message)
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Event":
+        message = data.get("message")
+        return cls(int(data["seq"]), str(data["kind"]), float(data["time"]), data.get("turn"),
+                   message_from_json(message) if message is not None else None, data.get("data"))
+
+    def __repr__(self) -> str:
+        detail = self.message.text if self.message is not None else self.data
+        return f"Event({self.seq} {self.kind} turn={self.turn} {detail!r})"
+
+
+@dataclass(slots=True)
+class SessionHeader:
+    """Durable, immutable facts about a session (the first line of a JSONL log)."""
+
+    id: str
+    created: float
+    parent_session: str | None = None
+    origin: str | None = None  # "subagent" for children, "root" for a hub's root agent
+    delegation_depth: int = 0
+    seed_length: int = 0
+    version: int = 1
+
+    def to_json(self) -> dict:
+        out = {"type": "session", "version": self.version, "id": self.id, "created": self.created,
+               "delegation_depth": self.delegation_depth}
+        if self.parent_session is not None:
+            out["parent_session"] = self.parent_session
+        if self.origin is not None:
+            out["origin"] = self.origin
+        if self.seed_length:
+            out["seed_length"] = self.seed_length
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SessionHeader":
+        return cls(id=data["id"], created=float(data["created"]), parent_session=data.get("parent_session"),
+                   origin=data.get("origin"), delegation_depth=int(data.get("delegation_depth", 0)),
+                   seed_length=int(data.get("seed_length", 0)), version=int(data.get("version", 1)))
+
+
+class Session:
+    """A session log in memory. ``sink`` receives each appended event (the store's writer)."""
+
+    __slots__ = ("header", "events", "sink", "descriptor", "__weakref__")
+
+    def __init__(self, header: SessionHeader, events: Iterable[Event] = (),
+                 sink: Callable[["Session", Event], None] | None = None) -> None:
+        self.header = header
+        self.events: list[Event] = list(events)
+        self.sink = sink
+        #: the last descriptor seen (listing folds last-wins; resume reads the first of the own suffix)
+        self.descriptor: dict | None = None
+        for event in self.events:
+            if event.kind == DESCRIPTOR:
+                self.descriptor = event.data
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+    def append(self, kind: str, *, turn: int | None = None, message: Message | None = None,
+               data: dict | None = None) -> Event:
+        event = Event(len(self.events), kind, time.time(), turn, message, data)
+        self.events.append(event)
+        if kind == DESCRIPTOR:
+            self.descriptor = data
+        if self.sink is not None:
+            self.sink(self, event)
+        return event
+
+    def own_events(self) -> list[Event]:
+        """Events after the inherited seed prefix (a fork child's own suffix)."""
+        return self.events[self.header.seed_length:]
+
+
+def conversation_of(events: Iterable[Event]) -> list[Message]:
+    """The model-visible conversation that a log records (user, assistant and tool messages)."""
+    return [e.message for e in events if e.message is not None]
+
+
+def last_turn_number(events: Iterable[Event]) -> int:
+    number = 0
+    for event in events:
+        if event.kind == TURN_START and event.turn is not None:
+            number = max(number, event.turn)
+    return number

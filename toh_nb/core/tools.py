@@ -1,0 +1,298 @@
+"""Tools: declaration, the registry, and dispatch with the reference's error rendering.
+
+A tool is declared with a pydantic argument model; its JSON Schema is what the model sees. Dispatch
+turns every failure into a tool result the model can read (``Error: <message>`` with ``is_error``):
+invalid arguments name the bad field, an unknown tool name is refused, an exception thrown by the tool
+body renders its message, and a call aborted before dispatch renders
+``Error: tool call aborted before dispatch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import typing
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import pydantic
+
+from .errors import ToolError, UsageError
+
+ABORTED_BEFORE_DISPATCH = "tool call aborted before dispatch"
+ABORTED_DURING_CALL = "tool call was aborted before it finished"
+STRICT = pydantic.ConfigDict(strict=True, extra="forbid")
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """What one tool call produced: the rendered ``text`` the model reads, the error flag and the value."""
+
+    text: str
+    is_error: bool = False
+    value: Any = None
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"ToolResult(is_error={self.is_error}, text={self.text!r})"
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Who is calling: the calling agent, its runtime, the call id, and whether a human (the notebook
+    user acting as the root agent) rather than the agent's model made the call."""
+
+    agent: Any
+    runtime: Any
+    call_id: str
+    by_user: bool = False
+
+
+class Tool:
+    """A callable the model can invoke.
+
+    ``fn(ctx, args)`` receives a :class:`ToolContext` and the validated pydantic model and may be sync
+    or async. ``render(value)`` turns its return value into the text the model reads (``str`` by
+    default). ``concurrency_safe`` (bool or ``fn(args) -> bool``) opts a call into the parallel pool.
+    ``guidance`` is a system-prompt section shown only to agents that can see the tool.
+    """
+
+    __slots__ = ("name", "description", "args_model", "fn", "render", "concurrency_safe", "guidance",
+                 "guidance_order", "parameters", "run_in_thread", "_is_async")
+
+    def __init__(self, name: str, description: str, args_model: type[pydantic.BaseModel],
+                 fn: Callable[..., Any], *, render: Callable[[Any], str] | None = None,
+                 concurrency_safe: bool | Callable[[Any], bool] = False, guidance: str | None = None,
+                 guidance_order: float = 100.0, run_in_thread: bool = False,
+                 parameters: dict | None = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise UsageError("a tool needs a non-empty string name")
+        self.name = name
+        self.description = description
+        self.args_model = args_model
+        self.fn = fn
+        self.render = render or _default_render
+        self.concurrency_safe = concurrency_safe
+        self.guidance = guidance
+        self.guidance_order = guidance_order
+        self.run_in_thread = run_in_thread
+        self.parameters = parameters if parameters is not None else json_schema_of(args_model)
+        self._is_async = inspect.iscoroutinefunction(fn)
+
+    def is_safe(self, args: Any) -> bool:
+        """Only an explicit ``True`` opts in; a throwing classifier means exclusive."""
+        safe = self.concurrency_safe
+        if callable(safe):
+            try:
+                return safe(args) is True
+            except Exception:
+                return False
+        return safe is True
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+def _default_render(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def json_schema_of(model: type[pydantic.BaseModel]) -> dict:
+    """A compact JSON Schema (no titles) of an argument model, as models expect tool parameters."""
+    schema = model.model_json_schema()
+    _strip_titles(schema)
+    schema.setdefault("properties", {})
+    schema["type"] = "object"
+    return schema
+
+
+def _strip_titles(node: Any) -> None:
+    if isinstance(node, dict):
+        node.pop("title", None)
+        props = node.get("properties")
+        if isinstance(props, dict):
+            for value in props.values():
+                _strip_titles(value)
+        for key in ("items", "anyOf", "oneOf", "allOf", "$defs", "additionalProperties"):
+            child = node.get(key)
+            if isinstance(child, list):
+                for item in child:
+                    _strip_titles(item)
+            elif isinstance(child, dict):
+                if key == "$defs":
+                    for item in child.values():
+                        _strip_titles(item)
+                else:
+                    _strip_titles(child)
+
+
+def format_validation_error(tool_name: str, error: pydantic.ValidationError) -> str:
+    """``invalid arguments for tool "x": prompt: Field required; wait: Input should be a valid boolean``."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item.get("loc", ())) or "(arguments)"
+        message = item.get("msg", "invalid")
+        if item.get("type") == "extra_forbidden":
+            message = "unexpected argument"
+        problems.append(f"{where}: {message}")
+    return f'invalid arguments for tool "{tool_name}": ' + "; ".join(problems)
+
+
+class ToolRegistry:
+    """Named tools, insertion-ordered. Duplicate names are refused."""
+
+    __slots__ = ("_tools", "version")
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.version = 0  # bumped on every change so cached tool views can be invalidated
+
+    def add(self, tool: Tool) -> Tool:
+        if tool.name in self._tools:
+            raise UsageError(f'a tool named "{tool.name}" is already registered; each tool needs a distinct name')
+        self._tools[tool.name] = tool
+        self.version += 1
+        return tool
+
+    def remove(self, name: str) -> None:
+        if self._tools.pop(name, None) is not None:
+            self.version += 1
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __iter__(self):
+        return iter(self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+def validate_arguments(tool: Tool, arguments: Any) -> Any:
+    """Validate raw model arguments; raises :class:`ToolError` with a message naming the bad field."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolError(f'invalid arguments for tool "{tool.name}": expected a JSON object, got {type(arguments).__name__}')
+    try:
+        return tool.args_model.model_validate(arguments)
+    except pydantic.ValidationError as error:
+        raise ToolError(format_validation_error(tool.name, error)) from None
+
+
+async def invoke(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
+    """Run a validated call and render it; every exception becomes an errored result."""
+    try:
+        if tool._is_async:
+            value = await tool.fn(ctx, args)
+        elif tool.run_in_thread:
+            value = await asyncio.to_thread(tool.fn, ctx, args)
+        else:
+            value = tool.fn(ctx, args)
+            if inspect.isawaitable(value):
+                value = await value
+        if isinstance(value, ToolResult):
+            return value
+        return ToolResult(tool.render(value), False, value)
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:  # the model sees every tool failure as a result, never a crash
+        return ToolResult(error_text(error), True, None)
+
+
+def error_text(error: BaseException | str) -> str:
+    message = error if isinstance(error, str) else (str(error) or type(error).__name__)
+    return f"Error: {message}"
+
+
+async def dispatch(registry_lookup: Callable[[str], Tool | None], ctx: ToolContext, name: str,
+                   arguments: Any) -> ToolResult:
+    """Look up, validate and invoke one call by name (what both agents and ``hub.call_tool`` use)."""
+    tool = registry_lookup(name)
+    if tool is None:
+        return ToolResult(error_text(f'unknown tool "{name}"'), True, None)
+    try:
+        args = validate_arguments(tool, arguments)
+    except ToolError as error:
+        return ToolResult(error_text(error), True, None)
+    return await invoke(tool, ctx, args)
+
+
+# -- tools from plain Python functions ------------------------------------------------------------
+
+
+def tool_from_function(fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
+                       concurrency_safe: bool = False) -> Tool:
+    """Build a :class:`Tool` from a typed function; the signature and docstring give the schema.
+
+    Sync functions run in a worker thread so a slow one cannot stall other agents on the loop.
+    """
+    if not callable(fn):
+        raise UsageError(f"a tool must be a callable or a toh_nb.Tool, got {type(fn).__name__}")
+    tool_name = name or getattr(fn, "__name__", None)
+    if not tool_name or tool_name == "<lambda>":
+        raise UsageError("a tool function needs a name: pass a def, or wrap it with toh_nb.Tool(fn, name=...)")
+    signature = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    doc = inspect.getdoc(fn) or ""
+    param_docs = _param_docs(doc)
+    fields: dict[str, Any] = {}
+    for pname, param in signature.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise UsageError(f'tool "{tool_name}": *args/**kwargs cannot be described to a model; name each parameter')
+        annotation = hints.get(pname, Any)
+        default = param.default if param.default is not param.empty else ...
+        fields[pname] = (annotation, pydantic.Field(default, description=param_docs.get(pname)))
+    args_model = pydantic.create_model(f"{tool_name}_args", __config__=STRICT_LAX_NUMBERS, **fields)
+    summary = description or doc.split("\n\n")[0].strip() or f"Call {tool_name}."
+    is_async = inspect.iscoroutinefunction(fn)
+
+    if is_async:
+        async def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
+            return await fn(**{k: getattr(args, k) for k in fields})
+    else:
+        def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
+            return fn(**{k: getattr(args, k) for k in fields})
+
+    return Tool(tool_name, summary, args_model, call, concurrency_safe=concurrency_safe,
+                run_in_thread=not is_async)
+
+
+# User functions get the usual JSON coercions a model needs (ints for floats), but no extra keys.
+STRICT_LAX_NUMBERS = pydantic.ConfigDict(extra="forbid")
+
+
+def _param_docs(doc: str) -> dict[str, str]:
+    """Parameter descriptions from a Google- or reST-style docstring (``name: text`` under Args)."""
+    out: dict[str, str] = {}
+    in_args = False
+    for raw in doc.splitlines():
+        line = raw.strip()
+        if line.lower() in ("args:", "arguments:", "parameters:"):
+            in_args = True
+            continue
+        if line.startswith(":param "):
+            head, _, text = line[7:].partition(":")
+            out[head.strip().split()[-1]] = text.strip()
+            continue
+        if in_args:
+            if not line:
+                in_args = False
+                continue
+            head, sep, text = line.partition(":")
+            if sep and head and " " not in head.split("(")[0].strip():
+                out[head.split("(")[0].strip()] = text.strip()
+    return out

@@ -1,0 +1,9 @@
+"""Models: the protocol, test models that are part of the product, the demo and real-LLM adapters."""
+
+from ..core.content import ToolCall, Usage
+from .base import Model, ModelRequest, ModelResponse, ToolSpec
+from .function import FunctionModel
+from .scripted import ScriptedModel
+
+__all__ = ["Model", "ModelRequest", "ModelResponse", "ToolSpec", "ToolCall", "Usage", "FunctionModel",
+           "ScriptedModel"]

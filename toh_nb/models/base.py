@@ -1,0 +1,86 @@
+"""The model protocol: what an agent sends a model each step and what it gets back.
+
+A model is any object with ``async def request(self, request: ModelRequest) -> ModelResponse``.
+``ModelRequest.messages`` is only the conversation (prompts, follow-ups, notices, reports, assistant
+turns, tool results); the persona, the delegated-scope statement and tool guidance live in
+``ModelRequest.system``, so a model function can rely on the last user message being the latest
+instruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..core.content import Message, ToolCall, Usage
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
+STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "refusal")
+
+
+@dataclass(slots=True, frozen=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and the JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    agent_id: str
+    label: str | None
+    depth: int
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec]
+    max_tokens: int | None = None
+    #: labels from the root down to this agent, joined by "/" (``root/research/detail``)
+    path: str = "root"
+    #: 1-based number of the agent's current turn and of the step (model call) inside it
+    turn: int = 1
+    step: int = 1
+
+    @property
+    def last_user_text(self) -> str:
+        for message in reversed(self.messages):
+            if message.role == "user":
+                return message.text
+        return ""
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+
+@dataclass(slots=True)
+class ModelResponse:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: StopReason | None = None  # derived from tool_calls when omitted
+
+    def __post_init__(self) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = "tool_use" if self.tool_calls else "end_turn"
+        elif self.stop_reason not in STOP_REASONS:
+            from ..core.errors import ModelError
+
+            raise ModelError(f"unknown stop_reason {self.stop_reason!r}; expected one of {', '.join(STOP_REASONS)}")
+
+
+@runtime_checkable
+class Model(Protocol):
+    async def request(self, request: ModelRequest) -> ModelResponse: ...
+
+
+def coerce_response(value: Any) -> ModelResponse:
+    """Accept what model functions may return: a ModelResponse or a plain ``str`` (a final answer)."""
+    if isinstance(value, ModelResponse):
+        return value
+    if isinstance(value, str):
+        return ModelResponse(text=value)
+    from ..core.errors import ModelError
+
+    raise ModelError(f"a model function must return a ModelResponse or a str, got {type(value).__name__}")

@@ -1,0 +1,32 @@
+"""FunctionModel: a model that is a plain Python function of the request (sync or async)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Awaitable, Callable, Union
+
+from ..core.errors import UsageError
+from .base import ModelRequest, ModelResponse, coerce_response
+
+ModelFunction = Callable[[ModelRequest], Union[ModelResponse, str, Awaitable[Union[ModelResponse, str]]]]
+
+
+class FunctionModel:
+    """Calls ``fn(request)``; a plain ``str`` return is a final answer, an exception ends the turn
+    with stop reason ``error`` (its message becomes the diagnostic). An async ``fn`` may await and is
+    cancelled on interrupt or kill. A sync ``fn`` runs on the loop, so keep it quick."""
+
+    def __init__(self, fn: ModelFunction, name: str | None = None) -> None:
+        if not callable(fn):
+            raise UsageError(f"FunctionModel needs a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "function")
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        value: Any = self.fn(request)
+        if inspect.isawaitable(value):
+            value = await value
+        return coerce_response(value)
+
+    def __repr__(self) -> str:
+        return f"FunctionModel({self.name})"

@@ -1,0 +1,51 @@
+"""The in-memory session store: logs live as long as the process (the default, ``store=None``)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..core.errors import StoreError
+from ..core.ids import is_valid_id
+from ..core.session import Event, Session, SessionHeader
+
+
+class MemoryStore:
+    """Keeps every session object; ``open`` hands back the same log a settled child left behind."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._children: dict[str | None, list[str]] = {}
+
+    def create(self, header: SessionHeader, seed: Iterable[Event] = ()) -> Session:
+        if not is_valid_id(header.id):
+            raise StoreError(f"invalid session id {header.id!r}: use letters, digits, '-', '_', '.', ':'")
+        if header.id in self._sessions:
+            raise StoreError(f'session "{header.id}" already exists')
+        session = Session(header, seed)
+        self._sessions[header.id] = session
+        self._children.setdefault(header.parent_session, []).append(header.id)
+        return session
+
+    def open(self, session_id: str) -> Session:
+        return self._sessions[session_id]
+
+    def exists(self, session_id: str) -> bool:
+        return session_id in self._sessions
+
+    def children_of(self, parent_id: str) -> list[SessionHeader]:
+        return [self._sessions[i].header for i in self._children.get(parent_id, ())]
+
+    def headers(self) -> list[SessionHeader]:
+        return [s.header for s in self._sessions.values()]
+
+    def diagnostic(self, session_id: str) -> str | None:
+        return None
+
+    def flush(self, session: Session | None = None) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return len(self._sessions)
