@@ -231,44 +231,50 @@ async def dispatch(registry_lookup: Callable[[str], Tool | None], ctx: ToolConte
 # -- tools from plain Python functions ------------------------------------------------------------
 
 
+class FunctionTool(Tool):
+    """A tool made from a typed Python function (``toh_nb.Tool``): the signature and docstring give the
+    JSON Schema; sync functions run in a worker thread so a slow one cannot stall other agents."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None, description: str | None = None, *,
+                 concurrency_safe: bool = False) -> None:
+        if not callable(fn):
+            raise UsageError(f"a tool must be a callable or a toh_nb.Tool, got {type(fn).__name__}")
+        tool_name = name or getattr(fn, "__name__", None)
+        if not tool_name or tool_name == "<lambda>":
+            raise UsageError("a tool function needs a name: pass a def, or toh_nb.Tool(fn, name=...)")
+        signature = inspect.signature(fn)
+        try:
+            hints = typing.get_type_hints(fn)
+        except Exception:
+            hints = {}
+        doc = inspect.getdoc(fn) or ""
+        param_docs = _param_docs(doc)
+        fields: dict[str, Any] = {}
+        for pname, param in signature.parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise UsageError(f'tool "{tool_name}": *args/**kwargs cannot be described to a model; name each parameter')
+            annotation = hints.get(pname, Any)
+            default = param.default if param.default is not param.empty else ...
+            fields[pname] = (annotation, pydantic.Field(default, description=param_docs.get(pname)))
+        args_model = pydantic.create_model(f"{tool_name}_args", __config__=STRICT_LAX_NUMBERS, **fields)
+        summary = description or doc.split("\n\n")[0].strip() or f"Call {tool_name}."
+        names = tuple(fields)
+        if inspect.iscoroutinefunction(fn):
+            async def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
+                return await fn(**{k: getattr(args, k) for k in names})
+        else:
+            def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
+                return fn(**{k: getattr(args, k) for k in names})
+        super().__init__(tool_name, summary, args_model, call, concurrency_safe=concurrency_safe,
+                         run_in_thread=not inspect.iscoroutinefunction(fn))
+        self.function = fn
+
+
 def tool_from_function(fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
                        concurrency_safe: bool = False) -> Tool:
-    """Build a :class:`Tool` from a typed function; the signature and docstring give the schema.
-
-    Sync functions run in a worker thread so a slow one cannot stall other agents on the loop.
-    """
-    if not callable(fn):
-        raise UsageError(f"a tool must be a callable or a toh_nb.Tool, got {type(fn).__name__}")
-    tool_name = name or getattr(fn, "__name__", None)
-    if not tool_name or tool_name == "<lambda>":
-        raise UsageError("a tool function needs a name: pass a def, or wrap it with toh_nb.Tool(fn, name=...)")
-    signature = inspect.signature(fn)
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {}
-    doc = inspect.getdoc(fn) or ""
-    param_docs = _param_docs(doc)
-    fields: dict[str, Any] = {}
-    for pname, param in signature.parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise UsageError(f'tool "{tool_name}": *args/**kwargs cannot be described to a model; name each parameter')
-        annotation = hints.get(pname, Any)
-        default = param.default if param.default is not param.empty else ...
-        fields[pname] = (annotation, pydantic.Field(default, description=param_docs.get(pname)))
-    args_model = pydantic.create_model(f"{tool_name}_args", __config__=STRICT_LAX_NUMBERS, **fields)
-    summary = description or doc.split("\n\n")[0].strip() or f"Call {tool_name}."
-    is_async = inspect.iscoroutinefunction(fn)
-
-    if is_async:
-        async def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
-            return await fn(**{k: getattr(args, k) for k in fields})
-    else:
-        def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
-            return fn(**{k: getattr(args, k) for k in fields})
-
-    return Tool(tool_name, summary, args_model, call, concurrency_safe=concurrency_safe,
-                run_in_thread=not is_async)
+    return FunctionTool(fn, name, description, concurrency_safe=concurrency_safe)
 
 
 # User functions get the usual JSON coercions a model needs (ints for floats), but no extra keys.

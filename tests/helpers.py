@@ -1,0 +1,63 @@
+"""Shared test helpers: render a session log the way the reference transcripts print it."""
+
+from __future__ import annotations
+
+import json
+
+from toh_nb.core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START,
+                                 USER_MESSAGE)
+
+
+def _source(message) -> str:
+    source = message.source
+    if source is None:
+        return "user"
+    parts = [source.kind]
+    if source.form:
+        parts.append(source.form)
+    if source.plugin:
+        parts.append(source.plugin)
+    if source.sender and source.kind != "plugin":
+        parts.append(f"from={source.sender}")
+    return " ".join(parts)
+
+
+def render(session) -> list[str]:
+    """One string per event, in the reference transcript notation."""
+    lines = []
+    for event in session.events:
+        kind = event.kind
+        if kind == TURN_START:
+            lines.append(f"-- turn {event.turn} start")
+        elif kind == TURN_END:
+            data = {"kind": event.data["reason"]}
+            lines.append(f"-- turn {event.turn} end: {json.dumps(data, separators=(',', ':'))}")
+        elif kind == DESCRIPTOR:
+            lines.append("DESCRIPTOR " + json.dumps(event.data, separators=(",", ":")))
+        elif kind == USER_MESSAGE:
+            blocks = [b.text for b in event.message.content]
+            if len(blocks) == 1:
+                lines.append(f"USER [{_source(event.message)}]: {blocks[0]}")
+            else:
+                lines.append(f"USER [{_source(event.message)}]: {len(blocks)} blocks {json.dumps(blocks)}")
+        elif kind == ASSISTANT_MESSAGE:
+            parts = []
+            for block in event.message.content:
+                if block.type == "text":
+                    parts.append(block.text)
+                else:
+                    args = json.dumps(block.arguments, separators=(",", ":"))
+                    parts.append(f"<tool-call {block.id} {block.name} {args}>")
+            lines.append("ASSISTANT: " + " ".join(parts))
+        elif kind == TOOL_CALL:
+            lines.append(f"TOOL-CALL {event.data['call_id']} {event.data['name']}")
+        elif kind == TOOL_RESULT:
+            message = event.message
+            flag = " (isError)" if message.is_error else ""
+            lines.append(f"TOOL-RESULT {message.tool_call_id}{flag}: {message.text}")
+    return lines
+
+
+def seen_by_model(session) -> list[str]:
+    """Only what the parent model receives: user messages and tool results, in order."""
+    return [line for line in render(session) if line.startswith(("USER", "TOOL-RESULT"))]

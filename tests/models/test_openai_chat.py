@@ -1,0 +1,454 @@
+"""OpenAIChatModel against a real local HTTP server (tests/models/chat_server.py): offline and fast.
+
+The server speaks the OpenAI chat-completions wire format, so these tests cover the real ``openai``
+client: request mapping, response parsing, streaming, retries/backoff, timeouts, cancellation, and
+that the API key never leaks into repr or error messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import time
+
+import pytest
+
+from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock, user_message
+from toh_nb.core.errors import ModelError
+from toh_nb.models.base import ModelRequest, ModelResponse, ToolSpec
+from toh_nb.models.openai_chat import OpenAIChatModel
+
+try:
+    from .chat_server import ChatServer, error, hang, raw, stream_text, stream_tool_calls, text, tool_calls
+except ImportError:  # tests/ is not a package: pytest put this directory on sys.path
+    from chat_server import ChatServer, error, hang, raw, stream_text, stream_tool_calls, text, tool_calls
+
+KEY = "sk-test-SECRET-0123456789"
+SEARCH = ToolSpec("search", "Search the web", {"type": "object", "properties": {"q": {"type": "string"}},
+                                               "required": ["q"]})
+
+
+@pytest.fixture
+def server():
+    with ChatServer() as s:
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def make(server, **kw) -> OpenAIChatModel:
+    kw.setdefault("api_key", KEY)
+    kw.setdefault("timeout", 2.0)
+    kw.setdefault("backoff", 0.01)
+    return OpenAIChatModel("test-model", server.url, **kw)
+
+
+def req(messages=None, *, system="You are terse.", tools=(), max_tokens=None, agent_id="agent-1",
+        label=None, path="root", turn=1, step=1) -> ModelRequest:
+    if messages is None:
+        messages = [user_message("hello")]
+    return ModelRequest(agent_id, label, 0 if label is None else 1, system, list(messages), list(tools),
+                        max_tokens, path, turn, step)
+
+
+def call(model, request):
+    async def go():
+        try:
+            return await model.request(request)
+        finally:
+            await model.aclose()
+
+    return asyncio.run(go())
+
+
+# -- mapping ---------------------------------------------------------------------------------------
+
+
+def test_text_reply_and_request_mapping(server):
+    server.push(text("Hi there", usage=(11, 4)))
+    conversation = [
+        user_message("find x"),
+        Message("assistant", [Text("searching"), ToolCallBlock("call_1", "search", {"q": "x"}),
+                              ToolCallBlock("call_2", "search", {"q": "ü"})]),
+        Message("tool", [ToolResultBlock("call_1", "search", "found x")]),
+        Message("tool", [ToolResultBlock("call_2", "search", "Error: nothing", is_error=True)]),
+        user_message("thanks"),
+    ]
+    response = call(make(server), req(conversation, tools=[SEARCH], max_tokens=77))
+
+    assert response == ModelResponse(text="Hi there", usage=response.usage, stop_reason="end_turn")
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (11, 4)
+    (received,) = server.requests
+    assert received.path == "/v1/chat/completions"
+    assert received.headers["authorization"] == f"Bearer {KEY}"
+    body = received.body
+    assert body["model"] == "test-model"
+    assert body["max_tokens"] == 77
+    assert "stream" not in body
+    messages = body["messages"]
+    assert messages[0] == {"role": "system", "content": "You are terse."}
+    assert messages[1] == {"role": "user", "content": "find x"}
+    assistant = messages[2]
+    assert assistant["role"] == "assistant" and assistant["content"] == "searching"
+    assert [(c["id"], c["type"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in assistant["tool_calls"]] == [("call_1", "function", "search", {"q": "x"}),
+                                                  ("call_2", "function", "search", {"q": "ü"})]
+    assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "content": "found x"}
+    assert messages[4] == {"role": "tool", "tool_call_id": "call_2", "content": "Error: nothing"}
+    assert messages[5] == {"role": "user", "content": "thanks"}
+    assert body["tools"] == [{"type": "function", "function": {
+        "name": "search", "description": "Search the web", "parameters": SEARCH.parameters}}]
+
+
+def test_optional_fields_omitted_and_extras_passed(server):
+    server.push(text("ok"), text("ok"))
+    call(make(server), req(system="", tools=[]))
+    call(make(server, temperature=0.2, extra_body={"top_k": 5}), req())
+    plain, extra = server.bodies
+    assert "max_tokens" not in plain and "tools" not in plain and "temperature" not in plain
+    assert plain["messages"] == [{"role": "user", "content": "hello"}]  # no empty system message
+    assert extra["temperature"] == 0.2 and extra["top_k"] == 5
+
+
+def test_assistant_message_with_only_tool_calls_has_null_content(server):
+    server.push(text("ok"))
+    conversation = [user_message("go"), Message("assistant", [ToolCallBlock("c1", "search", {"q": "y"})]),
+                    Message("tool", [ToolResultBlock("c1", "search", "r")])]
+    call(make(server), req(conversation, tools=[SEARCH]))
+    assert server.bodies[0]["messages"][2]["content"] is None
+
+
+def test_parallel_tool_calls(server):
+    server.push(tool_calls([("call_a", "search", {"q": "alpha"}), ("call_b", "search", {"q": "beta"})],
+                           usage=(40, 12)))
+    response = call(make(server), req(tools=[SEARCH]))
+    assert response.stop_reason == "tool_use"
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("call_a", "search", {"q": "alpha"}), ("call_b", "search", {"q": "beta"})]
+    assert response.text == ""
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (40, 12)
+
+
+def test_tool_calls_reported_with_finish_reason_stop_are_tool_use(server):
+    # some local servers (older Ollama) say "stop" even when they called tools
+    server.push(tool_calls([("c1", "search", {"q": "z"})], finish_reason="stop"))
+    assert call(make(server), req(tools=[SEARCH])).stop_reason == "tool_use"
+
+
+def test_empty_arguments_and_missing_ids(server):
+    server.push(tool_calls([("", "search", "")]))
+    (tc,) = call(make(server), req(tools=[SEARCH])).tool_calls
+    assert tc.arguments == {} and tc.id is None  # the engine fills in an id
+
+
+@pytest.mark.parametrize("finish, expected", [("length", "max_tokens"), ("content_filter", "refusal"),
+                                              ("stop", "end_turn")])
+def test_finish_reasons(server, finish, expected):
+    server.push(text("partial", finish_reason=finish))
+    response = call(make(server), req())
+    assert response.stop_reason == expected and response.text == "partial"
+
+
+def test_missing_usage_is_zero(server):
+    server.push(text("x", usage=None))
+    usage = call(make(server), req()).usage
+    assert (usage.input_tokens, usage.output_tokens) == (0, 0)
+
+
+def test_malformed_tool_arguments_name_the_tool(server):
+    server.push(tool_calls([("c1", "search", '{"q": "unterminated')]))
+    with pytest.raises(ModelError) as info:
+        call(make(server), req(tools=[SEARCH]))
+    message = str(info.value)
+    assert 'tool "search"' in message and '{"q": "unterminated' in message
+    assert len(server.requests) == 1  # not a transport failure: no retry
+
+
+def test_non_object_tool_arguments_are_an_error(server):
+    server.push(tool_calls([("c1", "search", "[1, 2]")]))
+    with pytest.raises(ModelError, match='tool "search"'):
+        call(make(server), req(tools=[SEARCH]))
+
+
+def test_truncated_tool_call_under_length_is_dropped(server):
+    server.push(tool_calls([("c1", "search", {"q": "ok"}), ("c2", "search", '{"q": "cut')], finish_reason="length"))
+    response = call(make(server), req(tools=[SEARCH], max_tokens=5))
+    assert response.stop_reason == "max_tokens"
+    assert [c.id for c in response.tool_calls] == ["c1"]
+
+
+# -- malformed responses ---------------------------------------------------------------------------
+
+
+def test_malformed_json_body(server):
+    server.push(raw(b'{"choices": [ this is not json'))
+    with pytest.raises(ModelError, match="malformed response"):
+        call(make(server), req())
+    assert len(server.requests) == 1
+
+
+def test_non_json_body(server):
+    server.push(raw(b"<html>proxy error</html>", content_type="text/html"))
+    with pytest.raises(ModelError, match="not a chat completion"):
+        call(make(server), req())
+
+
+def test_json_without_choices(server):
+    server.push(raw(b'{"object": "list", "data": []}'))
+    with pytest.raises(ModelError, match="no choices"):
+        call(make(server), req())
+
+
+# -- retries, timeouts, cancellation ---------------------------------------------------------------
+
+
+def test_429_then_success(server):
+    server.push(error(429, "rate limited", headers={"Retry-After": "0"}), text("finally"))
+    assert call(make(server), req()).text == "finally"
+    assert len(server.requests) == 2
+
+
+def test_500_then_success(server):
+    server.push(error(500, "boom"), error(503, "busy"), text("recovered"))
+    assert call(make(server), req()).text == "recovered"
+    assert len(server.requests) == 3
+
+
+def test_retries_are_bounded(server):
+    server.push(*[error(500, "still broken")] * 5)
+    with pytest.raises(ModelError) as info:
+        call(make(server, max_retries=2), req())
+    assert len(server.requests) == 3
+    assert info.value.status_code == 500
+    assert "HTTP 500" in str(info.value) and "still broken" in str(info.value) and "3 attempts" in str(info.value)
+
+
+def test_retry_after_is_capped(server):
+    server.push(error(429, "slow down", headers={"Retry-After": "100"}), text("ok"))
+    started = time.monotonic()
+    assert call(make(server, max_backoff=0.05), req()).text == "ok"
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+def test_other_4xx_fail_immediately(server, status):
+    server.push(error(status, "you did something wrong"), text("never"))
+    with pytest.raises(ModelError) as info:
+        call(make(server), req())
+    assert len(server.requests) == 1
+    assert info.value.status_code == status
+    assert f"HTTP {status}" in str(info.value) and "you did something wrong" in str(info.value)
+    assert "test-model" in str(info.value)
+
+
+def test_hang_times_out_with_bounded_retries(server):
+    server.push(hang(5), hang(5), hang(5), text("never"))
+    started = time.monotonic()
+    with pytest.raises(ModelError, match="timeout") as info:
+        call(make(server, timeout=0.3, max_retries=2), req())
+    elapsed = time.monotonic() - started
+    assert len(server.requests) == 3
+    assert info.value.status_code is None and info.value.attempts == 3
+    assert 0.8 < elapsed < 3.5
+
+
+def test_connection_refused_is_retried_then_model_error():
+    with ChatServer() as dead:
+        url = dead.url
+    model = OpenAIChatModel("m", url, api_key=KEY, max_retries=1, backoff=0.01, timeout=1)
+    with pytest.raises(ModelError, match="connection failed|gave up") as info:
+        call(model, req())
+    assert info.value.attempts == 2
+
+
+def test_cancellation_propagates_without_retry(server):
+    server.push(hang(5), text("after"))
+    model = make(server, max_retries=3)
+
+    async def go():
+        task = asyncio.create_task(model.request(req()))
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < 0.5
+        await asyncio.sleep(0.1)
+        assert len(server.requests) == 1  # no retry after cancel
+        response = await model.request(req())  # the model stays usable
+        await model.aclose()
+        return response
+
+    assert asyncio.run(go()).text == "after"
+    assert len(server.requests) == 2
+
+
+def test_usable_across_event_loops(server):
+    server.push(text("one"), text("two"))
+    model = make(server)
+    assert asyncio.run(model.request(req())).text == "one"
+    assert call(model, req()).text == "two"
+
+
+# -- streaming -------------------------------------------------------------------------------------
+
+
+def test_stream_text_with_deltas_and_usage(server):
+    server.push(stream_text(["Hel", "lo ", "world"], usage=(12, 3)))
+    deltas = []
+    model = make(server, stream=True, on_delta=lambda agent, piece: deltas.append((agent, piece)))
+    response = call(model, req(agent_id="agent-7"))
+    assert response.text == "Hello world" and response.stop_reason == "end_turn"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
+    assert deltas == [("agent-7", "Hel"), ("agent-7", "lo "), ("agent-7", "world")]
+    body = server.bodies[0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_stream_parallel_tool_calls(server):
+    server.push(stream_tool_calls([("call_a", "search", ['{"q"', ': "al', 'pha"}']),
+                                   ("call_b", "search", ['{"q": ', '"beta"}'])], content=["Let me look."]))
+    seen = []
+
+    async def on_delta(agent, piece):  # async callbacks are awaited
+        seen.append(piece)
+
+    response = call(make(server, stream=True, on_delta=on_delta), req(tools=[SEARCH]))
+    assert response.stop_reason == "tool_use"
+    assert response.text == "Let me look." and seen == ["Let me look."]
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("call_a", "search", {"q": "alpha"}), ("call_b", "search", {"q": "beta"})]
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (30, 9)
+
+
+def test_stream_without_on_delta_and_with_failing_on_delta(server):
+    server.push(stream_text(["a", "b"]), stream_text(["c"]))
+    assert call(make(server, stream=True), req()).text == "ab"
+
+    def broken(agent, piece):
+        raise RuntimeError("display is gone")
+
+    assert call(make(server, stream=True, on_delta=broken), req()).text == "c"
+
+
+def test_stream_retries_before_any_delta(server):
+    server.push(error(503, "warming up"), stream_text(["ok"]))
+    assert call(make(server, stream=True, on_delta=lambda a, p: None), req()).text == "ok"
+    assert len(server.requests) == 2
+
+
+def test_stream_that_stalls_after_text_is_not_retried(server):
+    stalled = stream_text(["partial "])
+    stalled.events.insert(2, 5.0)  # role chunk, "partial ", then a long pause
+    server.push(stalled, stream_text(["never"]))
+    shown = []
+    with pytest.raises(ModelError, match="not retried"):
+        call(make(server, stream=True, timeout=0.3, on_delta=lambda a, p: shown.append(p)), req())
+    assert shown == ["partial "] and len(server.requests) == 1
+
+
+# -- keys and configuration ------------------------------------------------------------------------
+
+
+def test_api_key_never_leaks(server):
+    model = make(server)
+    assert KEY not in repr(model) and KEY not in str(model) and KEY not in f"{model}"
+    assert repr(model) == f"OpenAIChatModel(model='test-model', base_url='{server.url}')"
+    assert KEY not in repr(vars(model))
+    server.push(error(401, f"Incorrect API key provided: {KEY}"))
+    with pytest.raises(ModelError) as info:
+        call(model, req())
+    assert KEY not in str(info.value) and KEY not in repr(info.value)
+    assert "HTTP 401" in str(info.value) and "<redacted>" in str(info.value)
+    assert info.value.__cause__ is None  # the openai exception (with its headers) is not chained
+
+
+def test_no_key_without_base_url_fails_at_first_request():
+    model = OpenAIChatModel("gpt-4o-mini")  # construction never fails
+    assert repr(model) == "OpenAIChatModel(model='gpt-4o-mini', base_url=None)"
+    with pytest.raises(ModelError, match="no API key.*OPENAI_API_KEY.*base_url"):
+        call(model, req())
+
+
+def test_local_server_needs_no_key(server):
+    server.push(text("local"))
+    assert call(OpenAIChatModel("llama", server.url, backoff=0.01), req()).text == "local"
+    assert server.requests[0].headers["authorization"] == "Bearer not-needed"
+
+
+def test_environment_variables_are_honoured(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env-42")
+    server.push(text("env"))
+    model = OpenAIChatModel("m")
+    assert model.base_url == server.url and "sk-from-env" not in repr(model)
+    assert call(model, req()).text == "env"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env-42"
+
+
+def test_max_tokens_field_for_reasoning_models(server):
+    server.push(text("ok"))
+    call(make(server, max_tokens_field="max_completion_tokens"), req(max_tokens=9))
+    body = server.bodies[0]
+    assert body["max_completion_tokens"] == 9 and "max_tokens" not in body
+
+
+def test_given_client_is_used(server):
+    import openai
+
+    client = openai.AsyncOpenAI(api_key="sk-given-client-key", base_url=server.url, max_retries=5)
+    server.push(error(400, "bad"), text("never"))
+    model = OpenAIChatModel("m", client=client, backoff=0.01)
+    with pytest.raises(ModelError, match="HTTP 400"):
+        asyncio.run(model.request(req()))
+    assert len(server.requests) == 1
+    assert server.requests[0].headers["authorization"] == "Bearer sk-given-client-key"
+
+
+# -- a real delegation through the engine ------------------------------------------------------------
+
+
+def _async_hub():
+    try:
+        module = importlib.import_module("toh_nb.hub")
+    except ImportError:
+        return None
+    return getattr(module, "AsyncHub", None)
+
+
+def test_delegation_through_the_hub(server):
+    AsyncHub = _async_hub()
+    if AsyncHub is None:
+        pytest.skip("toh_nb.hub.AsyncHub does not exist yet")
+
+    def respond(body):
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return text(f"child said: {last['content']}")
+        if "add 2+2" in (last.get("content") or ""):
+            return text("4")
+        return tool_calls([("call_sub", "subagent", {"description": "sum", "prompt": "add 2+2"})])
+
+    server.responder = respond
+    model = make(server)
+
+    async def go():
+        try:
+            async with AsyncHub(model=model, ids="sequential") as hub:
+                return await hub.run("What is 2+2? Delegate it.")
+        finally:
+            await model.aclose()
+
+    result = asyncio.run(go())
+    shown = getattr(result, "text", None) or str(result)
+    assert "child said" in shown and "4" in shown
+    bodies = server.bodies
+    assert len(bodies) == 3
+    assert any(t["function"]["name"] == "subagent" for t in bodies[0].get("tools", []))
+    tool_messages = [m for m in bodies[2]["messages"] if m["role"] == "tool"]
+    assert tool_messages and tool_messages[0]["tool_call_id"] == "call_sub"

@@ -1,0 +1,420 @@
+"""AsyncHub: the async face that scripts use and the notebook facade (``toh_nb.Hub``) wraps.
+
+A hub composes one runtime: the session store, the job registry, the subagent service with the
+``spawn`` and ``fork`` providers, the delegation tool instances, the job and control tools and the
+user's own tools, plus a *root* agent. The notebook user acts as that root agent: ``spawn``, ``start``,
+``send``, ``interrupt`` and ``call_tool`` go through the same service, tools, authorization and texts as
+a model calling the tools would.
+
+Work the user starts never wakes the root agent's model: its notices wait for the root's next turn.
+Work the root's model starts (during ``run``) wakes it as the reference harness does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import math
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+from .core.content import Source, text_of, user_message
+from .core.errors import ClosedError, TohError, UsageError
+from .core.ids import IdSource, is_valid_id
+from .core.runtime import Runtime
+from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number
+from .core.tools import Tool, ToolContext, ToolResult, dispatch, tool_from_function
+from .jobs import JobRegistry, make_job_tools
+from .jobs.registry import Job
+from .results import RunResult, run_result
+from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
+from .store import open_store
+from .subagents import ForkProvider, SpawnProvider, SubagentService
+from .subagents.control import make_control_tools
+from .subagents.report import make_report_tool
+from .subagents.service import AgentList, StartRequest, repair_tail, validate_max_depth, validate_tool_filter
+from .subagents.tool import _background, make_subagent_tool, settle_foreground
+
+ROOT_ORIGIN = "root"
+
+
+def _check_timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout < 0:
+        raise UsageError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
+    return float(timeout)
+
+
+def _check_text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise UsageError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise UsageError(f"{name} must not be empty")
+    return value
+
+
+def _default_label(prompt: str) -> str:
+    words = prompt.split()
+    label = " ".join(words[:5])
+    return label if len(words) <= 5 else label + " \u2026"
+
+
+class AsyncJob:
+    """A background one-shot child, as a job (``subagent-N``)."""
+
+    def __init__(self, hub: "AsyncHub", job: Job) -> None:
+        self._hub = hub
+        self._job = job
+
+    @property
+    def id(self) -> str:
+        return self._job.id
+
+    @property
+    def label(self) -> str:
+        return self._job.label
+
+    @property
+    def status(self) -> str:
+        return self._job.status
+
+    @property
+    def detail(self) -> str | None:
+        return self._job.detail
+
+    @property
+    def child_id(self) -> str | None:
+        return self._job.child_id
+
+    async def output(self, wait: bool = False, timeout: float | None = None) -> str:
+        """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s."""
+        timeout = _check_timeout(timeout)
+        if wait and not self._job.done:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._job.task), timeout)
+            except asyncio.TimeoutError:
+                pass
+        return self._hub._jobs.read(self._job.id, self._hub._root)
+
+    def kill(self, reason: str | None = None) -> str:
+        if reason is not None and not isinstance(reason, str):
+            raise UsageError(f"reason must be a string or None, got {type(reason).__name__}")
+        return self._hub._jobs.kill(self._job.id, self._hub._root, reason)
+
+    def __repr__(self) -> str:
+        detail = f", {self._job.detail}" if self._job.detail else ""
+        return f"Job({self.id} [{self.status}{detail}] \u2014 {self.label})"
+
+    def _repr_html_(self) -> str:
+        return (f"<div class='toh-job'><code>{html.escape(self.id)}</code> <b>[{html.escape(self.status)}]</b> "
+                f"\u2014 {html.escape(self.label)}</div>")
+
+
+class AsyncChild:
+    """A continuable child: send it turns, interrupt it, wait for it to settle."""
+
+    def __init__(self, hub: "AsyncHub", child_id: str, label: str) -> None:
+        self._hub = hub
+        self.id = child_id
+        self.label = label
+
+    @property
+    def status(self) -> str:
+        return self._hub._service.status_of(self.id)
+
+    async def send(self, message: str) -> str:
+        return await self._hub.send(self.id, message)
+
+    def interrupt(self) -> None:
+        self._hub.interrupt(self.id)
+
+    async def wait(self, timeout: float | None = None) -> str | None:
+        """Wait until the child is settled; the closing text of its last activation (None if none)."""
+        return await self._hub.wait_settled(self.id, timeout)
+
+    def transcript(self):
+        return self._hub.transcript(self.id)
+
+    def __repr__(self) -> str:
+        return f"Child({self.id} [{self.status}] \u2014 {self.label})"
+
+    def _repr_html_(self) -> str:
+        return (f"<div class='toh-child'><code>{html.escape(self.id)}</code> <b>[{html.escape(self.status)}]</b> "
+                f"\u2014 {html.escape(self.label)}</div>")
+
+
+class AsyncHub:
+    """The async API. ``async with AsyncHub() as hub: res = await hub.spawn("...")``."""
+
+    def __init__(self, model: Any = None, *, store: Any = None, max_depth: int | str = 3,
+                 max_parallel_tool_calls: int = 10, ids: str = "uuid", background_mode: str = "one-shot",
+                 tools: Sequence[Any] = (), delegation_tools: Sequence[dict] | None = None,
+                 root_id: str | None = None, fsync: str | None = None,
+                 max_jobs_per_owner: int = 10, report_delivery: str = "next-step") -> None:
+        if model is None:
+            from .models.demo import DemoModel
+
+            model = DemoModel()
+        if not hasattr(model, "request"):
+            raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
+        self._max_depth = validate_max_depth(max_depth) if max_depth != "provider-managed" else None
+        if background_mode not in ("one-shot", "continuable"):
+            raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
+        store_options = {"fsync": fsync} if fsync is not None else {}
+        self._store = open_store(store, **store_options)
+        self._ids = IdSource(ids)
+        self._ids.skip_past(h.id for h in self._store.headers())
+        runtime = Runtime(model=model, store=self._store, ids=self._ids,
+                          max_parallel_tool_calls=max_parallel_tool_calls)
+        self.runtime = runtime
+        self._jobs = JobRegistry(runtime, max_per_owner=max_jobs_per_owner)
+        self._service = SubagentService(runtime, report_delivery=report_delivery)
+        self._service.register_provider(SpawnProvider())
+        self._service.register_provider(ForkProvider())
+        self._service.report_tool = make_report_tool(self._service)
+        configs = delegation_tools if delegation_tools is not None else [
+            {"tool_name": "subagent", "provider": "spawn", "background_mode": background_mode,
+             "max_depth": max_depth}]
+        for config in configs:
+            if not isinstance(config, dict):
+                raise UsageError("delegation_tools takes a list of dicts of subagent tool settings")
+            runtime.tools.add(make_subagent_tool(self._service, self._jobs, **config))
+        for tool in make_job_tools(self._jobs):
+            runtime.tools.add(tool)
+        for tool in make_control_tools(self._service):
+            runtime.tools.add(tool)
+        for item in tools:
+            runtime.tools.add(item if isinstance(item, Tool) else tool_from_function(item))
+        self._root = self._make_root(root_id)
+        self._closed = False
+
+    def _make_root(self, root_id: str | None) -> Any:
+        store = self._store
+        if root_id is not None and not is_valid_id(root_id):
+            raise UsageError(f"root_id {root_id!r} is not a valid id (letters, digits, '-', '_', '.', ':')")
+        existing = None
+        if root_id is not None and store.exists(root_id):
+            existing = store.open(root_id)
+        elif root_id is None:
+            roots = [h for h in store.headers() if h.origin == ROOT_ORIGIN]
+            if roots:
+                existing = store.open(max(roots, key=lambda h: h.created).id)
+        if existing is not None:
+            repair_tail(existing)
+            session = existing
+        else:
+            new_id = root_id or ("root" if self._ids.mode == "sequential" else self._ids.agent())
+            session = store.create(SessionHeader(new_id, time.time(), origin=ROOT_ORIGIN))
+        return self.runtime.create_agent(session, label=None, depth=0, parent=None, mode="root",
+                                         conversation=conversation_of(session.events),
+                                         turns=last_turn_number(session.events))
+
+    # -- properties ----------------------------------------------------------------------------
+
+    @property
+    def root(self) -> str:
+        return self._root.id
+
+    @property
+    def root_agent(self) -> Any:
+        return self._root
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def model(self) -> Any:
+        return self.runtime.model
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("this hub is closed; create a new Hub to continue (a store= directory keeps its children)")
+
+    # -- running work --------------------------------------------------------------------------
+
+    async def run(self, prompt: str, *, timeout: float | None = None) -> RunResult:
+        """Give the root agent's model a turn with ``prompt``; it may delegate itself."""
+        self._check_open()
+        _check_text(prompt, "prompt")
+        timeout = _check_timeout(timeout)
+        future = self._root.submit(user_message(prompt, id=self._ids.message()))
+        try:
+            outcome = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            self._root.cancel("user")
+            outcome = await future
+        except asyncio.CancelledError:
+            self._root.cancel("user")
+            raise
+        return run_result(outcome, self._root.id)
+
+    def _request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
+                 model: Any, max_tokens: int | None) -> StartRequest:
+        _check_text(prompt, "prompt")
+        if label is not None:
+            _check_text(label, "label")
+        if persona is not None and not isinstance(persona, str):
+            raise UsageError(f"persona must be a string, got {type(persona).__name__}")
+        options = {}
+        if model is not None:
+            if not hasattr(model, "request"):
+                raise UsageError(f"model must have an async request() method, got {type(model).__name__}")
+            options["model"] = model
+        if max_tokens is not None:
+            if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+                raise UsageError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+            options["max_tokens"] = max_tokens
+        return StartRequest(prompt=prompt, parent=self._root, label=label or _default_label(prompt),
+                            agent_options=options or None, persona=persona,
+                            tool_filter=validate_tool_filter(tool_filter), max_depth=self._max_depth, by_user=True)
+
+    async def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
+                    persona: str | None = None, tool_filter: Any = None, model: Any = None,
+                    max_tokens: int | None = None, provider: str = "spawn") -> RunResult | AsyncJob:
+        """A one-shot child: foreground → RunResult; ``background=True`` → a Job."""
+        self._check_open()
+        if not isinstance(background, bool):
+            raise UsageError(f"background must be True or False, got {background!r}")
+        request = self._request(prompt, label, persona, tool_filter, model, max_tokens)
+        if background:
+            job = self._jobs.start("subagent", request.label, self._root,
+                                   lambda job: _background(self._service, provider, request, job), by_user=True)
+            return AsyncJob(self, job)
+        run = await self._service.start(provider, request)
+        try:
+            result = await run.result
+        finally:
+            await run.dispose()
+        return run_result(result, run.id, request.label)
+
+    async def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
+                    tool_filter: Any = None, model: Any = None, max_tokens: int | None = None,
+                    provider: str = "spawn") -> AsyncChild:
+        """A continuable child; returns as soon as its first message is accepted."""
+        self._check_open()
+        request = self._request(prompt, label, persona, tool_filter, model, max_tokens)
+        child_id, _ = await self._service.start_continuable(provider, request)
+        return AsyncChild(self, child_id, request.label)
+
+    def child(self, child_id: str) -> AsyncChild:
+        """A handle on an existing continuable child (for example after a restart)."""
+        self._check_open()
+        for entry in self._service.list_descendants(self._root.id):
+            if entry.id == child_id and entry.kind == "child":
+                return AsyncChild(self, child_id, entry.label or "")
+        raise UsageError(f'no continuable child "{child_id}" below this hub\'s root')
+
+    async def send(self, agent_id: str, message: str) -> str:
+        """Queue ``message`` as the child's next turn (cold-resuming it if it is ``ready``)."""
+        self._check_open()
+        _check_text(agent_id, "agent_id")
+        _check_text(message, "message")
+        return await self._service.followup(self._root, agent_id, message, Source("user"))
+
+    def interrupt(self, agent_id: str) -> None:
+        self._check_open()
+        _check_text(agent_id, "agent_id")
+        self._service.interrupt(agent_id, self._root)
+
+    async def wait_settled(self, child_id: str, timeout: float | None = None) -> str | None:
+        timeout = _check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while child_id in self._service.activations:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            await self._service.wait_changed(child_id, remaining)
+        return self._closing_text(child_id)
+
+    def _closing_text(self, child_id: str) -> str | None:
+        agent = self.runtime.agents.get(child_id)
+        try:
+            session = agent.session if agent is not None else self._store.open(child_id)
+        except Exception:
+            return None
+        for event in reversed(session.events):
+            if event.kind == ASSISTANT_MESSAGE and event.message.content:
+                return text_of(event.message.content) or None
+        return None
+
+    def list_agents(self, scope: str = "children") -> AgentList:
+        self._check_open()
+        if scope == "children":
+            return self._service.list_children(self._root.id)
+        if scope == "descendants":
+            return self._service.list_descendants(self._root.id)
+        raise UsageError(f'scope must be "children" or "descendants", got {scope!r}')
+
+    async def call_tool(self, name: str, **arguments: Any) -> ToolResult:
+        """Run one tool as the root agent; returns exactly what a model would read."""
+        self._check_open()
+        _check_text(name, "name")
+        ctx = ToolContext(self._root, self.runtime, self._ids.call(), by_user=True)
+        return await dispatch(self._root.tools.get, ctx, name, arguments)
+
+    # -- tables (plain methods: snapshots of the engine's state) --------------------------------
+
+    def job_rows(self) -> list[dict]:
+        return job_rows(self._jobs)
+
+    def agent_rows(self) -> list[dict]:
+        return agent_rows(self.runtime, self._root.id)
+
+    def transcript_rows(self, agent_id: str) -> list[dict]:
+        _check_text(agent_id, "agent_id")
+        agent = self.runtime.agents.get(agent_id)
+        try:
+            session = agent.session if agent is not None else self._store.open(agent_id)
+        except (KeyError, TohError):
+            raise UsageError(f'unknown agent "{agent_id}"') from None
+        return transcript_rows(session)
+
+    def event_rows(self) -> list[dict]:
+        return event_rows(self.runtime.bus)
+
+    def jobs(self):
+        from .notebook.tables import jobs_frame
+
+        return jobs_frame(self.job_rows())
+
+    def agents(self):
+        from .notebook.tables import agents_frame
+
+        return agents_frame(self.agent_rows())
+
+    def transcript(self, agent_id: str):
+        from .notebook.tables import transcript_frame
+
+        return transcript_frame(self.transcript_rows(agent_id))
+
+    def events(self):
+        from .notebook.tables import events_frame
+
+        return events_frame(self.event_rows())
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop every agent and job, flush and close the store. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._service.close()
+        await self._jobs.close()
+        for agent in list(self.runtime.agents.values()):
+            await agent.dispose()
+            self.runtime.unregister(agent)
+        self.runtime.closed = True
+        self._store.close()
+
+    async def __aenter__(self) -> "AsyncHub":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"AsyncHub(root={self.root}, {state})"

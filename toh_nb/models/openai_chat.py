@@ -1,0 +1,423 @@
+"""OpenAIChatModel: any OpenAI-compatible chat-completions endpoint as a toh_nb model.
+
+Why one adapter for many servers: OpenAI, DeepSeek, Ollama, vLLM and the llama.cpp server all speak
+``POST /v1/chat/completions`` with function tools, so one adapter built on the official ``openai``
+client covers hosted and local models alike. It maps a :class:`~toh_nb.models.base.ModelRequest`
+(system prompt, conversation, tool specs, ``max_tokens``) onto chat messages and function tools, and
+the completion back onto a :class:`~toh_nb.models.base.ModelResponse` (text, tool calls, usage, stop
+reason).
+
+Pointing it at a server::
+
+    tn.OpenAIChatModel("gpt-4o-mini")                                 # OpenAI; key from OPENAI_API_KEY
+    tn.OpenAIChatModel("deepseek-chat", base_url="https://api.deepseek.com",
+                       api_key=os.environ["DEEPSEEK_API_KEY"])        # DeepSeek
+    tn.OpenAIChatModel("llama3.1", base_url="http://localhost:11434/v1")   # Ollama (no key needed)
+    tn.OpenAIChatModel("Qwen/Qwen2.5-7B-Instruct",
+                       base_url="http://localhost:8000/v1")           # vLLM (`vllm serve ... --enable-auto-tool-choice`)
+    tn.OpenAIChatModel("local", base_url="http://localhost:8080/v1")  # llama.cpp server (`llama-server --jinja`)
+
+``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are honoured when ``api_key`` / ``base_url`` are not given.
+Local servers need no key: with a ``base_url`` and no key anywhere a placeholder is sent. Without a
+key *and* without a ``base_url`` the first request fails with a :class:`~toh_nb.core.errors.ModelError`
+saying so (construction never fails, so a notebook can build its hub before the key is set).
+
+Why the adapter runs its own retry loop (the client is built with ``max_retries=0``): the agent tree
+fans out many concurrent calls, and a retry must stay cancellable, bounded and visible in one place.
+429, 5xx, connection errors and timeouts are retried up to ``max_retries`` times with exponential
+backoff (``backoff`` seconds doubling per attempt, with a little jitter, capped at ``max_backoff``;
+a ``Retry-After`` header is honoured within the cap); any other 4xx fails at once. Every failure
+becomes a :class:`ModelError` whose message names the model, the HTTP status (``.status_code``) and the
+server's message — never the API key, which is also kept out of ``repr()``/``str()``. ``timeout``
+bounds each attempt (for streams: the wait for each chunk). Cancelling the awaiting task (interrupt,
+kill) cancels the HTTP request at once and never triggers a retry.
+
+Streaming (``stream=True``) asks for ``stream_options={"include_usage": True}``, assembles text and
+tool-call deltas into the same ``ModelResponse`` as a plain call, and passes each text delta to
+``on_delta(agent_id, text)`` (sync or async) for live display. A stream that breaks after text was
+shown is not retried (the display would repeat itself): it fails with a ``ModelError``. Servers that
+reject ``stream_options`` (some older local servers) should be used with ``stream=False``.
+
+Malformed tool-call arguments: a tool call whose arguments are not a JSON object raises a
+``ModelError`` naming the tool and quoting the bad JSON, so the turn ends with a diagnostic that says
+exactly what the model produced (rather than a confusing "invalid arguments" from a tool fed a
+placeholder). The one exception is a response cut off by ``max_tokens`` (``finish_reason="length"``):
+its truncated tool calls are dropped and the response keeps ``stop_reason="max_tokens"``, which is the
+real cause. Servers that report ``finish_reason="stop"`` together with tool calls (some local ones do)
+get ``stop_reason="tool_use"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import random
+import weakref
+from typing import Any, Callable
+
+from ..core.content import ToolCall, Usage
+from ..core.errors import ModelError
+from .base import ModelRequest, ModelResponse
+
+log = logging.getLogger(__name__)
+
+#: sent as the key to local servers that need none (only when a base_url is set)
+PLACEHOLDER_KEY = "not-needed"
+
+FINISH_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+class _Secret:
+    """Holds the API key so that no repr, str or f-string of the model (or its vars) shows it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+
+def _openai() -> Any:
+    # Imported lazily: the openai package takes a while to import and offline notebooks never need it.
+    import openai
+
+    return openai
+
+
+class OpenAIChatModel:
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
+                 max_retries: int = 3, timeout: float = 60.0, backoff: float = 0.5, max_backoff: float = 30.0,
+                 stream: bool = False, on_delta: Callable[[str, str], Any] | None = None,
+                 temperature: float | None = None, extra_body: dict | None = None, client: Any = None,
+                 max_tokens_field: str = "max_tokens") -> None:
+        if not isinstance(model, str) or not model:
+            from ..core.errors import UsageError
+
+            raise UsageError("OpenAIChatModel needs a model name, e.g. OpenAIChatModel('gpt-4o-mini')")
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._api_key = _Secret(api_key) if api_key else None
+        self.max_retries = max(0, int(max_retries))
+        self.timeout = timeout
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.stream = stream
+        self.on_delta = on_delta
+        self.temperature = temperature
+        self.extra_body = dict(extra_body) if extra_body else None
+        #: ``max_tokens`` for most servers; ``max_completion_tokens`` for OpenAI's reasoning models
+        self.max_tokens_field = max_tokens_field
+        if client is not None and hasattr(client, "with_options"):
+            client = client.with_options(max_retries=0)  # our loop does the retries
+        self._given_client = client
+        # One client per event loop: pooled connections belong to the loop that opened them.
+        self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+        self._delta_warned = False
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- client and secrets ----------------------------------------------------------------------
+
+    @property
+    def _who(self) -> str:
+        return f"OpenAIChatModel({self.model!r} at {self.base_url or 'api.openai.com'})"
+
+    def _resolve_key(self) -> str:
+        if self._api_key is not None:
+            return self._api_key.value
+        env = os.environ.get("OPENAI_API_KEY")
+        if env:
+            return env
+        if self.base_url:
+            return PLACEHOLDER_KEY
+        raise ModelError(
+            f"{self._who}: no API key. Pass api_key=... or set OPENAI_API_KEY; for a local server "
+            "(Ollama, vLLM, llama.cpp) pass its base_url, e.g. base_url='http://localhost:11434/v1', "
+            "and no key is needed")
+
+    def _redact_values(self) -> list[str]:
+        """Strings that must never be written anywhere (used by error messages and RecordingModel)."""
+        values = []
+        if self._api_key is not None:
+            values.append(self._api_key.value)
+        env = os.environ.get("OPENAI_API_KEY")
+        if env:
+            values.append(env)
+        given = getattr(self._given_client, "api_key", None)
+        if isinstance(given, str):
+            values.append(given)
+        return [v for v in values if v and v != PLACEHOLDER_KEY and len(v) >= 4]
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._redact_values():
+            text = text.replace(secret, "<redacted>")
+        return text
+
+    def _client(self) -> Any:
+        if self._given_client is not None:
+            return self._given_client
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            key = self._resolve_key()
+            client = _openai().AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0,
+                                           timeout=self.timeout)
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running loop (clients of other loops are dropped)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.pop(loop, None)
+        self._clients.clear()
+        if client is not None:
+            await client.close()
+
+    # -- request mapping -------------------------------------------------------------------------
+
+    def build_params(self, request: ModelRequest) -> dict:
+        """The keyword arguments of ``chat.completions.create`` for ``request`` (public for debugging)."""
+        messages: list[dict] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        for message in request.messages:
+            if message.role == "assistant":
+                calls = message.tool_calls
+                entry: dict[str, Any] = {"role": "assistant", "content": message.text or (None if calls else "")}
+                if calls:
+                    entry["tool_calls"] = [
+                        {"id": call.id, "type": "function",
+                         "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+                        for call in calls]
+                messages.append(entry)
+            elif message.role == "tool":
+                messages.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text})
+            else:
+                messages.append({"role": "user", "content": message.text})
+        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        if request.tools:
+            params["tools"] = [
+                {"type": "function",
+                 "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in request.tools]
+        if request.max_tokens is not None:
+            params[self.max_tokens_field] = request.max_tokens
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.stream:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
+        return params
+
+    # -- the call --------------------------------------------------------------------------------
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        openai = _openai()
+        client = self._client()
+        params = self.build_params(request)
+        params["timeout"] = self.timeout
+        attempts = self.max_retries + 1
+        attempt = 0
+        while True:
+            attempt += 1
+            shown = [False]  # did a streamed text delta reach on_delta during this attempt?
+            try:
+                if self.stream:
+                    return await self._streamed(client, params, request, shown)
+                completion = await client.chat.completions.create(**params)
+                return self._from_completion(completion)
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                retryable = status == 429 or status >= 500
+                if retryable and attempt < attempts and not shown[0]:
+                    await asyncio.sleep(self._delay(attempt, exc))
+                    continue
+                raise self._status_error(exc, attempt, retryable) from None
+            except openai.APIConnectionError as exc:  # includes APITimeoutError
+                if attempt < attempts and not shown[0]:
+                    await asyncio.sleep(self._delay(attempt, None))
+                    continue
+                raise self._connection_error(exc, attempt, shown[0]) from None
+            except openai.APIError as exc:  # an error event inside a stream
+                raise ModelError(f"{self._who}: the server reported an error: {self._scrub(str(exc.message))}") from None
+            except ValueError as exc:  # the body was not JSON, or JSON of the wrong shape
+                raise ModelError(f"{self._who}: malformed response from the server ({type(exc).__name__}: "
+                                 f"{self._scrub(str(exc))[:300]}); is base_url an OpenAI-compatible /v1 "
+                                 "endpoint?") from None
+
+    def _delay(self, attempt: int, exc: Any) -> float:
+        delay = self.backoff * (2 ** (attempt - 1)) * (1 + random.random() * 0.25)
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        if headers is not None:
+            retry_after = None
+            try:
+                if headers.get("retry-after-ms") is not None:
+                    retry_after = float(headers["retry-after-ms"]) / 1000
+                elif headers.get("retry-after") is not None:
+                    retry_after = float(headers["retry-after"])
+            except (TypeError, ValueError):
+                retry_after = None  # an HTTP date: fall back to our own backoff
+            if retry_after is not None and retry_after > 0:
+                delay = max(delay, retry_after)
+        return max(0.0, min(delay, self.max_backoff))
+
+    def _server_message(self, exc: Any) -> str:
+        body = getattr(exc, "body", None)
+        message = None
+        if isinstance(body, dict):
+            inner = body.get("error") if isinstance(body.get("error"), dict) else body
+            message = inner.get("message") or (body.get("error") if isinstance(body.get("error"), str) else None)
+        if not message:
+            message = str(body) if body not in (None, "") else str(getattr(exc, "message", "") or exc)
+        return self._scrub(str(message))[:500]
+
+    def _status_error(self, exc: Any, attempt: int, retryable: bool) -> ModelError:
+        status = exc.status_code
+        text = f"{self._who}: HTTP {status}: {self._server_message(exc)}"
+        if retryable and attempt > 1:
+            text += f" (gave up after {attempt} attempts)"
+        elif status == 401:
+            text += " (check the API key: api_key=... or OPENAI_API_KEY)"
+        elif status == 404:
+            text += " (check the model name and base_url)"
+        error = ModelError(text)
+        error.status_code = status  # type: ignore[attr-defined]
+        error.attempts = attempt  # type: ignore[attr-defined]
+        return error
+
+    def _connection_error(self, exc: Any, attempt: int, shown: bool) -> ModelError:
+        openai = _openai()
+        if isinstance(exc, openai.APITimeoutError):
+            what = f"no response within the {self.timeout}s timeout"
+        else:
+            cause = exc.__cause__ or exc.__context__
+            what = f"connection failed ({self._scrub(str(cause)) if cause else 'connection error'})"
+        text = f"{self._who}: {what}"
+        if shown:
+            text += " — the stream broke after text was shown, so it was not retried"
+        elif attempt > 1:
+            text += f" (gave up after {attempt} attempts)"
+        error = ModelError(text)
+        error.status_code = None  # type: ignore[attr-defined]
+        error.attempts = attempt  # type: ignore[attr-defined]
+        return error
+
+    # -- responses -------------------------------------------------------------------------------
+
+    def _from_completion(self, completion: Any) -> ModelResponse:
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            preview = completion if isinstance(completion, str) else getattr(completion, "model_dump", lambda: completion)()
+            raise ModelError(f"{self._who}: the response is not a chat completion (no choices): "
+                             f"{self._scrub(str(preview))[:200]!r}; is base_url an OpenAI-compatible /v1 endpoint?")
+        try:
+            choice = choices[0]
+            message = choice.message
+            raw_calls = [(tc.id, tc.function.name, tc.function.arguments)
+                         for tc in (message.tool_calls or []) if getattr(tc, "function", None) is not None]
+            return self._response(message.content or "", raw_calls, _usage(getattr(completion, "usage", None)),
+                                  choice.finish_reason, getattr(message, "refusal", None))
+        except (AttributeError, TypeError, KeyError) as exc:
+            raise ModelError(f"{self._who}: malformed chat completion ({exc})") from None
+
+    def _response(self, text: str, raw_calls: list[tuple], usage: Usage, finish_reason: str | None,
+                  refusal: str | None = None) -> ModelResponse:
+        calls: list[ToolCall] = []
+        for call_id, name, arguments in raw_calls:
+            arguments = arguments or ""
+            try:
+                parsed = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                if finish_reason == "length":
+                    continue  # cut off by max_tokens: the stop reason says so
+                raise ModelError(f'{self._who}: the model called tool "{name}" with arguments that are not a JSON '
+                                 f"object: {arguments[:300]!r}")
+            calls.append(ToolCall(name or "", parsed, call_id or None))
+        stop = FINISH_REASONS.get(finish_reason or "")
+        if stop is None or stop == "end_turn":
+            stop = "tool_use" if calls else "end_turn"
+        elif stop == "tool_use" and not calls:
+            stop = "end_turn"
+        if refusal and not text and not calls:
+            text, stop = refusal, "refusal"
+        return ModelResponse(text=text, tool_calls=calls, usage=usage, stop_reason=stop)
+
+    async def _streamed(self, client: Any, params: dict, request: ModelRequest, shown: list) -> ModelResponse:
+        stream = await client.chat.completions.create(**params)
+        text: list[str] = []
+        refusal: list[str] = []
+        slots: dict[int, dict] = {}
+        finish_reason = None
+        usage = Usage()
+        try:
+            async for chunk in stream:
+                if getattr(chunk, "usage", None):
+                    usage = _usage(chunk.usage)
+                for choice in getattr(chunk, "choices", None) or []:
+                    if (choice.index or 0) != 0:
+                        continue
+                    if choice.finish_reason:
+                        finish_reason = choice.finish_reason
+                    delta = choice.delta
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        text.append(delta.content)
+                        shown[0] = shown[0] or self.on_delta is not None
+                        await self._emit(request.agent_id, delta.content)
+                    if getattr(delta, "refusal", None):
+                        refusal.append(delta.refusal)
+                    for tc in delta.tool_calls or []:
+                        index = tc.index
+                        if index is None:  # servers that omit the index: a new id starts a new call
+                            index = len(slots) if (tc.id or not slots) else max(slots)
+                        slot = slots.setdefault(index, {"id": None, "name": "", "arguments": []})
+                        if tc.id:
+                            slot["id"] = tc.id
+                        if tc.function is not None:
+                            if tc.function.name:
+                                slot["name"] = tc.function.name
+                            if tc.function.arguments:
+                                slot["arguments"].append(tc.function.arguments)
+        finally:
+            await stream.close()
+        raw_calls = [(s["id"], s["name"], "".join(s["arguments"])) for _, s in sorted(slots.items())]
+        return self._response("".join(text), raw_calls, usage, finish_reason, "".join(refusal) or None)
+
+    async def _emit(self, agent_id: str, delta: str) -> None:
+        if self.on_delta is None:
+            return
+        try:
+            result = self.on_delta(agent_id, delta)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # a broken display must not break the model call
+            if not self._delta_warned:
+                self._delta_warned = True
+                log.warning("OpenAIChatModel on_delta callback failed; further failures are not logged",
+                            exc_info=True)
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    return Usage(input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                 output_tokens=int(getattr(usage, "completion_tokens", 0) or 0))

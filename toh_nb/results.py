@@ -1,0 +1,64 @@
+"""Result objects returned to users (async and sync faces share them).
+
+Every object has a deterministic ``repr`` (no timestamps, no addresses) so stored notebook outputs
+compare stably, and an ``_repr_html_`` for a richer notebook display.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+from .core.content import Usage, text_of
+
+TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted",
+                "interrupted": "aborted", "blocked": "refusal", "error": "error"}
+
+
+@dataclass(slots=True)
+class RunResult:
+    """The outcome of a run: ``text`` (final text), ``output`` (content blocks), ``stop_reason``
+    (``completed | aborted | error | max-tokens | refusal``), ``agent_id``, ``usage``, and for a failed
+    run the ``diagnostic``."""
+
+    text: str
+    output: list = field(default_factory=list)
+    stop_reason: str = "completed"
+    agent_id: str = ""
+    usage: Usage = field(default_factory=Usage)
+    diagnostic: str | None = None
+    label: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == "completed"
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        extra = f", diagnostic={self.diagnostic!r}" if self.diagnostic else ""
+        return (f"RunResult(agent={self.agent_id}, stop_reason={self.stop_reason}, text={self.text!r}, "
+                f"tokens={self.usage.input_tokens}/{self.usage.output_tokens}{extra})")
+
+    def _repr_html_(self) -> str:
+        colour = "#2e7d32" if self.ok else "#c62828"
+        diag = f"<div><b>diagnostic:</b> {html.escape(self.diagnostic)}</div>" if self.diagnostic else ""
+        label = f" \u2014 {html.escape(self.label)}" if self.label else ""
+        return (f"<div class='toh-run'><div><code>{html.escape(self.agent_id)}</code>{label} "
+                f"<span style='color:{colour}'>[{html.escape(self.stop_reason)}]</span> "
+                f"<small>{self.usage.input_tokens} in / {self.usage.output_tokens} out tokens</small></div>"
+                f"<pre style='white-space:pre-wrap'>{html.escape(self.text)}</pre>{diag}</div>")
+
+
+def run_result(outcome, agent_id: str, label: str | None = None) -> RunResult:
+    """A RunResult from a turn outcome (``TurnOutcome``) or a one-shot ``SubagentResult``."""
+    if hasattr(outcome, "stop_reason"):
+        stop = outcome.stop_reason
+        diagnostic = outcome.diagnostic
+        usage = outcome.usage or Usage()
+    else:
+        stop = TURN_TO_STOP.get(outcome.reason, "error")
+        diagnostic = outcome.error
+        usage = outcome.usage
+    return RunResult(text_of(outcome.output), list(outcome.output), stop, agent_id, usage, diagnostic, label)

@@ -1,0 +1,138 @@
+"""Plain-Python rows of the hub's tables (jobs, agents, transcript, events).
+
+Built in one pass over the engine's state; ``toh_nb.notebook.tables`` turns them into DataFrames. No
+pandas here, so scripts and the async face can use the rows directly.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
+from .results import TURN_TO_STOP
+from .subagents import descriptor as descriptors
+
+JOB_COLUMNS = ["id", "label", "status", "detail", "owner", "started", "finished", "elapsed_s"]
+AGENT_COLUMNS = ["id", "parent", "depth", "label", "mode", "status", "turns", "input_tokens", "output_tokens",
+                 "started", "elapsed_s", "stop_reason"]
+TRANSCRIPT_COLUMNS = ["turn", "kind", "role", "source", "text", "tool", "is_error"]
+EVENT_COLUMNS = ["time", "kind", "id", "parent", "label", "provider", "mode", "run_id", "stop_reason", "job",
+                 "status", "detail"]
+
+
+def job_rows(jobs: Any, owner: Any = None) -> list[dict]:
+    now = time.time()
+    rows = []
+    for job in jobs.jobs.values():
+        if owner is not None and job.owner is not owner and job.owner_id != getattr(owner, "id", owner):
+            continue
+        rows.append({"id": job.id, "label": job.label, "status": job.status, "detail": job.detail,
+                     "owner": job.owner_id, "started": job.started, "finished": job.finished,
+                     "elapsed_s": (job.finished or now) - job.started})
+    return rows
+
+
+def _fold(session: Any) -> tuple[int, int, int, str | None, float | None]:
+    """(turns, input tokens, output tokens, last turn-end reason, last event time) of one log."""
+    turns = inp = out = 0
+    reason = None
+    for event in session.events[session.header.seed_length:]:
+        kind = event.kind
+        if kind == TURN_START:
+            turns += 1
+        elif kind == TURN_END:
+            reason = event.data.get("reason")
+        elif kind == ASSISTANT_MESSAGE and event.message.usage is not None:
+            inp += event.message.usage.input_tokens
+            out += event.message.usage.output_tokens
+    last = session.events[-1].time if session.events else None
+    return turns, inp, out, reason, last
+
+
+def agent_rows(runtime: Any, root_id: str) -> list[dict]:
+    """Every agent of the hub's tree (root first, then pre-order), live or stored."""
+    store = runtime.store
+    now = time.time()
+    rows: list[dict] = []
+    stack = [(root_id, 0)]
+    while stack:
+        agent_id, depth = stack.pop()
+        live = runtime.agents.get(agent_id)
+        try:
+            session = live.session if live is not None else store.open(agent_id)
+        except Exception:
+            rows.append({"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
+                         "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
+                         "started": None, "elapsed_s": None, "stop_reason": None})
+            continue
+        header = session.header
+        record = descriptors.identity(session.descriptor) if session.descriptor is not None else None
+        mode = record["mode"] if record else ("root" if header.origin == "root" else None)
+        label = record.get("label") if record else (live.label if live is not None else None)
+        turns, inp, out, reason, last = _fold(session)
+        if live is not None:
+            status = "running" if live.status == "running" else "idle"
+        elif mode == "continuable":
+            status = "ready"
+        else:
+            status = "finished"
+        end = now if live is not None and live.status == "running" else (last or header.created)
+        rows.append({"id": agent_id, "parent": header.parent_session, "depth": header.delegation_depth,
+                     "label": label, "mode": mode, "status": status, "turns": turns, "input_tokens": inp,
+                     "output_tokens": out, "started": header.created, "elapsed_s": max(0.0, end - header.created),
+                     "stop_reason": TURN_TO_STOP.get(reason) if reason else None})
+        children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
+        for child in reversed(children):
+            stack.append((child.id, depth + 1))
+    return rows
+
+
+def transcript_rows(session: Any) -> list[dict]:
+    rows = []
+    for event in session.events:
+        kind = event.kind
+        row = {"turn": event.turn, "kind": kind, "role": None, "source": None, "text": None, "tool": None,
+               "is_error": False}
+        message = event.message
+        if message is not None:
+            row["role"] = message.role
+            row["text"] = message.text
+            if kind == USER_MESSAGE and message.source is not None:
+                row["source"] = message.source.kind
+            if kind == ASSISTANT_MESSAGE:
+                calls = message.tool_calls
+                if calls:
+                    row["tool"] = ", ".join(c.name for c in calls)
+            if kind == TOOL_RESULT:
+                row["tool"] = message.tool_name
+                row["is_error"] = message.is_error
+        elif kind == TOOL_CALL:
+            row["tool"] = event.data["name"]
+            row["text"] = _json(event.data.get("arguments"))
+        elif kind == TURN_END:
+            row["text"] = event.data.get("reason")
+            if event.data.get("error"):
+                row["text"] += f": {event.data['error']}"
+        elif event.data is not None:
+            row["text"] = _json(event.data)
+        rows.append(row)
+    return rows
+
+
+def event_rows(bus: Any) -> list[dict]:
+    rows = []
+    for event in bus.history:
+        data = event.data
+        rows.append({"time": event.time, "kind": event.kind, "id": data.get("id") or data.get("job"),
+                     "parent": data.get("parent") or data.get("owner"), "label": data.get("label"),
+                     "provider": data.get("provider"), "mode": data.get("mode") or data.get("kind"),
+                     "run_id": data.get("run_id"), "stop_reason": data.get("stop_reason"),
+                     "job": data.get("job"), "status": data.get("status"), "detail": data.get("detail")})
+    return rows
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)

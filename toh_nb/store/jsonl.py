@@ -1,0 +1,740 @@
+"""The JSONL session store: one append-only log file per session (``store="dir/"``).
+
+Layout of a store directory::
+
+    <dir>/.lock                 held with flock(LOCK_EX) by the one writing store; holds its pid
+    <dir>/<session_id>.jsonl    header line ({"type": "session", ...}), then one event per line
+    <dir>/.<session_id>.jsonl.tmp   only while a log is being created (removed on the next scan)
+
+Every line is compact JSON (ASCII, ``\\n``-terminated) and reaches the file with one ``write`` call,
+so a crash can tear at most the last line of a log. Reading treats a torn or corrupt *last* line as
+the torn tail of an interrupted append: it is ignored (the session loads without it) and
+``diagnostic(id)`` returns ``"torn-tail"``; the next append first truncates those bytes away, so the
+file stays parseable. A bad line anywhere *before* the last one cannot come from a crash: the
+session is ``"corrupt"``, ``open(id)`` raises :class:`~toh_nb.core.errors.StoreError`, and the
+other sessions of the store are unaffected.
+
+Durability (``fsync=``):
+
+- ``"always"``: every append (and every ``create``) is ``fdatasync``-ed before it returns, so an
+  event whose append returned survives a machine crash. The slowest policy.
+- ``"batch"`` (default): every line is handed to the OS with ``write()`` before the append returns,
+  so a *process* crash (exception, ``kill -9``, kernel OOM kill) never loses an acknowledged event.
+  ``fdatasync`` runs from the append path on the first append at least ``batch_interval`` seconds
+  after the previous sync, and on :meth:`JsonlStore.flush` / :meth:`JsonlStore.close`. Only a
+  *machine* crash (power loss, kernel panic) can lose events, and only those appended after the
+  last sync point: while appends keep coming that is at most the last ``batch_interval`` seconds of
+  events; after appends stop, the final < ``batch_interval`` of them stay unsynced until the next
+  append, ``flush()`` or ``close()`` (or the kernel's own writeback, typically within 30 s).
+- ``"never"``: ``write()`` only (same process-crash safety as ``"batch"``); the store never fsyncs
+  on its own, only when :meth:`JsonlStore.flush` is called explicitly.
+
+A log is created atomically: header and seed are written to ``.<id>.jsonl.tmp`` and linked to
+``<id>.jsonl`` only when complete, so a crash during ``create`` leaves no half-written log.
+
+File handles: appends go through an LRU of at most ``max_open`` (default 64) open ``O_APPEND``
+descriptors, so 10,000 sessions never hold 10,000 descriptors; an evicted session's next append
+reopens its file (measured faster than open-append-close per event, and never slower).
+
+Ids are checked with :func:`toh_nb.core.ids.is_valid_id` before any file-system access: a session
+file name is always ``<valid id>.jsonl`` inside the store directory (opened relative to a directory
+descriptor, never following a symlink for writing), so no id can read or write outside it.
+
+One writer per directory: a writing store holds ``flock(LOCK_EX | LOCK_NB)`` on ``<dir>/.lock`` for
+its lifetime (released by :meth:`JsonlStore.close`, or by the kernel when the process dies); a
+second writing store on the same directory, in this or another process, raises ``StoreError``.
+``JsonlStore(dir, read_only=True)`` takes no lock, sees the logs as they were when it scanned them
+(``open`` reads a log's current content) and refuses every write with ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import json
+import os
+import re
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from typing import Iterable
+
+from ..core.errors import StoreError, UsageError
+from ..core.ids import is_valid_id
+from ..core.session import Event, Session, SessionHeader
+
+try:  # POSIX; without fcntl (Windows) the single-writer lock is not enforced
+    import fcntl
+except ImportError:  # pragma: no cover - not a supported platform for the JSONL store
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["JsonlStore", "FSYNC_POLICIES", "TORN_TAIL", "CORRUPT", "UNREADABLE"]
+
+FSYNC_POLICIES = ("batch", "always", "never")
+
+#: ``diagnostic(id)`` values
+TORN_TAIL = "torn-tail"  # the last line was torn or corrupt and is ignored; the session loads
+CORRUPT = "corrupt"  # a bad header or a bad line before the last one; ``open`` raises StoreError
+UNREADABLE = "unreadable"  # the file could not be read (vanished, permissions); ``open`` raises
+
+SUFFIX = ".jsonl"
+LOCK_NAME = ".lock"
+_TMP_PREFIX = "."
+_TMP_SUFFIX = ".jsonl.tmp"
+_HEADER_LIMIT = 1 << 20  # a header line longer than this is not a header
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC
+_CREATE_FLAGS = _WRITE_FLAGS | os.O_CREAT | os.O_EXCL
+_READ_FLAGS = os.O_RDONLY | _O_CLOEXEC
+_datasync = getattr(os, "fdatasync", os.fsync)
+_NO_HARDLINKS = {e for e in (errno.EPERM, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", None),
+                             getattr(errno, "ENOSYS", None), errno.EMLINK) if e is not None}
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _encode(record: dict) -> bytes:
+    """One compact, ASCII, newline-terminated JSON line (``\\n`` inside strings is escaped)."""
+    return (_ENCODER.encode(record) + "\n").encode("ascii")
+
+
+def _order_key(header: SessionHeader) -> tuple:
+    """Creation order: ``created``, then the id with digit runs compared as numbers (agent-9 < agent-10)."""
+    parts = _DIGITS.split(header.id)
+    parts[1::2] = [int(p) for p in parts[1::2]]
+    return (header.created, parts)
+
+
+def _parse_header(line: bytes, session_id: str) -> tuple[SessionHeader | None, str | None]:
+    """(header, None) or (None, reason)."""
+    try:
+        data = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as error:
+        return None, f"header is not JSON ({error})"
+    if not isinstance(data, dict) or data.get("type") != "session":
+        return None, 'first line is not a session header (no "type": "session")'
+    try:
+        header = SessionHeader.from_json(data)
+    except (KeyError, TypeError, ValueError) as error:
+        return None, f"invalid header ({type(error).__name__}: {error})"
+    if header.id != session_id:
+        return None, f"header names session {header.id!r}, not the file's {session_id!r}"
+    if header.parent_session is not None and not isinstance(header.parent_session, str):
+        return None, "invalid header (parent_session is not a string)"
+    return header, None
+
+
+def _parse_event(line: bytes) -> Event:
+    data = json.loads(line)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return Event.from_json(data)
+
+
+class _Parsed:
+    """The outcome of reading one log file in full."""
+
+    __slots__ = ("header", "events", "diagnostic", "problem", "repair")
+
+    def __init__(self) -> None:
+        self.header: SessionHeader | None = None
+        self.events: list[Event] = []
+        self.diagnostic: str | None = None
+        self.problem: str | None = None  # human-readable detail for diagnostics and errors
+        #: what the next append must do first: ("truncate", size) drops a torn tail,
+        #: ("newline",) terminates a complete but unterminated last line
+        self.repair: tuple | None = None
+
+
+def _parse_log(data: bytes, session_id: str) -> _Parsed:
+    out = _Parsed()
+    # (start, end) of each line without its "\n"; the final entry may be unterminated
+    spans: list[tuple[int, int]] = []
+    start = 0
+    find = data.find
+    while start < len(data):
+        end = find(b"\n", start)
+        if end < 0:
+            spans.append((start, len(data)))
+            break
+        spans.append((start, end))
+        start = end + 1
+    terminated = data.endswith(b"\n")
+    if not spans:
+        out.diagnostic, out.problem = CORRUPT, "empty log (no header)"
+        return out
+    h_start, h_end = spans[0]
+    header, reason = _parse_header(data[h_start:h_end], session_id)
+    if header is None:
+        out.diagnostic, out.problem = CORRUPT, f"line 1: {reason}"
+        return out
+    out.header = header
+    last = len(spans) - 1
+    events = out.events
+    for index in range(1, len(spans)):
+        s, e = spans[index]
+        line = data[s:e]
+        if not line.strip():
+            if index == last and not terminated:  # whitespace torn tail
+                out.diagnostic, out.problem = TORN_TAIL, f"line {index + 1}: torn (blank, unterminated)"
+                out.repair = ("truncate", s)
+            continue  # a blank line carries nothing; tolerated anywhere
+        try:
+            event = _parse_event(line)
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
+            if index == last:
+                out.diagnostic = TORN_TAIL
+                out.problem = f"line {index + 1}: torn or corrupt last line ignored ({type(error).__name__}: {error})"
+                out.repair = ("truncate", s)
+                break
+            out.diagnostic = CORRUPT
+            out.problem = f"line {index + 1}: {type(error).__name__}: {error}"
+            out.events = []
+            return out
+        events.append(event)
+    if out.repair is None and not terminated:
+        # The last line is complete JSON whose newline never made it: keep it, terminate it first.
+        out.repair = ("newline",)
+    return out
+
+
+def _publish(tmp: str, name: str, dir_fd: int) -> None:
+    """Give the complete temporary log its final name, never replacing an existing file."""
+    try:
+        # link, not rename: fails with EEXIST instead of replacing a file that appeared behind our back
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as error:
+        if error.errno not in _NO_HARDLINKS:
+            raise
+        # a file system without hard links (vfat, some network mounts): check, then rename
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return
+        raise FileExistsError(errno.EEXIST, "file exists", name) from None
+    os.unlink(tmp, dir_fd=dir_fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    written = 0
+    while written < len(data):
+        try:
+            written += os.write(fd, view[written:])
+        except OSError as error:
+            error.toh_written = written  # type: ignore[attr-defined]
+            raise
+
+
+class JsonlStore:
+    """A directory of JSONL session logs; satisfies :class:`~toh_nb.store.base.SessionStore`.
+
+    ``JsonlStore(directory, fsync="batch" | "always" | "never", batch_interval=0.05,
+    read_only=False, max_open=64)``. The directory is created if missing (not in read-only mode).
+    Construction reads only the first line (the header) of every ``*.jsonl`` file to build the
+    children index; events are loaded when a session is opened.
+
+    Listing contract:
+
+    - :meth:`headers` / :meth:`children_of` contain every log whose header parsed, in creation
+      order (``created``, then id), whatever the state of its events; ask :meth:`diagnostic` for
+      each (``None``, ``"torn-tail"``, ``"corrupt"`` or ``"unreadable"``; checking a log read from
+      disk parses it once, the result is cached).
+    - Logs whose header is missing or unparseable have no known parent, so they appear in no
+      ``children_of``: :meth:`corrupt_ids` returns them (their ``diagnostic`` is ``"corrupt"``);
+      :meth:`exists` is true for them and ``create`` refuses their ids.
+
+    ``open(id)``: the live :class:`~toh_nb.core.session.Session` if this process still holds one
+    (the same object), otherwise the log loaded from disk; ``KeyError`` for an unknown id *and* for
+    an invalid id (checked before touching the file system); ``StoreError`` for a corrupt or
+    unreadable log. A torn tail keeps its ``"torn-tail"`` diagnostic for the lifetime of this store
+    object, even after the next append has repaired the file.
+
+    ``create`` / appends raise ``StoreError`` for an invalid id, an existing id, a read-only or a
+    closed store, or an OS error (the event then stays in memory only). Thread-safe.
+    """
+
+    def __init__(self, directory: "str | os.PathLike[str]", fsync: str = "batch",
+                 batch_interval: float = 0.05, *, read_only: bool = False, max_open: int = 64) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise UsageError(f'fsync must be "batch", "always" or "never", got {fsync!r}')
+        if isinstance(batch_interval, bool) or not isinstance(batch_interval, (int, float)) or not batch_interval >= 0:
+            raise UsageError(f"batch_interval must be a number of seconds >= 0, got {batch_interval!r}")
+        if isinstance(max_open, bool) or not isinstance(max_open, int) or max_open < 1:
+            raise UsageError(f"max_open must be an integer >= 1, got {max_open!r}")
+        if isinstance(directory, bytes):
+            directory = os.fsdecode(directory)
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.fsync = fsync
+        self.batch_interval = float(batch_interval)
+        self.read_only = bool(read_only)
+        self.max_open = max_open
+
+        self._mutex = threading.Lock()
+        self._closed = False
+        self._lock_fd: int | None = None
+        self._dir_fd: int | None = None
+        self._fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
+        self._dirty: set[str] = set()  # written since the last sync
+        self._dir_dirty = False  # a log was created since the last directory sync
+        self._last_sync = time.monotonic()
+        self._headers: dict[str, SessionHeader] = {}
+        self._keys: dict[str, tuple] = {}  # id -> creation-order key
+        self._children: dict[str | None, list[str]] = {}
+        self._bad_headers: dict[str, str] = {}  # id -> problem (header unreadable)
+        self._diag: dict[str, tuple[str, str]] = {}  # id -> (diagnostic, problem)
+        self._verified: set[str] = set()  # fully read (or written) by this store
+        self._repair: dict[str, tuple] = {}
+        self._live: "weakref.WeakValueDictionary[str, Session]" = weakref.WeakValueDictionary()
+
+        if self.read_only:
+            if not os.path.isdir(self.directory):
+                raise StoreError(f"store directory {self.directory} does not exist (read-only store)")
+        else:
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+            except OSError as error:
+                raise StoreError(f"cannot create store directory {self.directory}: {error}") from error
+        try:
+            self._dir_fd = os.open(self.directory, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        except OSError as error:
+            raise StoreError(f"cannot open store directory {self.directory}: {error}") from error
+        try:
+            if not self.read_only:
+                self._take_lock()
+            self._scan()
+        except BaseException:
+            self._closed = True
+            self._release_descriptors()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _take_lock(self) -> None:
+        try:
+            fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o644, dir_fd=self._dir_fd)
+        except OSError as error:
+            raise StoreError(f"cannot create lock file {os.path.join(self.directory, LOCK_NAME)}: {error}") from error
+        if fcntl is None:  # pragma: no cover
+            self._lock_fd = fd
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            try:
+                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            except OSError:
+                holder = "unknown"
+            os.close(fd)
+            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StoreError(f"cannot lock store directory {self.directory}: {error}") from error
+            if holder == str(os.getpid()):
+                holder += ", this process"
+            raise StoreError(
+                f"store directory {self.directory} is in use by another hub (pid {holder}); open it "
+                f"read-only with JsonlStore({self.directory!r}, read_only=True) or close the other hub"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except OSError:
+            pass  # the pid is informational; the flock is what counts
+        self._lock_fd = fd
+
+    def _release_descriptors(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+        if self._lock_fd is not None:
+            try:
+                if fcntl is not None:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
+
+    def close(self) -> None:
+        """Sync pending data (unless ``fsync="never"``), close every descriptor, release the lock.
+
+        Idempotent. Afterwards the index stays readable (``headers``, ``children_of``, live sessions
+        from ``open``) but ``create`` and appends raise ``StoreError``.
+        """
+        with self._mutex:
+            if self._closed:
+                return
+            try:
+                if self.fsync != "never" and not self.read_only:
+                    self._sync_locked()
+            finally:
+                self._closed = True
+                self._release_descriptors()
+
+    def __enter__(self) -> "JsonlStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # an abandoned store must not keep the directory locked
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- scanning --------------------------------------------------------------------------------
+
+    def _scan(self) -> None:
+        headers = self._headers
+        children = self._children
+        with os.scandir(self.directory) as entries:
+            names = [entry.name for entry in entries]
+        for name in names:
+            if name.endswith(SUFFIX):
+                session_id = name[: -len(SUFFIX)]
+                if not is_valid_id(session_id):
+                    continue  # not a name this store writes; never touched
+                header, reason = self._read_header(name, session_id)
+                if header is None:
+                    self._bad_headers[session_id] = reason
+                    self._diag[session_id] = (CORRUPT, f"line 1: {reason}")
+                    continue
+                headers[session_id] = header
+                self._keys[session_id] = _order_key(header)
+                children.setdefault(header.parent_session, []).append(session_id)
+            elif (not self.read_only and name.startswith(_TMP_PREFIX) and name.endswith(_TMP_SUFFIX)
+                  and is_valid_id(name[len(_TMP_PREFIX): -len(_TMP_SUFFIX)])):
+                try:  # a create that never completed
+                    os.unlink(name, dir_fd=self._dir_fd)
+                except OSError:
+                    pass
+        for ids in children.values():
+            ids.sort(key=self._keys.__getitem__)
+
+    def _read_header(self, name: str, session_id: str) -> tuple[SessionHeader | None, str]:
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=self._dir_fd)
+        except OSError as error:
+            return None, f"cannot read the log ({error.strerror})"
+        try:
+            chunks = []
+            size = 0
+            while True:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                newline = chunk.find(b"\n")
+                if newline >= 0:
+                    chunks.append(chunk[:newline])
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > _HEADER_LIMIT:
+                    return None, "header line too long"
+        except OSError as error:
+            return None, f"cannot read the log ({error.strerror})"
+        finally:
+            os.close(fd)
+        line = b"".join(chunks)
+        if not line:
+            return None, "empty log (no header)"
+        header, reason = _parse_header(line, session_id)
+        return header, reason or ""
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _read_locked(self, session_id: str) -> _Parsed:
+        """Read and parse a log in full; records its diagnostic and pending repair."""
+        try:
+            fd = os.open(session_id + SUFFIX, _READ_FLAGS, dir_fd=self._dir_fd)
+            try:
+                chunks = []
+                while True:
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+        except OSError as error:
+            parsed = _Parsed()
+            parsed.diagnostic, parsed.problem = UNREADABLE, f"cannot read the log ({error.strerror})"
+        else:
+            parsed = _parse_log(b"".join(chunks), session_id)
+        self._verified.add(session_id)
+        if parsed.diagnostic is not None:
+            self._diag[session_id] = (parsed.diagnostic, parsed.problem or "")
+        else:
+            self._diag.pop(session_id, None)
+        if parsed.repair is not None and not self.read_only:
+            self._repair[session_id] = parsed.repair
+        else:
+            self._repair.pop(session_id, None)
+        return parsed
+
+    def open(self, session_id: str) -> Session:
+        """The session's log: the live object if this process holds one, else loaded from disk.
+
+        ``KeyError`` for an unknown or invalid id (no file-system access for an invalid one);
+        ``StoreError`` for a corrupt or unreadable log.
+        """
+        if not is_valid_id(session_id):
+            raise KeyError(session_id)
+        with self._mutex:
+            session = self._live.get(session_id)
+            if session is not None:
+                return session
+            if session_id in self._bad_headers:
+                raise StoreError(f'session log "{session_id}" is corrupt: line 1: {self._bad_headers[session_id]}')
+            header = self._headers.get(session_id)
+            if header is None:
+                raise KeyError(session_id)
+            parsed = self._read_locked(session_id)
+            if parsed.diagnostic in (CORRUPT, UNREADABLE):
+                raise StoreError(f'session log "{session_id}" is {parsed.diagnostic}: {parsed.problem}')
+            sink = self._refuse if self.read_only else self._append
+            session = Session(header, parsed.events, sink=sink)
+            self._live[session_id] = session
+            return session
+
+    def exists(self, session_id: str) -> bool:
+        """True when a log with this id exists (including a corrupt one)."""
+        return is_valid_id(session_id) and (session_id in self._headers or session_id in self._bad_headers)
+
+    def children_of(self, parent_id: str) -> list[SessionHeader]:
+        """Headers of the logs whose ``parent_session`` is ``parent_id``, in creation order."""
+        with self._mutex:
+            return [self._headers[i] for i in self._children.get(parent_id, ())]
+
+    def headers(self) -> list[SessionHeader]:
+        """Every parsed header, in creation order (logs with an unreadable header: :meth:`corrupt_ids`)."""
+        with self._mutex:
+            keys = self._keys
+            return [self._headers[i] for i in sorted(self._headers, key=keys.__getitem__)]
+
+    def corrupt_ids(self) -> list[str]:
+        """Ids of logs whose header is missing or unparseable (absent from headers/children_of), sorted."""
+        with self._mutex:
+            return sorted(self._bad_headers)
+
+    def diagnostic(self, session_id: str) -> str | None:
+        """``None`` (fine or unknown), ``"torn-tail"``, ``"corrupt"`` or ``"unreadable"``.
+
+        A log not yet read in full by this store is parsed once to find out (then cached).
+        """
+        if not is_valid_id(session_id):
+            return None
+        with self._mutex:
+            known = self._diag.get(session_id)
+            if known is not None:
+                return known[0]
+            if session_id in self._verified or session_id not in self._headers:
+                return None
+            return self._read_locked(session_id).diagnostic
+
+    def problem(self, session_id: str) -> str | None:
+        """The human-readable detail behind :meth:`diagnostic` (e.g. ``"line 7: JSONDecodeError: …"``)."""
+        if self.diagnostic(session_id) is None:
+            return None
+        with self._mutex:
+            known = self._diag.get(session_id)
+            return known[1] if known is not None else None
+
+    def __len__(self) -> int:
+        return len(self._headers) + len(self._bad_headers)
+
+    def __contains__(self, session_id: object) -> bool:
+        return isinstance(session_id, str) and self.exists(session_id)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"store {self.directory} is read-only")
+        if self._closed:
+            raise StoreError(f"store {self.directory} is closed")
+
+    def create(self, header: SessionHeader, seed: Iterable[Event] = ()) -> Session:
+        """Write a new log (header + seed events, atomically) and return its live session."""
+        session_id = header.id
+        if not is_valid_id(session_id):
+            raise StoreError(f"invalid session id {session_id!r}: use letters, digits, '-', '_', '.', ':'")
+        seed = list(seed)
+        try:
+            data = _encode(header.to_json()) + b"".join(_encode(event.to_json()) for event in seed)
+        except (TypeError, ValueError) as error:
+            raise StoreError(f'cannot store session "{session_id}": {error}') from error
+        with self._mutex:
+            self._check_writable()
+            if session_id in self._headers or session_id in self._bad_headers:
+                raise StoreError(f'session "{session_id}" already exists')
+            name = session_id + SUFFIX
+            tmp = _TMP_PREFIX + session_id + _TMP_SUFFIX
+            dir_fd = self._dir_fd
+            fd = None
+            try:
+                try:
+                    fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+                except FileExistsError:  # left by a crash (we hold the lock: nobody is writing it)
+                    os.unlink(tmp, dir_fd=dir_fd)
+                    fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+                _write_all(fd, data)
+                if self.fsync == "always":
+                    _datasync(fd)
+                _publish(tmp, name, dir_fd)
+            except OSError as error:
+                if fd is not None:
+                    os.close(fd)
+                try:
+                    os.unlink(tmp, dir_fd=dir_fd)
+                except OSError:
+                    pass
+                if isinstance(error, FileExistsError):
+                    raise StoreError(f'session "{session_id}" already exists (file {name})') from error
+                raise StoreError(f'cannot create session log "{session_id}": {error}') from error
+            if self.fsync == "always":
+                self._sync_dir()
+            else:
+                self._dir_dirty = True
+                self._dirty.add(session_id)
+            self._remember_fd(session_id, fd)
+            self._headers[session_id] = header
+            key = self._keys[session_id] = _order_key(header)
+            siblings = self._children.setdefault(header.parent_session, [])
+            if not siblings or self._keys[siblings[-1]] <= key:
+                siblings.append(session_id)
+            else:
+                bisect.insort(siblings, session_id, key=self._keys.__getitem__)
+            self._verified.add(session_id)
+            session = Session(header, seed, sink=self._append)
+            self._live[session_id] = session
+            if self.fsync == "batch":
+                self._maybe_sync_locked()
+            return session
+
+    def _remember_fd(self, session_id: str, fd: int) -> None:
+        fds = self._fds
+        fds[session_id] = fd
+        while len(fds) > self.max_open:
+            _, old = fds.popitem(last=False)
+            os.close(old)  # still in _dirty if unsynced: the next sync reopens it
+
+    def _fd_locked(self, session_id: str) -> int:
+        fd = self._fds.get(session_id)
+        if fd is not None:
+            self._fds.move_to_end(session_id)
+            return fd
+        fd = os.open(session_id + SUFFIX, _WRITE_FLAGS, dir_fd=self._dir_fd)
+        self._remember_fd(session_id, fd)
+        return fd
+
+    def _append(self, session: Session, event: Event) -> None:
+        """The sink of every writable session: one ``write`` of one line per event."""
+        session_id = session.header.id
+        try:
+            line = _encode(event.to_json())
+        except (TypeError, ValueError) as error:
+            raise StoreError(f'cannot store event {event.seq} of session "{session_id}": {error}') from error
+        with self._mutex:
+            self._check_writable()
+            fd = None
+            try:
+                fd = self._fd_locked(session_id)
+                repair = self._repair.pop(session_id, None)
+                if repair is not None:
+                    if repair[0] == "truncate":
+                        os.ftruncate(fd, repair[1])
+                    else:
+                        line = b"\n" + line
+                _write_all(fd, line)
+            except OSError as error:
+                written = getattr(error, "toh_written", 0)
+                if fd is not None and written:
+                    try:  # drop the partial line on the next append
+                        self._repair[session_id] = ("truncate", os.lseek(fd, 0, os.SEEK_END) - written)
+                    except OSError:
+                        pass
+                raise StoreError(f'cannot append to session log "{session_id}": {error}') from error
+            if self.fsync == "always":
+                try:
+                    _datasync(fd)
+                except OSError as error:
+                    raise StoreError(f'cannot sync session log "{session_id}": {error}') from error
+            else:
+                self._dirty.add(session_id)
+                if self.fsync == "batch":
+                    self._maybe_sync_locked()
+
+    def _refuse(self, session: Session, event: Event) -> None:
+        raise StoreError(f'store {self.directory} is read-only: cannot append to session "{session.header.id}"')
+
+    # -- syncing ---------------------------------------------------------------------------------
+
+    def _maybe_sync_locked(self) -> None:
+        if time.monotonic() - self._last_sync >= self.batch_interval:
+            self._sync_locked()
+
+    def _sync_dir(self) -> None:
+        try:
+            os.fsync(self._dir_fd)
+        except OSError as error:
+            raise StoreError(f"cannot sync store directory {self.directory}: {error}") from error
+        self._dir_dirty = False
+
+    def _sync_one(self, session_id: str) -> None:
+        fd = self._fds.get(session_id)
+        try:
+            if fd is not None:
+                _datasync(fd)
+            else:  # evicted from the LRU since it was written: fsync through a fresh descriptor
+                fd = os.open(session_id + SUFFIX, _WRITE_FLAGS, dir_fd=self._dir_fd)
+                try:
+                    _datasync(fd)
+                finally:
+                    os.close(fd)
+        except FileNotFoundError:
+            pass  # removed from outside since it was written: nothing left to sync
+        except OSError as error:
+            raise StoreError(f'cannot sync session log "{session_id}": {error}') from error
+        self._dirty.discard(session_id)
+
+    def _sync_locked(self) -> None:
+        if self._dir_dirty:
+            self._sync_dir()
+        for session_id in list(self._dirty):
+            self._sync_one(session_id)
+        self._last_sync = time.monotonic()
+
+    def flush(self, session: Session | None = None) -> None:
+        """fsync what was written and not yet synced (one session's log, or all), whatever the policy."""
+        with self._mutex:
+            if self._closed or self.read_only:
+                return
+            if session is None:
+                self._sync_locked()
+                return
+            if self._dir_dirty:
+                self._sync_dir()
+            if session.header.id in self._dirty:
+                self._sync_one(session.header.id)
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else f"fsync={self.fsync}"
+        state = ", closed" if self._closed else ""
+        return f"JsonlStore({self.directory!r}, {mode}, {len(self)} sessions{state})"

@@ -1,0 +1,193 @@
+"""The model-facing ``subagent`` delegation tool (one instance = one provider = one tool name)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+import pydantic
+
+from ..core.content import text_of
+from ..core.errors import UsageError, describe
+from ..core.tools import STRICT, Tool, ToolContext
+from ..jobs.registry import JobOutcome, JobRegistry
+from . import texts
+from .service import StartRequest, SubagentResult, SubagentService, validate_max_depth, validate_tool_filter
+
+BACKGROUND_MODES = ("one-shot", "continuable")
+
+
+class ToolFailure(Exception):
+    """A failure whose message is already the exact text the model should read after ``Error: ``."""
+
+
+def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, provider: str = "spawn",
+                       tool_name: str = "subagent", enable_run_in_background: bool = True,
+                       background_mode: str = "one-shot", agent_options: dict | None = None,
+                       persona: str | None = None, tool_filter: dict | None = None,
+                       max_depth: int | str = 3) -> Tool:
+    """Build one delegation tool instance; configuration errors raise :class:`UsageError` here."""
+    cap = validate_max_depth(max_depth)
+    tool_filter = validate_tool_filter(tool_filter)
+    if background_mode not in BACKGROUND_MODES:
+        raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
+    if agent_options is not None:
+        if not isinstance(agent_options, dict) or set(agent_options) - {"model", "max_tokens"}:
+            raise UsageError("agent_options takes only 'model' and 'max_tokens'")
+        max_tokens = agent_options.get("max_tokens")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+            raise UsageError(f"agent_options['max_tokens'] must be an integer >= 1, got {max_tokens!r}")
+        agent_options = {k: v for k, v in agent_options.items() if v is not None} or None
+    if persona is not None and not isinstance(persona, str):
+        raise UsageError("persona must be a string")
+    if not isinstance(tool_name, str) or not tool_name:
+        raise UsageError("tool_name must be a non-empty string")
+    source = service.get_provider(provider)
+    if cap is not None and "depthLimit" not in source.capabilities:
+        raise UsageError(f'tool-subagent: provider "{provider}" cannot enforce maxDepth (no depthLimit capability) '
+                         "\u2014 set max_depth='provider-managed' to leave the recursion budget to the provider")
+    continuable = background_mode == "continuable"
+    if continuable and enable_run_in_background and getattr(source, "prepare_continuable", None) is None:
+        raise UsageError(f'tool-subagent: provider "{provider}" does not support `backgroundMode: continuable`')
+
+    fork = getattr(source, "inherits_parent_context", False)
+    description = texts.FORK_BASE if fork else texts.FRESH_BASE
+    if not enable_run_in_background:
+        description += texts.SUFFIX_NO_BACKGROUND
+    elif continuable:
+        description += texts.SUFFIX_CONTINUABLE
+    else:
+        description += texts.SUFFIX_ONE_SHOT
+    prompt_doc = texts.FORK_PROMPT_PARAM if fork else texts.FRESH_PROMPT_PARAM
+    fields: dict[str, Any] = {
+        "description": (str, pydantic.Field(description=texts.DESCRIPTION_PARAM)),
+        "prompt": (str, pydantic.Field(description=prompt_doc)),
+    }
+    if enable_run_in_background:
+        doc = texts.BACKGROUND_PARAM_CONTINUABLE if continuable else texts.BACKGROUND_PARAM_ONE_SHOT
+        fields["run_in_background"] = (Optional[bool], pydantic.Field(None, description=doc))
+    else:
+        # kept in the argument model so a forced `true` gets the specific refusal; hidden from the schema
+        fields["run_in_background"] = (Optional[bool], pydantic.Field(None))
+    args_model = pydantic.create_model(f"{tool_name}_args", __config__=STRICT, **fields)
+    parameters = _schema(args_model, enable_run_in_background)
+
+    async def run(ctx: ToolContext, args: Any) -> dict:
+        if not args.description.strip():
+            raise ToolFailure("description must be a non-empty string")
+        parent = ctx.agent
+        request = StartRequest(prompt=args.prompt, parent=parent, label=args.description,
+                               agent_options=agent_options, persona=persona, tool_filter=tool_filter,
+                               max_depth=cap, by_user=ctx.by_user)
+        if not enable_run_in_background:
+            if args.run_in_background is True:
+                raise ToolFailure(texts.BACKGROUND_DISABLED)
+            background = False
+        else:
+            background = args.run_in_background if args.run_in_background is not None else continuable
+        if background and continuable:
+            child_id, _ = await service.start_continuable(provider, request)
+            return {"kind": "continuable", "subagent_id": child_id}
+        if background:
+            if jobs is None:
+                raise ToolFailure("background jobs unavailable: no job registry serves this agent")
+            job = jobs.start("subagent", args.description, parent,
+                             lambda job: _background(service, provider, request, job), by_user=ctx.by_user)
+            return {"kind": "background", "job_id": job.id}
+        started = await service.start(provider, request)
+        return await settle_foreground(started)
+
+    return Tool(tool_name, description, args_model, run, render=render, concurrency_safe=True,
+                parameters=parameters,
+                guidance=texts.CONTINUABLE_GUIDANCE.format(tool=tool_name) if continuable and enable_run_in_background else None,
+                guidance_order=texts.CONTINUABLE_GUIDANCE_ORDER)
+
+
+def _schema(args_model: type[pydantic.BaseModel], with_background: bool) -> dict:
+    from ..core.tools import json_schema_of
+
+    schema = json_schema_of(args_model)
+    if not with_background:
+        schema["properties"].pop("run_in_background", None)
+    for prop in schema["properties"].values():
+        if "anyOf" in prop:  # Optional[bool] -> plain boolean for the model
+            types = [a for a in prop.pop("anyOf") if a.get("type") != "null"]
+            if len(types) == 1:
+                prop.update(types[0])
+        prop.pop("default", None)
+    return schema
+
+
+def render(value: dict) -> str:
+    kind = value["kind"]
+    if kind == "background":
+        return texts.started_job(value["job_id"])
+    if kind == "continuable":
+        return texts.started_child(value["subagent_id"])
+    return text_of(value["output"])
+
+
+async def settle_foreground(run: Any) -> dict:
+    """Evaluate the result, always dispose, and keep both failures when both happen."""
+    value = None
+    result_error: str | None = None
+    try:
+        result: SubagentResult = await run.result
+        if result.stop_reason == "completed":
+            value = {"kind": "foreground", "run_id": run.id, "output": result.output}
+        else:
+            result_error = texts.failure_text(result.stop_reason, result.diagnostic, result.text)
+    except asyncio.CancelledError:
+        await run.dispose()
+        raise
+    except Exception as error:
+        result_error = str(error) or type(error).__name__
+    dispose_error: str | None = None
+    try:
+        await run.dispose()
+    except Exception as error:
+        dispose_error = str(error) or type(error).__name__
+    if result_error is not None and dispose_error is not None:
+        raise ToolFailure(texts.run_and_dispose_failed(result_error, dispose_error))
+    if result_error is not None:
+        raise ToolFailure(result_error)
+    if dispose_error is not None:
+        raise ToolFailure(dispose_error)
+    return value
+
+
+def settle_run_outcome(result: SubagentResult) -> JobOutcome:
+    if result.stop_reason == "completed":
+        return JobOutcome("completed", output=result.text)
+    if result.stop_reason == "aborted":
+        return JobOutcome("killed")
+    detail = result.stop_reason
+    if result.diagnostic:
+        detail += f"; diagnostic: {result.diagnostic}"
+    return JobOutcome("failed", detail)
+
+
+async def _background(service: SubagentService, provider: str, request: StartRequest, job: Any) -> JobOutcome:
+    run = None
+    try:
+        run = await service.start(provider, request)
+        job.child_id = run.id
+        result = await run.result
+    except asyncio.CancelledError:
+        if run is not None:
+            await run.dispose()
+        return JobOutcome("killed")
+    except Exception as error:
+        if run is not None:
+            try:
+                await run.dispose()
+            except Exception as dispose_error:
+                return JobOutcome("failed", f"{describe(error)}; dispose failed: {dispose_error}")
+        return JobOutcome("failed", describe(error))
+    outcome = settle_run_outcome(result)
+    try:
+        await run.dispose()
+    except Exception as error:
+        detail = f"{outcome.detail}; dispose failed: {error}" if outcome.detail else f"dispose failed: {error}"
+        return JobOutcome("failed", detail)
+    return outcome
