@@ -39,7 +39,8 @@ def render(session) -> list[str]:
             if len(blocks) == 1:
                 lines.append(f"USER [{_source(event.message)}]: {blocks[0]}")
             else:
-                lines.append(f"USER [{_source(event.message)}]: {len(blocks)} blocks {json.dumps(blocks)}")
+                joined = json.dumps(blocks, separators=(",", ":"), ensure_ascii=False)
+                lines.append(f"USER [{_source(event.message)}]: {len(blocks)} blocks {joined}")
         elif kind == ASSISTANT_MESSAGE:
             parts = []
             for block in event.message.content:

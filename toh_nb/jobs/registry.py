@@ -117,6 +117,8 @@ class JobRegistry(RuntimeObserver):
         self.jobs[job.id] = job
         self._active[owner] = self._active.get(owner, 0) + 1
         job.task = asyncio.get_running_loop().create_task(self._supervise(job, run))
+        # a kill can land before the task first runs; then _supervise never starts and this settles it
+        job.task.add_done_callback(lambda task: task.cancelled() and self._settle(job, JobOutcome("killed")))
         self.runtime.bus.emit("job/start", {"job": job.id, "kind": kind, "label": label,
                                             "owner": job.owner_id})
         return job

@@ -83,6 +83,7 @@ LOCK_NAME = ".lock"
 _TMP_PREFIX = "."
 _TMP_SUFFIX = ".jsonl.tmp"
 _HEADER_LIMIT = 1 << 20  # a header line longer than this is not a header
+_RECENT = 32  # loaded sessions kept strongly (see JsonlStore._recent)
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -96,6 +97,11 @@ _NO_HARDLINKS = {e for e in (errno.EPERM, errno.EOPNOTSUPP, getattr(errno, "ENOT
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
 _DIGITS = re.compile(r"(\d+)")
+
+
+def _is_safe_id(value: object) -> bool:
+    """:func:`~toh_nb.core.ids.is_valid_id`, also refusing a trailing newline (its ``$`` accepts "x\\n")."""
+    return is_valid_id(value) and not value.endswith("\n")  # type: ignore[union-attr]
 
 
 def _encode(record: dict) -> bytes:
@@ -292,6 +298,9 @@ class JsonlStore:
         self._verified: set[str] = set()  # fully read (or written) by this store
         self._repair: dict[str, tuple] = {}
         self._live: "weakref.WeakValueDictionary[str, Session]" = weakref.WeakValueDictionary()
+        #: sessions loaded from disk lately, held strongly so that the usual listing sequence
+        #: ``diagnostic(id)`` then ``open(id)`` parses a log once (bounded; the runtime holds the rest)
+        self._recent: OrderedDict[str, Session] = OrderedDict()
 
         if self.read_only:
             if not os.path.isdir(self.directory):
@@ -408,7 +417,7 @@ class JsonlStore:
         for name in names:
             if name.endswith(SUFFIX):
                 session_id = name[: -len(SUFFIX)]
-                if not is_valid_id(session_id):
+                if not _is_safe_id(session_id):
                     continue  # not a name this store writes; never touched
                 header, reason = self._read_header(name, session_id)
                 if header is None:
@@ -419,7 +428,7 @@ class JsonlStore:
                 self._keys[session_id] = _order_key(header)
                 children.setdefault(header.parent_session, []).append(session_id)
             elif (not self.read_only and name.startswith(_TMP_PREFIX) and name.endswith(_TMP_SUFFIX)
-                  and is_valid_id(name[len(_TMP_PREFIX): -len(_TMP_SUFFIX)])):
+                  and _is_safe_id(name[len(_TMP_PREFIX): -len(_TMP_SUFFIX)])):
                 try:  # a create that never completed
                     os.unlink(name, dir_fd=self._dir_fd)
                 except OSError:
@@ -480,7 +489,7 @@ class JsonlStore:
         self._verified.add(session_id)
         if parsed.diagnostic is not None:
             self._diag[session_id] = (parsed.diagnostic, parsed.problem or "")
-        else:
+        elif self._diag.get(session_id, (None,))[0] != TORN_TAIL:  # a repaired tail stays reported
             self._diag.pop(session_id, None)
         if parsed.repair is not None and not self.read_only:
             self._repair[session_id] = parsed.repair
@@ -494,7 +503,7 @@ class JsonlStore:
         ``KeyError`` for an unknown or invalid id (no file-system access for an invalid one);
         ``StoreError`` for a corrupt or unreadable log.
         """
-        if not is_valid_id(session_id):
+        if not _is_safe_id(session_id):
             raise KeyError(session_id)
         with self._mutex:
             session = self._live.get(session_id)
@@ -508,14 +517,20 @@ class JsonlStore:
             parsed = self._read_locked(session_id)
             if parsed.diagnostic in (CORRUPT, UNREADABLE):
                 raise StoreError(f'session log "{session_id}" is {parsed.diagnostic}: {parsed.problem}')
-            sink = self._refuse if self.read_only else self._append
-            session = Session(header, parsed.events, sink=sink)
-            self._live[session_id] = session
-            return session
+            return self._adopt(header, parsed)
+
+    def _adopt(self, header: SessionHeader, parsed: _Parsed) -> Session:
+        session = Session(header, parsed.events, sink=self._refuse if self.read_only else self._append)
+        self._live[header.id] = session
+        recent = self._recent
+        recent[header.id] = session
+        if len(recent) > _RECENT:
+            recent.popitem(last=False)
+        return session
 
     def exists(self, session_id: str) -> bool:
         """True when a log with this id exists (including a corrupt one)."""
-        return is_valid_id(session_id) and (session_id in self._headers or session_id in self._bad_headers)
+        return _is_safe_id(session_id) and (session_id in self._headers or session_id in self._bad_headers)
 
     def children_of(self, parent_id: str) -> list[SessionHeader]:
         """Headers of the logs whose ``parent_session`` is ``parent_id``, in creation order."""
@@ -538,15 +553,19 @@ class JsonlStore:
 
         A log not yet read in full by this store is parsed once to find out (then cached).
         """
-        if not is_valid_id(session_id):
+        if not _is_safe_id(session_id):
             return None
         with self._mutex:
             known = self._diag.get(session_id)
             if known is not None:
                 return known[0]
-            if session_id in self._verified or session_id not in self._headers:
+            header = self._headers.get(session_id)
+            if header is None or session_id in self._verified:
                 return None
-            return self._read_locked(session_id).diagnostic
+            parsed = self._read_locked(session_id)
+            if parsed.diagnostic not in (CORRUPT, UNREADABLE):
+                self._adopt(header, parsed)  # a following open() returns it without reading again
+            return parsed.diagnostic
 
     def problem(self, session_id: str) -> str | None:
         """The human-readable detail behind :meth:`diagnostic` (e.g. ``"line 7: JSONDecodeError: …"``)."""
@@ -573,7 +592,7 @@ class JsonlStore:
     def create(self, header: SessionHeader, seed: Iterable[Event] = ()) -> Session:
         """Write a new log (header + seed events, atomically) and return its live session."""
         session_id = header.id
-        if not is_valid_id(session_id):
+        if not _is_safe_id(session_id):
             raise StoreError(f"invalid session id {session_id!r}: use letters, digits, '-', '_', '.', ':'")
         seed = list(seed)
         try:

@@ -1,0 +1,596 @@
+"""The JSONL store: round trips, ordering, torn tails, corruption, id safety, locking, crashes."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import toh_nb.store.jsonl as jsonl_module
+from toh_nb.core.content import Message, Source, Text, ToolCallBlock, ToolResultBlock, Usage, user_message
+from toh_nb.core.errors import StoreError, UsageError
+from toh_nb.core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START,
+                                 USER_MESSAGE, Event, SessionHeader)
+from toh_nb.store import SessionStore, open_store
+from toh_nb.store.jsonl import JsonlStore
+
+HERE = Path(__file__).resolve().parent
+
+
+def header(session_id: str, created: float = 1.0, parent: str | None = None, **extra) -> SessionHeader:
+    return SessionHeader(session_id, created, parent_session=parent,
+                         origin="subagent" if parent else "root", **extra)
+
+
+def fill(session) -> None:
+    """Append one event of every kind, with messages carrying tool calls, results, sources, usage."""
+    session.append(TURN_START, turn=1)
+    session.append(USER_MESSAGE, turn=1, message=user_message(
+        "multi\nline ünïcödé ✓ \"quoted\" \\ 😀 lone \ud800", id="msg-1",
+        source=Source("subagent-report", form="relay", sender="agent-2", summary="done")))
+    session.append(ASSISTANT_MESSAGE, turn=1, message=Message(
+        "assistant", [Text("thinking"), ToolCallBlock("call-1", "subagent", {"prompt": "go", "n": [1, 2.5, None]})],
+        id="msg-2", usage=Usage(12, 34)))
+    session.append(TOOL_CALL, turn=1, data={"call_id": "call-1", "name": "subagent", "arguments": {"prompt": "go"}})
+    session.append(TOOL_RESULT, turn=1, message=Message(
+        "tool", [ToolResultBlock("call-1", "subagent", "Error: boom", is_error=True)]))
+    session.append(USER_MESSAGE, turn=1, message=user_message("plugin note", source=Source("plugin", plugin="p1")))
+    session.append(DESCRIPTOR, turn=1, data={"version": 1, "mode": "continuable", "label": "worker"})
+    session.append(TURN_END, turn=1, data={"reason": "completed"})
+
+
+def as_json(events) -> list[dict]:
+    return [e.to_json() for e in events]
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def log_path(store_dir: Path, session_id: str) -> Path:
+    return store_dir / f"{session_id}.jsonl"
+
+
+@pytest.fixture
+def store_dir(tmp_path) -> Path:
+    return tmp_path / "store"
+
+
+# -- round trip ----------------------------------------------------------------------------------
+
+
+def test_round_trip_through_a_new_store(store_dir):
+    store = JsonlStore(store_dir)
+    assert isinstance(store, SessionStore)
+    seed = [Event(0, USER_MESSAGE, 5.0, 1, user_message("inherited")), Event(1, TURN_START, 5.5, 1)]
+    session = store.create(header("agent-1", 10.0, "root", delegation_depth=2, seed_length=2), seed)
+    fill(session)
+    assert store.open("agent-1") is session
+    expected_events = as_json(session.events)
+    expected_header = session.header
+    store.close()
+
+    lines = lines_of(log_path(store_dir, "agent-1"))
+    assert lines[0] == {"type": "session", "version": 1, "id": "agent-1", "created": 10.0, "delegation_depth": 2,
+                        "parent_session": "root", "origin": "subagent", "seed_length": 2}
+    assert lines[1:] == expected_events
+    assert [line["seq"] for line in lines[1:]] == list(range(10))
+    raw = log_path(store_dir, "agent-1").read_bytes()
+    assert raw.count(b"\n") == 11 and raw.endswith(b"\n") and raw.isascii()
+    for line in raw.splitlines():  # compact JSON, one line per record
+        assert line == json.dumps(json.loads(line), separators=(",", ":")).encode()
+
+    again = JsonlStore(store_dir)
+    loaded = again.open("agent-1")
+    assert loaded is not session
+    assert loaded.header == expected_header
+    assert as_json(loaded.events) == expected_events
+    assert loaded.events[3].message.source == Source("subagent-report", form="relay", sender="agent-2", summary="done")
+    assert loaded.events[3].message.text == "multi\nline ünïcödé ✓ \"quoted\" \\ 😀 lone \ud800"
+    assert loaded.events[4].message.tool_calls[0].arguments == {"prompt": "go", "n": [1, 2.5, None]}
+    assert loaded.events[4].message.usage == Usage(12, 34)
+    assert loaded.events[6].message.is_error and loaded.events[6].message.tool_call_id == "call-1"
+    assert loaded.descriptor == {"version": 1, "mode": "continuable", "label": "worker"}
+    assert [e.kind for e in loaded.own_events()][:2] == [TURN_START, USER_MESSAGE]
+    assert again.open("agent-1") is loaded
+    assert again.diagnostic("agent-1") is None
+    # the reloaded session keeps appending to the same file
+    loaded.append(TURN_START, turn=2)
+    again.close()
+    assert lines_of(log_path(store_dir, "agent-1"))[-1]["kind"] == TURN_START
+    assert lines_of(log_path(store_dir, "agent-1"))[-1]["seq"] == 10
+
+
+def test_open_store_builds_a_jsonl_store_with_options(store_dir):
+    store = open_store(str(store_dir), fsync="never", batch_interval=1.0)
+    assert isinstance(store, JsonlStore) and store.fsync == "never" and store.batch_interval == 1.0
+    store.close()
+    path_store = open_store(store_dir)
+    assert isinstance(path_store, JsonlStore) and path_store.fsync == "batch"
+    path_store.close()
+
+
+def test_missing_directory_is_created_and_options_are_checked(tmp_path):
+    nested = tmp_path / "a" / "b" / "store"
+    with JsonlStore(nested) as store:
+        assert nested.is_dir() and store.headers() == []
+    with pytest.raises(UsageError, match='fsync must be "batch", "always" or "never", got \'sometimes\''):
+        JsonlStore(tmp_path / "x", fsync="sometimes")
+    with pytest.raises(UsageError, match="batch_interval"):
+        JsonlStore(tmp_path / "x", batch_interval=-1)
+    with pytest.raises(UsageError, match="max_open"):
+        JsonlStore(tmp_path / "x", max_open=0)
+    with pytest.raises(StoreError, match="does not exist"):
+        JsonlStore(tmp_path / "missing", read_only=True)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "missing").exists()
+
+
+def test_children_in_creation_order_across_reopen(store_dir):
+    store = JsonlStore(store_dir)
+    store.create(header("root", 1.0))
+    store.create(header("agent-3", 5.0, "root"))
+    store.create(header("agent-1", 3.0, "root"))  # created earlier (clock), inserted before agent-3
+    store.create(header("agent-10", 7.0, "root"))
+    store.create(header("agent-9", 7.0, "root"))  # same time: digit runs compare as numbers
+    store.create(header("agent-2", 4.0, "agent-1"))
+    expected = ["agent-1", "agent-3", "agent-9", "agent-10"]
+    assert [h.id for h in store.children_of("root")] == expected
+    assert [h.id for h in store.children_of("agent-1")] == ["agent-2"]
+    assert store.children_of("agent-2") == [] and store.children_of("no such") == []
+    assert [h.id for h in store.headers()] == ["root", "agent-1", "agent-2", "agent-3", "agent-9", "agent-10"]
+    store.close()
+    again = JsonlStore(store_dir)
+    assert [h.id for h in again.children_of("root")] == expected
+    assert [h.id for h in again.headers()] == ["root", "agent-1", "agent-2", "agent-3", "agent-9", "agent-10"]
+    assert again.children_of("root")[0] == SessionHeader("agent-1", 3.0, parent_session="root", origin="subagent")
+    assert len(again) == 6 and again.exists("agent-9") and "agent-9" in again and not again.exists("agent-99")
+    again.close()
+
+
+def test_duplicate_ids_and_unknown_ids(store_dir):
+    store = JsonlStore(store_dir)
+    store.create(header("agent-1"))
+    with pytest.raises(StoreError, match='session "agent-1" already exists'):
+        store.create(header("agent-1"))
+    with pytest.raises(KeyError):
+        store.open("agent-2")
+    assert store.diagnostic("agent-2") is None
+    store.close()
+    again = JsonlStore(store_dir)
+    with pytest.raises(StoreError, match='session "agent-1" already exists'):
+        again.create(header("agent-1"))
+    again.close()
+
+
+def test_live_session_is_shared_and_reloaded_after_it_is_dropped(store_dir):
+    store = JsonlStore(store_dir)
+    session = store.create(header("agent-1"))
+    session.append(TURN_START, turn=1)
+    assert store.open("agent-1") is session
+    expected = as_json(session.events)
+    del session
+    store._recent.clear()
+    gc.collect()
+    reloaded = store.open("agent-1")
+    assert as_json(reloaded.events) == expected
+    assert store.open("agent-1") is reloaded
+    reloaded.append(TURN_END, turn=1, data={"reason": "completed"})
+    store.close()
+    assert [line.get("kind") for line in lines_of(log_path(store_dir, "agent-1"))] == [None, TURN_START, TURN_END]
+
+
+def test_diagnostic_then_open_reads_a_log_once(store_dir, monkeypatch):
+    with JsonlStore(store_dir) as store:
+        fill(store.create(header("agent-1")))
+    reads = []
+    real = jsonl_module._parse_log
+    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: reads.append(sid) or real(data, sid))
+    with JsonlStore(store_dir) as store:
+        assert store.diagnostic("agent-1") is None
+        assert len(store.open("agent-1").events) == 8
+        assert store.diagnostic("agent-1") is None
+    assert reads == ["agent-1"]
+
+
+def test_unserialisable_event_is_refused_and_the_log_stays_intact(store_dir):
+    store = JsonlStore(store_dir)
+    session = store.create(header("agent-1"))
+    session.append(TURN_START, turn=1)
+    with pytest.raises(StoreError, match='cannot store event 1 of session "agent-1"'):
+        session.append(TOOL_CALL, turn=1, data={"arguments": object()})
+    store.close()
+    with JsonlStore(store_dir) as again:
+        assert [e.kind for e in again.open("agent-1").events] == [TURN_START]
+        assert again.diagnostic("agent-1") is None
+
+
+# -- torn tails and corruption ---------------------------------------------------------------------
+
+
+def _three_events(store_dir: Path, session_id: str = "agent-1", parent: str | None = "root") -> list[dict]:
+    with JsonlStore(store_dir) as store:
+        session = store.create(header(session_id, 2.0, parent))
+        session.append(TURN_START, turn=1)
+        session.append(USER_MESSAGE, turn=1, message=user_message("hello"))
+        session.append(TURN_END, turn=1, data={"reason": "completed"})
+        return as_json(session.events)
+
+
+@pytest.mark.parametrize("tail", [b'{"seq":3,"kind":"turn/st', b"\x00\x00\x00\x00", b"garbage\n", b"  ",
+                                  b'{"seq":3,"time":1.0}\n'])
+def test_torn_tail_is_ignored_reported_and_repaired(store_dir, tail):
+    expected = _three_events(store_dir)
+    path = log_path(store_dir, "agent-1")
+    with path.open("ab") as handle:
+        handle.write(tail)
+
+    store = JsonlStore(store_dir)
+    assert [h.id for h in store.children_of("root")] == ["agent-1"]
+    assert store.diagnostic("agent-1") == "torn-tail"
+    assert store.problem("agent-1").startswith("line 5: ")
+    session = store.open("agent-1")
+    assert as_json(session.events) == expected
+    assert path.read_bytes().endswith(tail)  # reading never modifies the file
+    event = session.append(TURN_START, turn=2)
+    assert event.seq == 3
+    session.append(USER_MESSAGE, turn=2, message=user_message("after the crash"))
+    assert store.diagnostic("agent-1") == "torn-tail"  # still reported for this store's lifetime
+    store.close()
+
+    lines = lines_of(path)  # every line parses again
+    assert [line.get("seq") for line in lines] == [None, 0, 1, 2, 3, 4]
+    with JsonlStore(store_dir) as again:
+        assert again.diagnostic("agent-1") is None
+        assert [e.kind for e in again.open("agent-1").events] == [TURN_START, USER_MESSAGE, TURN_END, TURN_START,
+                                                                 USER_MESSAGE]
+
+
+def test_complete_but_unterminated_last_line_is_kept(store_dir):
+    expected = _three_events(store_dir)
+    path = log_path(store_dir, "agent-1")
+    extra = {"seq": 3, "kind": TURN_START, "time": 9.0, "turn": 2}
+    with path.open("ab") as handle:
+        handle.write(json.dumps(extra).encode())  # the newline never made it
+    store = JsonlStore(store_dir)
+    assert store.diagnostic("agent-1") is None
+    session = store.open("agent-1")
+    assert as_json(session.events) == expected + [extra]
+    session.append(TURN_END, turn=2, data={"reason": "completed"})
+    store.close()
+    assert [line.get("seq") for line in lines_of(path)] == [None, 0, 1, 2, 3, 4]
+
+
+def test_torn_tail_in_a_read_only_store_is_not_repaired(store_dir):
+    _three_events(store_dir)
+    path = log_path(store_dir, "agent-1")
+    with path.open("ab") as handle:
+        handle.write(b'{"seq":3')
+    before = path.read_bytes()
+    with JsonlStore(store_dir, read_only=True) as reader:
+        session = reader.open("agent-1")
+        assert len(session.events) == 3 and reader.diagnostic("agent-1") == "torn-tail"
+        with pytest.raises(StoreError, match="read-only"):
+            session.append(TURN_START, turn=2)
+    assert path.read_bytes() == before
+
+
+def test_corrupt_middle_line_makes_only_that_session_corrupt(store_dir):
+    _three_events(store_dir, "agent-1")
+    other = _three_events(store_dir, "agent-2")
+    path = log_path(store_dir, "agent-1")
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[2] = b'{"seq":1,"kind":"user/mess\n'  # line 3 of 5 is damaged
+    path.write_bytes(b"".join(lines))
+
+    store = JsonlStore(store_dir)
+    assert [h.id for h in store.children_of("root")] == ["agent-1", "agent-2"]  # still listed by header
+    assert store.diagnostic("agent-1") == "corrupt"
+    assert store.problem("agent-1").startswith("line 3: JSONDecodeError")
+    with pytest.raises(StoreError, match='session log "agent-1" is corrupt: line 3: '):
+        store.open("agent-1")
+    assert store.exists("agent-1") and store.corrupt_ids() == []
+    assert store.diagnostic("agent-2") is None
+    assert as_json(store.open("agent-2").events) == other
+    assert [h.id for h in store.headers()] == ["agent-1", "agent-2"]
+    store.close()
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"not json at all\n", "line 1: header is not JSON"),
+    (b"", "line 1: empty log (no header)"),
+    (b'{"seq":0,"kind":"turn/start","time":1.0}\n', 'line 1: first line is not a session header'),
+    (b'{"type":"session","id":"agent-7","created":1.0}\n', "line 1: header names session 'agent-7', not the file's 'agent-5'"),
+    (b'{"type":"session","id":"agent-5"}\n', "line 1: invalid header (KeyError: 'created')"),
+])
+def test_unreadable_header_is_reported_by_id(store_dir, content, problem):
+    fine = _three_events(store_dir, "agent-1")
+    log_path(store_dir, "agent-5").write_bytes(content)
+    store = JsonlStore(store_dir)
+    assert store.corrupt_ids() == ["agent-5"]
+    assert store.diagnostic("agent-5") == "corrupt"
+    assert store.problem("agent-5").startswith(problem)
+    assert store.exists("agent-5") and len(store) == 2
+    assert [h.id for h in store.headers()] == ["agent-1"]
+    assert [h.id for h in store.children_of("root")] == ["agent-1"]
+    with pytest.raises(StoreError, match='session log "agent-5" is corrupt: line 1: '):
+        store.open("agent-5")
+    with pytest.raises(StoreError, match='session "agent-5" already exists'):
+        store.create(header("agent-5"))
+    assert as_json(store.open("agent-1").events) == fine
+    store.close()
+    assert log_path(store_dir, "agent-5").read_bytes() == content
+
+
+def test_foreign_files_and_leftover_temporary_logs(store_dir):
+    store_dir.mkdir()
+    (store_dir / "notes.txt").write_text("hello")
+    (store_dir / ".hidden.jsonl").write_text("x")
+    (store_dir / "a..b.jsonl").write_text("x")
+    (store_dir / ".agent-1.jsonl.tmp").write_text('{"type":"session","id":"agent-1","created":1.0}\n{"seq')
+    with JsonlStore(store_dir) as store:
+        assert store.headers() == [] and store.corrupt_ids() == [] and len(store) == 0
+        assert not (store_dir / ".agent-1.jsonl.tmp").exists()  # an interrupted create is cleaned up
+        store.create(header("agent-1"))
+    assert sorted(p.name for p in store_dir.iterdir()) == [".hidden.jsonl", ".lock", "a..b.jsonl", "agent-1.jsonl",
+                                                          "notes.txt"]
+
+
+# -- id safety ---------------------------------------------------------------------------------------
+
+
+BAD_IDS = ["../x", "a/b", "/abs", "a\x00b", "..", "", "x" * 300, ".", ".hidden", "a\\b", "a b", "../../etc/passwd",
+           "agent-1/../../x", "x\n", "ü"]
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("bad", BAD_IDS)
+def test_traversal_ids_are_refused_before_touching_the_file_system(tmp_path, bad):
+    store_dir = tmp_path / "inner" / "store"
+    store = JsonlStore(store_dir)
+    before = _tree(tmp_path)
+    parent_listing = sorted(os.listdir(tmp_path.parent))
+    with pytest.raises(StoreError, match="invalid session id") as caught:
+        store.create(header(bad))
+    assert repr(bad) in str(caught.value)
+    with pytest.raises(StoreError, match="invalid session id"):
+        store.create(header(bad, parent="root"))
+    with pytest.raises(KeyError):
+        store.open(bad)
+    assert not store.exists(bad) and store.diagnostic(bad) is None and store.children_of(bad) == []
+    store.close()
+    assert _tree(tmp_path) == before == ["inner", "inner/store", "inner/store/.lock"]
+    assert sorted(os.listdir(tmp_path.parent)) == parent_listing
+
+
+def test_a_parent_id_is_data_not_a_path(store_dir, tmp_path):
+    with JsonlStore(store_dir) as store:
+        store.create(header("agent-1", parent="../../evil"))
+        assert [h.id for h in store.children_of("../../evil")] == ["agent-1"]
+    assert _tree(tmp_path) == ["store", "store/.lock", "store/agent-1.jsonl"]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_appends_never_follow_a_symlinked_log(store_dir, tmp_path):
+    outside = tmp_path / "outside.jsonl"
+    store = JsonlStore(store_dir)
+    session = store.create(header("agent-1"))
+    store.close()
+    path = log_path(store_dir, "agent-1")
+    outside.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(outside)
+    store = JsonlStore(store_dir)
+    session = store.open("agent-1")  # reading through the link is harmless
+    with pytest.raises(StoreError, match='cannot append to session log "agent-1"'):
+        session.append(TURN_START, turn=1)
+    store.close()
+    assert len(outside.read_bytes().splitlines()) == 1
+
+
+# -- locking -------------------------------------------------------------------------------------------
+
+
+def test_one_writer_per_directory_and_read_only_alongside(store_dir):
+    writer = JsonlStore(store_dir)
+    session = writer.create(header("agent-1"))
+    session.append(TURN_START, turn=1)
+    with pytest.raises(StoreError) as caught:
+        JsonlStore(store_dir)
+    assert str(caught.value) == (
+        f"store directory {store_dir} is in use by another hub (pid {os.getpid()}, this process); open it "
+        f"read-only with JsonlStore({str(store_dir)!r}, read_only=True) or close the other hub")
+
+    reader = JsonlStore(store_dir, read_only=True)
+    assert [h.id for h in reader.headers()] == ["agent-1"]
+    seen = reader.open("agent-1")
+    assert [e.kind for e in seen.events] == [TURN_START]
+    with pytest.raises(StoreError, match="is read-only: cannot append to session \"agent-1\""):
+        seen.append(TURN_END, turn=1)
+    with pytest.raises(StoreError, match="is read-only"):
+        reader.create(header("agent-2"))
+    reader.close()
+    session.append(TURN_END, turn=1, data={"reason": "completed"})  # the writer is unaffected
+
+    writer.close()
+    writer.close()  # idempotent
+    assert writer.closed
+    with pytest.raises(StoreError, match="is closed"):
+        session.append(TURN_START, turn=2)
+    with pytest.raises(StoreError, match="is closed"):
+        writer.create(header("agent-2"))
+    assert [h.id for h in writer.headers()] == ["agent-1"]  # the index stays readable
+
+    successor = JsonlStore(store_dir)  # the lock was released
+    assert [e.kind for e in successor.open("agent-1").events] == [TURN_START, TURN_END]
+    successor.close()
+
+
+def test_an_abandoned_store_releases_its_lock_when_collected(store_dir):
+    JsonlStore(store_dir).create(header("agent-1"))
+    gc.collect()
+    with JsonlStore(store_dir) as store:
+        assert store.exists("agent-1")
+
+
+def test_lock_held_by_another_process_names_its_pid(store_dir):
+    script = textwrap.dedent(f"""
+        import sys
+        from toh_nb.store.jsonl import JsonlStore
+        store = JsonlStore({str(store_dir)!r})
+        print("ready", flush=True)
+        sys.stdin.read()
+        store.close()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        with pytest.raises(StoreError, match=rf"is in use by another hub \(pid {proc.pid}\); open it read-only"):
+            JsonlStore(store_dir)
+        JsonlStore(store_dir, read_only=True).close()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    JsonlStore(store_dir).close()
+
+
+# -- durability policies and descriptors -------------------------------------------------------------------
+
+
+@pytest.fixture
+def syncs(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = jsonl_module._datasync
+
+    def counting(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(jsonl_module, "_datasync", counting)
+    return calls
+
+
+def test_fsync_always_syncs_every_append(store_dir, syncs):
+    store = JsonlStore(store_dir, fsync="always")
+    session = store.create(header("agent-1"))
+    assert len(syncs) == 1
+    for turn in range(5):
+        session.append(TURN_START, turn=turn)
+    assert len(syncs) == 6
+    store.close()
+    assert len(syncs) == 6  # nothing was pending
+
+
+def test_fsync_batch_syncs_when_the_interval_elapsed_and_on_flush_and_close(store_dir, syncs):
+    store = JsonlStore(store_dir, fsync="batch", batch_interval=3600)
+    session = store.create(header("agent-1"))
+    for turn in range(5):
+        session.append(TURN_START, turn=turn)
+    assert syncs == []
+    store.flush(session)
+    assert len(syncs) == 1
+    store.flush()
+    assert len(syncs) == 1  # nothing pending any more
+    session.append(TURN_START, turn=6)
+    store.close()
+    assert len(syncs) == 2
+
+    eager = JsonlStore(store_dir, fsync="batch", batch_interval=0)
+    reopened = eager.open("agent-1")
+    reopened.append(TURN_START, turn=7)
+    reopened.append(TURN_START, turn=8)
+    assert len(syncs) == 4
+    eager.close()
+
+
+def test_fsync_never_syncs_only_on_explicit_flush(store_dir, syncs):
+    store = JsonlStore(store_dir, fsync="never")
+    session = store.create(header("agent-1"))
+    session.append(TURN_START, turn=1)
+    store.close()
+    assert syncs == []
+    store = JsonlStore(store_dir, fsync="never")
+    store.open("agent-1").append(TURN_START, turn=2)
+    store.flush()
+    assert len(syncs) == 1
+    store.close()
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize("fsync", ["batch", "never"])
+def test_descriptors_are_bounded_by_the_lru(store_dir, fsync, syncs):
+    before = _open_descriptors()
+    store = JsonlStore(store_dir, fsync=fsync, batch_interval=3600, max_open=4)
+    sessions = [store.create(header(f"agent-{i}", float(i), "root")) for i in range(40)]
+    for turn in range(3):
+        for session in sessions:
+            session.append(TURN_START, turn=turn)
+            assert _open_descriptors() - before <= 4 + 2  # + directory and lock
+    store.flush()  # evicted dirty logs are synced through fresh descriptors
+    assert len(syncs) == 40
+    store.close()
+    assert _open_descriptors() == before
+    with JsonlStore(store_dir) as again:
+        assert [h.id for h in again.children_of("root")] == [f"agent-{i}" for i in range(40)]
+        for i in range(40):
+            assert [e.turn for e in again.open(f"agent-{i}").events] == [0, 1, 2]
+
+
+# -- crash safety -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_kill_9_never_loses_an_acknowledged_event(tmp_path):
+    store_dir = tmp_path / "store"
+    rng = random.Random(20261130)
+    acknowledged: dict[int, str] = {}
+    created: list[str] = []
+    for iteration in range(8):
+        proc = subprocess.Popen([sys.executable, str(HERE / "crash_writer.py"), str(store_dir), str(iteration)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        start = proc.stdout.readline()
+        assert start.startswith("start "), (start, proc.stderr.read() if proc.poll() is not None else "")
+        # the restarted writer continues after every acknowledged event
+        assert int(start.split()[1]) >= len(acknowledged)
+        time.sleep(rng.uniform(0.02, 0.4))
+        proc.send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL and err == ""
+        for line in out.splitlines():
+            word, *rest = line.split()
+            if word == "ack":
+                # only a torn, unacknowledged seq may be reused by a later writer
+                assert int(rest[0]) not in acknowledged, line
+                acknowledged[int(rest[0])] = rest[1]
+            elif word == "created":
+                created.append(rest[0])
+
+        store = JsonlStore(store_dir)  # never fails: the killed writer's flock died with it
+        session = store.open("crash-1")
+        assert store.diagnostic("crash-1") in (None, "torn-tail")
+        assert len(session.events) >= len(acknowledged)
+        for seq, token in acknowledged.items():
+            assert session.events[seq].seq == seq
+            assert session.events[seq].message.text.split(" ")[0] == token
+        children = [h.id for h in store.children_of("crash-1")]
+        assert set(created) <= set(children)
+        for child_id in children:
+            assert len(store.open(child_id).events) == 5
+        assert store.corrupt_ids() == []
+        store.close()
+    assert len(acknowledged) > 20
