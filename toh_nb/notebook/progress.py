@@ -1,0 +1,173 @@
+"""A small progress line shown while a notebook cell waits (``job.output(wait=True)``, ``child.wait()``).
+
+::
+
+    from toh_nb.notebook.progress import waiting
+
+    with waiting("waiting for subagent-1", status=lambda: job.status) as line:
+        ...                       # block; the line shows the elapsed time and status() every tick
+        line.update("almost")     # optional: set the status text yourself
+
+In a notebook (an IPython *kernel* is running and ipywidgets is importable) this displays a progress bar
+with the description, the elapsed time and the status text, updated by a daemon thread every
+``interval`` seconds while the block runs, and removes it when the block exits (normally or by an
+exception, including KeyboardInterrupt). Anywhere else (scripts, plain IPython, pytest) it shows
+nothing and costs next to nothing.
+
+Stored notebooks stay deterministic: the line is displayed without a ``text/plain`` part and is
+replaced by an empty display when it closes, so whether a wait was long enough to show it never
+changes a cell's compared outputs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+__all__ = ["in_notebook", "waiting", "ProgressLine", "QuietLine"]
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (``IPython.get_ipython()`` has a kernel) with ipywidgets available."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return False
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _elapsed(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+class QuietLine:
+    """What :func:`waiting` yields outside a notebook: accepts the same calls and shows nothing."""
+
+    shown = False
+
+    def __init__(self, description: str = "") -> None:
+        self.description = description
+        self.text = ""
+
+    def update(self, text: str) -> None:
+        self.text = str(text)
+
+    def close(self) -> None:
+        pass
+
+
+class ProgressLine:
+    """A progress bar (pulsing: the total is unknown) + a label, ticked by a daemon thread."""
+
+    shown = False
+
+    def __init__(self, description: str, status: Callable[[], Any] | None = None, interval: float = 0.25) -> None:
+        import ipywidgets as widgets
+
+        self.description = description
+        self.text = ""
+        self._status = status
+        self._interval = interval
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handle: Any = None
+        self.ticks = 0
+        self.bar = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, bar_style="info",
+                                         layout=widgets.Layout(width="160px"))
+        self.label = widgets.HTML()
+        self.box = widgets.HBox([self.bar, self.label], layout=widgets.Layout(align_items="center"))
+        self._render()
+
+    def _render(self) -> None:
+        import html
+
+        parts = [self.description, _elapsed(time.monotonic() - self._started)]
+        if self.text:
+            parts.append(self.text)
+        self.label.value = f"<span style='color:#555'>{html.escape(' · '.join(parts))}</span>"
+
+    def tick(self) -> None:
+        self.ticks += 1
+        if self._status is not None:
+            try:
+                value = self._status()
+            except Exception as error:  # a status probe never breaks the wait
+                value = f"({type(error).__name__})"
+            self.text = "" if value is None else str(value)
+        self.bar.value = (self.ticks % 20) / 20.0
+        self._render()
+
+    def update(self, text: str) -> None:
+        self.text = str(text)
+        self._render()
+
+    def show(self) -> None:
+        """Display the line in the current cell (call from the cell's thread) and start ticking."""
+        from IPython.display import display
+
+        view = self.box._repr_mimebundle_()
+        bundle = {k: v for k, v in (view or {}).items() if k != "text/plain"}
+        self._handle = display(bundle, raw=True, display_id=True)
+        self.shown = True
+        self._thread = threading.Thread(target=self._run, name="toh-nb-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.tick()
+            except Exception:
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+        for w in (self.box, self.bar, self.label):
+            w.close()
+        if self._handle is not None:
+            try:
+                self._handle.update({}, raw=True)  # leave an empty display, not a dead widget view
+            except Exception:
+                pass
+            self._handle = None
+
+
+@contextmanager
+def waiting(description: str = "waiting", *, status: Callable[[], Any] | None = None, interval: float = 0.25,
+            enabled: bool | None = None) -> Iterator[ProgressLine | QuietLine]:
+    """Show a progress line while the ``with`` block runs, in a notebook only.
+
+    ``description`` is the fixed text; ``status`` an optional zero-argument callable polled every
+    ``interval`` seconds from the ticker thread (keep it to reading plain attributes, such as
+    ``job.status``); ``enabled`` forces the display on or off (default: :func:`in_notebook`).
+    Yields the line (``.update(text)`` sets the status text yourself; ``.shown`` tells whether anything
+    was displayed).
+    """
+    show = in_notebook() if enabled is None else bool(enabled)
+    line: ProgressLine | QuietLine
+    if show:
+        try:
+            line = ProgressLine(description, status=status, interval=interval)
+            line.show()
+        except Exception:
+            line = QuietLine(description)
+    else:
+        line = QuietLine(description)
+    try:
+        yield line
+    finally:
+        line.close()
