@@ -588,7 +588,8 @@ def test_kill_9_never_loses_an_acknowledged_event(tmp_path):
 
         store = JsonlStore(store_dir)  # never fails: the killed writer's flock died with it
         session = store.open("crash-1")
-        assert store.diagnostic("crash-1") == ("torn-tail" if iteration % 2 else None)
+        # a kill can also tear a 65 KB write, or land before the writer's first (repairing) append
+        assert store.diagnostic("crash-1") in (("torn-tail",) if iteration % 2 else (None, "torn-tail"))
         assert len(session.events) >= len(acknowledged)
         for seq, token in acknowledged.items():
             assert session.events[seq].seq == seq
