@@ -55,24 +55,34 @@ def _resolve_hub(hub: Any) -> tuple[Any, Any]:
     """(the facade or None, the AsyncHub-like object with ``.runtime``)."""
     if hasattr(hub, "runtime") and hasattr(hub, "agent_rows"):
         return None, hub
-    for name in ("_async", "async_hub", "_hub", "_ahub", "aio", "_inner"):
+    for name in ("async_hub", "_async", "_hub", "_ahub", "aio", "_inner"):
         inner = getattr(hub, name, None)
         if inner is not None and hasattr(inner, "runtime") and hasattr(inner, "agent_rows"):
             return hub, inner
     raise UsageError(f"AgentTree needs a toh_nb.Hub or AsyncHub, got {type(hub).__name__}")
 
 
-def _portal_loop(facade: Any) -> asyncio.AbstractEventLoop | None:
-    """The loop the facade runs the engine on, if it exposes one."""
+def _portal_of(facade: Any) -> Any:
+    """The facade's portal (``.loop``, ``.call(fn)``, ``.submit(fn)``), if it exposes one."""
     if facade is None:
         return None
-    for name in ("_portal", "portal"):
+    for name in ("portal", "_portal"):
         portal = getattr(facade, name, None)
-        loop = getattr(portal, "loop", None) or getattr(portal, "_loop", None)
-        if isinstance(loop, asyncio.AbstractEventLoop):
-            return loop
-    loop = getattr(facade, "_loop", None) or getattr(facade, "loop", None)
-    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
+        if portal is not None and hasattr(portal, "submit") and hasattr(portal, "call"):
+            return portal
+    return None
+
+
+def _portal_loop(facade: Any, portal: Any) -> asyncio.AbstractEventLoop | None:
+    """The loop the facade runs the engine on, if it exposes one."""
+    for owner in (portal, facade):
+        if owner is None:
+            continue
+        for name in ("loop", "_loop"):
+            loop = getattr(owner, name, None)
+            if isinstance(loop, asyncio.AbstractEventLoop):
+                return loop
+    return None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -278,7 +288,8 @@ class AgentTree(widgets.VBox):
         self._dirty = False
         self._pending: Any = None
         self._closed_tree = False
-        self._loop = _portal_loop(facade) or _running_loop()
+        self._portal = _portal_of(facade)
+        self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._runtime.status_listeners.append(self._on_status)
         self._unsubscribe = self._runtime.bus.subscribe(self._on_event)
         self.refresh()
@@ -339,6 +350,11 @@ class AgentTree(widgets.VBox):
 
     def _call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the engine's loop thread and wait for it (refresh(), repr)."""
+        portal = self._portal
+        if portal is not None:
+            if portal.in_portal_thread():
+                return fn()
+            return portal.call(fn)
         if self._on_loop_thread():
             return fn()
 
@@ -356,12 +372,20 @@ class AgentTree(widgets.VBox):
             self._say(f"{what}: the hub is closed")
             return None
         self._say(f"{what} \u2026")
+        if self._portal is not None:
+            try:
+                future: Any = self._portal.submit(make)
+            except TohError as error:
+                self._say(f"Error: {error}", error=True)
+                return None
+            future.add_done_callback(lambda f: self._finished(f, what))
+            return future
         loop = self._loop or _running_loop()
         if loop is None or not loop.is_running():
             self._say(f"{what}: the hub's loop is not running")
             return None
         if _running_loop() is loop:
-            future: Any = loop.create_task(make())
+            future = loop.create_task(make())
         else:
             future = asyncio.run_coroutine_threadsafe(make(), loop)
         future.add_done_callback(lambda f: self._finished(f, what))
