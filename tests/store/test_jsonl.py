@@ -437,6 +437,38 @@ def test_one_writer_per_directory_and_read_only_alongside(store_dir):
     successor.close()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_closing_a_forked_copy_keeps_the_parents_lock(store_dir):
+    store = JsonlStore(store_dir)
+    store.create(header("agent-1")).append(TURN_START, turn=1)
+    pid = os.fork()
+    if pid == 0:  # the child closes its copy of the store (as a GC of an inherited hub would)
+        try:
+            store.close()
+        finally:
+            os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    with pytest.raises(StoreError, match="is in use by another hub"):
+        JsonlStore(store_dir)
+    store.open("agent-1").append(TURN_END, turn=1)  # the parent still writes
+    store.close()
+    with JsonlStore(store_dir) as again:
+        assert [e.kind for e in again.open("agent-1").events] == [TURN_START, TURN_END]
+
+
+def test_a_closed_store_never_reads_relative_to_the_working_directory(store_dir, tmp_path, monkeypatch):
+    with JsonlStore(store_dir) as store:
+        store.create(header("agent-1"))
+    store = JsonlStore(store_dir)
+    store.close()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent-1.jsonl").write_text("decoy")
+    with pytest.raises(StoreError, match='is closed: cannot read session log "agent-1"'):
+        store.open("agent-1")
+    with pytest.raises(StoreError, match="is closed"):
+        store.diagnostic("agent-1")
+
+
 def test_an_abandoned_store_releases_its_lock_when_collected(store_dir):
     JsonlStore(store_dir).create(header("agent-1"))
     gc.collect()

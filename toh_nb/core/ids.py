@@ -20,7 +20,7 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 def is_valid_id(value: object) -> bool:
     """True for strings that are safe as session ids (no separators, no ``..``, no NUL)."""
-    return isinstance(value, str) and bool(ID_PATTERN.match(value)) and ".." not in value
+    return isinstance(value, str) and bool(ID_PATTERN.fullmatch(value)) and ".." not in value
 
 
 class IdSource:

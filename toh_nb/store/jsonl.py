@@ -284,6 +284,7 @@ class JsonlStore:
 
         self._mutex = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()  # a forked child must not unlock its parent's flock
         self._lock_fd: int | None = None
         self._dir_fd: int | None = None
         self._fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
@@ -365,7 +366,9 @@ class JsonlStore:
         self._fds.clear()
         if self._lock_fd is not None:
             try:
-                if fcntl is not None:
+                # LOCK_UN acts on the open file description, which a forked child shares with us:
+                # only the process that took the lock releases it (closing a copy never does)
+                if fcntl is not None and os.getpid() == self._pid:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             finally:
                 os.close(self._lock_fd)
@@ -384,7 +387,7 @@ class JsonlStore:
             if self._closed:
                 return
             try:
-                if self.fsync != "never" and not self.read_only:
+                if self.fsync != "never" and not self.read_only and os.getpid() == self._pid:
                     self._sync_locked()
             finally:
                 self._closed = True
@@ -412,7 +415,7 @@ class JsonlStore:
     def _scan(self) -> None:
         headers = self._headers
         children = self._children
-        with os.scandir(self.directory) as entries:
+        with os.scandir(self._dir_fd) as entries:
             names = [entry.name for entry in entries]
         for name in names:
             if name.endswith(SUFFIX):
@@ -470,6 +473,8 @@ class JsonlStore:
 
     def _read_locked(self, session_id: str) -> _Parsed:
         """Read and parse a log in full; records its diagnostic and pending repair."""
+        if self._closed:  # the directory descriptor is gone: never fall back to a relative path
+            raise StoreError(f'store {self.directory} is closed: cannot read session log "{session_id}"')
         try:
             fd = os.open(session_id + SUFFIX, _READ_FLAGS, dir_fd=self._dir_fd)
             try:
@@ -501,7 +506,7 @@ class JsonlStore:
         """The session's log: the live object if this process holds one, else loaded from disk.
 
         ``KeyError`` for an unknown or invalid id (no file-system access for an invalid one);
-        ``StoreError`` for a corrupt or unreadable log.
+        ``StoreError`` for a corrupt or unreadable log, or when a closed store would have to read.
         """
         if not _is_safe_id(session_id):
             raise KeyError(session_id)
@@ -551,7 +556,8 @@ class JsonlStore:
     def diagnostic(self, session_id: str) -> str | None:
         """``None`` (fine or unknown), ``"torn-tail"``, ``"corrupt"`` or ``"unreadable"``.
 
-        A log not yet read in full by this store is parsed once to find out (then cached).
+        A log not yet read in full by this store is parsed once to find out (then cached; a closed
+        store raises ``StoreError`` instead).
         """
         if not _is_safe_id(session_id):
             return None

@@ -1,0 +1,99 @@
+"""Durable continuable children: list as ready and cold-resume after a restart (JSONL store)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import toh_nb as tn
+
+TOOLS = [{"tool_name": "subagent", "provider": "spawn", "background_mode": "continuable"}]
+
+
+def model(req):
+    if req.label is None:
+        if req.step == 1 and req.last_user_text == "plan":
+            return tn.ModelResponse(tool_calls=[tn.ToolCall("subagent", {"description": "researcher", "prompt": "research A"}),
+                                                tn.ToolCall("subagent", {"description": "writer", "prompt": "write B"})])
+        return "root ok"
+    earlier = [m.text for m in req.messages if m.role == "user" and m.source.kind in ("user", "coordinator")]
+    return f"{req.label} saw {' | '.join(earlier)} at depth {req.depth}"
+
+
+async def settled(hub):
+    for _ in range(2000):
+        if not hub._service.activations and hub.root_agent.status == "idle":
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("did not settle")
+
+
+def test_restart_round_trip(tmp_path):
+    store = tmp_path / "runs"
+
+    async def first():
+        async with tn.AsyncHub(tn.FunctionModel(model), store=str(store), ids="sequential", delegation_tools=TOOLS) as hub:
+            await hub.run("plan")
+            await settled(hub)
+            await hub.send("agent-1", "dig deeper")
+            await settled(hub)
+            return str(hub.list_agents("descendants"))
+
+    async def second():
+        async with tn.AsyncHub(tn.FunctionModel(model), store=str(store), ids="sequential", delegation_tools=TOOLS) as hub:
+            assert hub.root == "root"
+            listing = str(hub.list_agents())
+            result = await hub.call_tool("send_message", subagent_id="agent-1", message="after restart")
+            await settled(hub)
+            closing = await hub.wait_settled("agent-1")
+            new = await hub.start("fresh work", label="third")
+            await settled(hub)
+            unknown = await hub.call_tool("send_message", subagent_id="agent-77", message="x")
+            return listing, result.text, closing, new.id, unknown.text
+
+    before = asyncio.run(first())
+    assert before == ("agent-1 [ready] parent=root depth=1 \u2014 researcher\n"
+                      "agent-2 [ready] parent=root depth=1 \u2014 writer")
+    listing, sent, closing, new_id, unknown = asyncio.run(second())
+    assert listing == "agent-1 [ready] \u2014 researcher\nagent-2 [ready] \u2014 writer"
+    assert sent == "message queued as the next turn for subagent agent-1"
+    # the resumed child sees its whole history, and its depth comes from the header
+    assert closing == "researcher saw research A | dig deeper | after restart at depth 1"
+    assert new_id == "agent-3"  # sequential ids continue after the stored ones
+    assert unknown == 'Error: subagent "agent-77" is unavailable'
+    lines = (store / "agent-1.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["parent_session"] == "root" and header["origin"] == "subagent" and header["delegation_depth"] == 1
+    descriptors = [json.loads(l) for l in lines[1:] if json.loads(l)["kind"] == "subagent/descriptor"]
+    assert len(descriptors) == 1  # cold resume never re-appends it
+
+
+def test_one_shot_child_on_disk_is_not_resumable(tmp_path):
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "done"), store=str(tmp_path), ids="sequential") as hub:
+            await hub.spawn("once", label="once")
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "done"), store=str(tmp_path), ids="sequential") as hub:
+            result = await hub.call_tool("send_message", subagent_id="agent-1", message="again")
+            assert result.text == ('Error: subagent "agent-1" has no supported continuation state and cannot be '
+                                   "resumed; do not retry send_message with this id")
+
+    asyncio.run(main())
+
+
+def test_corrupt_child_log_lists_as_a_diagnostic(tmp_path):
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
+            kid = await hub.start("t", label="kid")
+            await settled(hub)
+            kid2 = await hub.start("u", label="kid2")
+            await settled(hub)
+        path = tmp_path / f"{kid.id}.jsonl"
+        lines = path.read_text().splitlines()
+        lines[2] = "{not json"
+        path.write_text("\n".join(lines) + "\n")
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
+            assert str(hub.list_agents()) == f"{kid.id} [diagnostic: corrupt]\n{kid2.id} [ready] \u2014 kid2"
+            result = await hub.call_tool("send_message", subagent_id=kid.id, message="x")
+            assert result.text == f'Error: subagent "{kid.id}" is unavailable'
+
+    asyncio.run(main())
