@@ -11,8 +11,8 @@ Two measurements, each on a fresh hub after a warm-up, with garbage collected be
   only, exact), with the top allocation sites (``top_sites``, bytes per child, file:line).
 
 ``meets_target`` compares the larger of the two with SPEC §8's ≤ 20 KB (20,480 bytes) per idle child.
-``seconds`` is the time to start and settle the N children (under tracemalloc, so slower than
-``continuable.py``). ``--store DIR`` measures the same with the JSONL store (``memory_jsonl``).
+``seconds`` is the time to start and settle the N children in the untraced run. ``--repeat`` is
+ignored (memory is measured once). ``--store DIR`` measures the same with the JSONL store (``memory_jsonl``).
 
 Floor: N idle bare "children", each an ``asyncio.Queue`` with a worker task suspended on ``get()``
 (the naive one-task-per-child design), measured the same two ways.

@@ -4,5 +4,6 @@ hub's tables, rich displays and widgets. The only part of toh_nb that imports pa
 - :mod:`toh_nb.notebook.portal` — the persistent event-loop thread every sync call is submitted to;
 - :mod:`toh_nb.notebook.hub` — ``Hub``, ``Job``, ``Child``: sync twins of the async face;
 - :mod:`toh_nb.notebook.tables` — ``jobs_frame``, ``agents_frame``, ``transcript_frame``, ``events_frame``;
-- :mod:`toh_nb.notebook.display` — deterministic ``text/plain`` reprs and ``_repr_html_`` helpers.
+- :mod:`toh_nb.notebook.display` — deterministic ``text/plain`` reprs and ``_repr_html_`` helpers;
+- :mod:`toh_nb.notebook.widget` — the live agent-tree widget (``hub.tree()``).
 """

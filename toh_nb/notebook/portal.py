@@ -41,6 +41,8 @@ from ..core.errors import ClosedError, UsageError
 
 #: seconds a KeyboardInterrupted caller waits for its call's cancellation to land on the loop
 CANCEL_GRACE = 2.0
+#: seconds between wake-ups of a waiting caller (so a signal handled on another thread still lands)
+POLL = 0.1
 #: seconds :meth:`Portal.stop` gives the registered hubs to close and the thread to finish
 STOP_TIMEOUT = 5.0
 
@@ -113,8 +115,9 @@ class Portal:
                 self._finished.set()
 
     def _start_call(self, call: _Call) -> None:
-        if call.cancelled:
-            call.error = KeyboardInterrupt()
+        if call.cancelled or self._closed:  # interrupted already, or arrived while the loop shuts down
+            call.error = KeyboardInterrupt() if call.cancelled else ClosedError(
+                "the toh_nb portal loop is stopping; create a new Hub to continue")
             _release(call)
             return
         try:
@@ -186,8 +189,12 @@ class Portal:
         except RuntimeError:  # the loop closed between the check and the submit
             pending.discard(call)
             raise ClosedError("the toh_nb portal loop is stopped; create a new Hub to continue") from None
+        lock = call.lock
         try:
-            call.lock.acquire()
+            # A timed wait, re-armed: should a signal land on another thread, its Python handler still
+            # runs here within POLL seconds (a wait on the main thread itself is interrupted at once).
+            while not lock.acquire(timeout=POLL):
+                pass
         except KeyboardInterrupt:
             call.cancelled = True
             try:
@@ -218,6 +225,9 @@ class Portal:
 
         def start() -> None:
             if not future.set_running_or_notify_cancel():
+                return
+            if self._closed:
+                future.set_exception(ClosedError("the toh_nb portal loop is stopping; the work was not started"))
                 return
             try:
                 value = fn(*args)

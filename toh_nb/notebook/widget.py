@@ -35,6 +35,8 @@ from typing import Any, Callable
 import ipywidgets as widgets
 
 from ..core.errors import TohError, UsageError
+from ..jobs import texts as job_texts
+from .tables import transcript_frame
 
 STATUS_COLOURS = {
     "running": "#1565c0",
@@ -47,7 +49,6 @@ STATUS_COLOURS = {
     "failed": "#c62828",
     "corrupt": "#c62828",
 }
-TRANSCRIPT_COLUMNS = ["turn", "kind", "role", "source", "text", "tool", "is_error"]
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
 
 
@@ -290,9 +291,23 @@ class AgentTree(widgets.VBox):
         self._closed_tree = False
         self._portal = _portal_of(facade)
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
+        self._unsubscribe: Callable[[], None] | None = None
+        # the engine iterates its listener lists on its own thread: change them there
+        self._call(self._subscribe)
+        self.refresh()
+
+    def _subscribe(self) -> None:
         self._runtime.status_listeners.append(self._on_status)
         self._unsubscribe = self._runtime.bus.subscribe(self._on_event)
-        self.refresh()
+
+    def _unsubscribe_all(self) -> None:
+        try:
+            self._runtime.status_listeners.remove(self._on_status)
+        except ValueError:
+            pass
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
 
     # -- engine events (portal thread) -------------------------------------------------------------
 
@@ -320,8 +335,11 @@ class AgentTree(widgets.VBox):
             self._pending = True
         if running is loop:
             self._pending = loop.call_later(self.interval, self._scheduled_refresh)
-        else:
+            return
+        try:
             loop.call_soon_threadsafe(self._schedule_on_loop)
+        except RuntimeError:  # the loop closed meanwhile
+            self._pending = None
 
     def _schedule_on_loop(self) -> None:
         with self._lock:
@@ -440,8 +458,6 @@ class AgentTree(widgets.VBox):
         hub = self._hub
 
         async def run() -> str:
-            from ..jobs import texts
-
             registry = hub._jobs
             job = registry.jobs.get(job_id)
             if job is None:
@@ -449,8 +465,8 @@ class AgentTree(widgets.VBox):
             # the notebook user owns the whole tree: act as the job's owner
             outcome = registry.kill(job_id, job.owner, "killed from the agent tree")
             if outcome == "requested":
-                return texts.kill_requested(job_id)
-            return texts.kill_already_finished(job_id, job.status, job.detail)
+                return job_texts.kill_requested(job_id)
+            return job_texts.kill_already_finished(job_id, job.status, job.detail)
 
         return self._submit(run, f"kill {job_id}")
 
@@ -478,14 +494,7 @@ class AgentTree(widgets.VBox):
 
     @staticmethod
     def _transcript_html(rows: list[dict]) -> str:
-        try:
-            from .tables import transcript_frame
-
-            frame = transcript_frame(rows)
-        except ImportError:
-            import pandas as pd
-
-            frame = pd.DataFrame(rows, columns=TRANSCRIPT_COLUMNS)
+        frame = transcript_frame(rows)
         if not len(frame):
             return "<i>(empty transcript)</i>"
         return frame.to_html(index=False, na_rep="", escape=True, border=0)
@@ -495,6 +504,9 @@ class AgentTree(widgets.VBox):
     def refresh(self) -> None:
         """Rebuild the tree now (synchronously; runs on the engine's thread)."""
         if self._closed_tree:
+            return
+        if getattr(self._hub, "closed", False):
+            self._rebuild()  # only marks the tree as closed: no engine access
             return
         self._call(self._rebuild)
 
@@ -605,15 +617,16 @@ class AgentTree(widgets.VBox):
         return bundle
 
     def close(self) -> None:
-        """Unsubscribe from the engine and close every widget of the tree."""
-        if self._closed_tree:
+        """Unsubscribe from the engine and close every widget of the tree. Idempotent."""
+        if self.__dict__.get("_closed_tree", True):
+            if "_closed_tree" not in self.__dict__:  # construction failed before subscribing
+                super().close()
             return
         self._closed_tree = True
         try:
-            self._runtime.status_listeners.remove(self._on_status)
-        except ValueError:
-            pass
-        self._unsubscribe()
+            self._call(self._unsubscribe_all)
+        except Exception:  # the hub's loop is gone: nothing runs the listeners any more
+            self._unsubscribe_all()
         pending, self._pending = self._pending, None
         if pending is not None and pending is not True:
             loop = self._loop

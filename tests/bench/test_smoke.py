@@ -1,0 +1,125 @@
+"""Smoke test of ``bench/``: every script runs at a tiny size and prints valid JSON figure lines.
+
+No timing is asserted (speed is measured by the benchmarks, not by tests): only that each script
+runs, checks its own work, and prints the figures it documents with the fields ``run_all.py`` reads.
+The scripts run as subprocesses, concurrently, once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "bench")
+N = 20
+
+# (script, extra arguments, the figure names it must print)
+CASES = {
+    "sequential": ("sequential.py", [], ["sequential"]),
+    "sequential_jsonl": ("sequential.py", ["--store", "{tmp}"], ["sequential_jsonl"]),
+    "one_message": ("one_message.py", [], ["one_message_pool10", "one_message_poolN"]),
+    "many_roots": ("many_roots.py", [], ["many_roots", "many_hubs"]),
+    "background_jobs": ("background_jobs.py", [], ["background_jobs", "background_jobs_batched"]),
+    "continuable": ("continuable.py", [], ["continuable"]),
+    "continuable_jsonl": ("continuable.py", ["--store", "{tmp}"], ["continuable_jsonl"]),
+    "memory": ("memory.py", [], ["memory"]),
+    "facade": ("facade.py", ["--n", "200"], ["facade", "facade_hub"]),
+}
+# figures allowed to be reported as skipped (their subject is optional or being written)
+MAY_SKIP = {"sequential_jsonl", "continuable_jsonl", "facade_hub"}
+
+
+def _run(case: str, tmp: str) -> subprocess.CompletedProcess:
+    script, extra, _ = CASES[case]
+    args = [sys.executable, os.path.join(BENCH, script), "--json", "--n", str(N)]
+    args += [a.replace("{tmp}", os.path.join(tmp, case)) for a in extra]
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    tmp = str(tmp_path_factory.mktemp("bench"))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {case: pool.submit(_run, case, tmp) for case in CASES}
+        return {case: future.result() for case, future in futures.items()}
+
+
+def _figures(done: subprocess.CompletedProcess) -> list[dict]:
+    assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert lines, f"no output; stderr:\n{done.stderr}"
+    figures = []
+    for line in lines:
+        value = json.loads(line)  # every stdout line is one JSON object
+        assert isinstance(value, dict), line
+        figures.append(value)
+    return figures
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_script_prints_its_figures(outputs, case):
+    figures = _figures(outputs[case])
+    expected = CASES[case][2]
+    assert [f["name"] for f in figures] == expected
+    for fig in figures:
+        if "skipped" in fig:
+            assert fig["name"] in MAY_SKIP, fig
+            assert isinstance(fig["skipped"], str) and fig["skipped"]
+            continue
+        expected_n = 200 if case == "facade" else N
+        assert fig["n"] == expected_n
+        assert isinstance(fig["seconds"], (int, float)) and fig["seconds"] >= 0
+        assert fig["rate_per_s"] is None or fig["rate_per_s"] > 0
+        assert "peak_rss_mb" in fig
+        if fig["name"].startswith("facade"):
+            assert 0 < fig["median_us"] <= fig["p99_us"]
+            assert fig["floor_median_us"] > 0
+        elif fig["name"].startswith("memory"):
+            assert fig["bytes_per_child"] > 0 and fig["floor_bytes_per_child"] > 0
+            assert fig["top_sites"] and all(":" in site for site, _ in fig["top_sites"])
+        else:
+            assert fig["floor_seconds"] > 0 and fig["ratio"] > 0
+        if "target" in fig or "target_median_us" in fig or "target_bytes_per_child" in fig:
+            assert isinstance(fig["meets_target"], bool)
+
+
+def test_jsonl_runs_record_the_store(outputs):
+    for case in ("sequential_jsonl", "continuable_jsonl"):
+        fig = _figures(outputs[case])[0]
+        if "skipped" not in fig:
+            assert fig["store"] == "jsonl" and fig["store_bytes"] > 0
+
+
+def test_continuable_reports_every_phase(outputs):
+    fig = _figures(outputs["continuable"])[0]
+    assert list(fig["phases"]) == ["start", "settle", "send", "settle2", "list", "close"]
+    assert fig["ops"] == N * 11
+
+
+def test_run_all_table_and_scaling(outputs):
+    sys.path.insert(0, BENCH)
+    try:
+        import run_all
+    finally:
+        sys.path.remove(BENCH)
+    figures = [f for case in CASES for f in _figures(outputs[case])]
+    text = run_all.table(figures)
+    for name in ("sequential", "one_message_pool10", "continuable", "memory", "facade"):
+        assert f"\n{name} " in text
+    fast = dict(figures[0], name="continuable", n=1000, rate_per_s=3000.0)
+    slow = dict(fast, n=10000, rate_per_s=1000.0)
+    assert run_all.scaling([fast, slow]) == [
+        "continuable: throughput at 1,000 / at 10,000 = 3.00× (target ≤ 2×: MISSED)"]
+
+
+def test_bad_size_is_refused():
+    done = subprocess.run([sys.executable, os.path.join(BENCH, "sequential.py"), "--n", "0"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2
+    assert "sizes must be >= 1" in done.stderr

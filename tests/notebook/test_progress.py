@@ -1,0 +1,111 @@
+"""The progress line shown while a notebook cell waits: quiet in scripts, a widget in a kernel."""
+
+from __future__ import annotations
+
+import time
+import types
+
+import ipywidgets as widgets
+import pytest
+
+from toh_nb.notebook import progress
+from toh_nb.notebook.progress import ProgressLine, QuietLine, in_notebook, waiting
+
+
+def test_quiet_outside_a_kernel(capsys):
+    assert not in_notebook()  # pytest has no IPython kernel
+    with waiting("waiting for subagent-1") as line:
+        line.update("running")
+    assert isinstance(line, QuietLine) and not line.shown
+    assert line.text == "running"
+    assert capsys.readouterr() == ("", "")
+
+
+def test_detects_a_kernel(monkeypatch):
+    import IPython
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: types.SimpleNamespace(kernel=object()))
+    assert in_notebook()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: types.SimpleNamespace(kernel=None))
+    assert not in_notebook()  # a terminal IPython has no kernel
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert not in_notebook()
+
+
+class FakeHandle:
+    def __init__(self, bundle):
+        self.bundle = bundle
+        self.updates = []
+
+    def update(self, obj, raw=False):
+        self.updates.append((obj, raw))
+
+
+@pytest.fixture
+def fake_display(monkeypatch):
+    import IPython
+    import IPython.display
+
+    shown: list[FakeHandle] = []
+
+    def display(obj, raw=False, display_id=None):
+        assert raw and display_id is True
+        handle = FakeHandle(obj)
+        shown.append(handle)
+        return handle
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: types.SimpleNamespace(kernel=object()))
+    monkeypatch.setattr(IPython.display, "display", display)
+    return shown
+
+
+def test_in_a_kernel_a_widget_ticks_and_is_removed_after(fake_display):
+    status = {"value": "running"}
+    with waiting("waiting for subagent-1", status=lambda: status["value"], interval=0.02) as line:
+        assert isinstance(line, ProgressLine) and line.shown
+        assert isinstance(line.bar, widgets.FloatProgress)
+        time.sleep(0.15)
+        assert line.ticks >= 2
+        assert "waiting for subagent-1" in line.label.value and "running" in line.label.value
+        status["value"] = "stopping"
+        time.sleep(0.1)
+        assert "stopping" in line.label.value
+    (handle,) = fake_display
+    # displayed without text/plain: stored notebook outputs never depend on whether a wait was long
+    assert "text/plain" not in handle.bundle
+    assert handle.bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+    # closed after: the ticker stopped, the widgets closed, the display replaced by an empty one
+    assert handle.updates == [({}, True)]
+    assert line.box.comm is None and line.bar.comm is None
+    assert not line._thread.is_alive()
+    ticks = line.ticks
+    time.sleep(0.06)
+    assert line.ticks == ticks
+
+
+def test_closed_even_when_the_wait_raises(fake_display):
+    with pytest.raises(KeyboardInterrupt):
+        with waiting("waiting", interval=0.02) as line:
+            raise KeyboardInterrupt
+    assert fake_display[0].updates == [({}, True)]
+    assert not line._thread.is_alive()
+
+
+def test_a_failing_status_probe_does_not_break_the_wait(fake_display):
+    def broken():
+        raise RuntimeError("boom")
+
+    with waiting("waiting", status=broken, interval=0.02) as line:
+        time.sleep(0.08)
+    assert line.text == "(RuntimeError)"
+
+
+def test_enabled_forces_quiet(fake_display):
+    with waiting("waiting", enabled=False) as line:
+        pass
+    assert isinstance(line, QuietLine) and fake_display == []
+
+
+def test_elapsed_formatting():
+    assert progress._elapsed(1.25) == "1.2 s"
+    assert progress._elapsed(75) == "1 min 15 s"

@@ -1,0 +1,115 @@
+"""DataFrames of the hub's tables: exact columns, fixed dtypes, empty tables keep both."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from toh_nb.notebook.tables import agents_frame, events_frame, jobs_frame, transcript_frame
+from toh_nb.snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS
+
+UTC_TIME = "datetime64[ns, UTC]"
+T0 = 1_700_000_000.25  # 2023-11-14T22:13:20.25Z
+
+JOB_DTYPES = {"id": "object", "label": "object", "status": "object", "detail": "object", "owner": "object",
+              "started": UTC_TIME, "finished": UTC_TIME, "elapsed_s": "float64"}
+AGENT_DTYPES = {"id": "object", "parent": "object", "depth": "int64", "label": "object", "mode": "object",
+                "status": "object", "turns": "int64", "input_tokens": "int64", "output_tokens": "int64",
+                "started": UTC_TIME, "elapsed_s": "float64", "stop_reason": "object"}
+TRANSCRIPT_DTYPES = {"turn": "Int64", "kind": "object", "role": "object", "source": "object", "text": "object",
+                     "tool": "object", "is_error": "bool"}
+EVENT_DTYPES = {"time": UTC_TIME, **{c: "object" for c in EVENT_COLUMNS if c != "time"}}
+
+JOB_ROW = {"id": "subagent-1", "label": "crawl", "status": "completed", "detail": None, "owner": "root",
+           "started": T0, "finished": T0 + 1.5, "elapsed_s": 1.5}
+RUNNING_JOB = {"id": "subagent-2", "label": "wait", "status": "running", "detail": None, "owner": "root",
+               "started": T0, "finished": None, "elapsed_s": 0.25}
+AGENT_ROW = {"id": "agent-1", "parent": "root", "depth": 1, "label": "research", "mode": "one-shot",
+             "status": "finished", "turns": 1, "input_tokens": 12, "output_tokens": 5, "started": T0,
+             "elapsed_s": 0.5, "stop_reason": "completed"}
+CORRUPT_AGENT = {"id": "agent-2", "parent": None, "depth": 1, "label": None, "mode": None, "status": "corrupt",
+                 "turns": 0, "input_tokens": 0, "output_tokens": 0, "started": None, "elapsed_s": None,
+                 "stop_reason": None}
+TRANSCRIPT_ROWS = [
+    {"turn": None, "kind": "descriptor", "role": None, "source": None, "text": "{}", "tool": None, "is_error": False},
+    {"turn": 1, "kind": "tool/result", "role": "tool", "source": None, "text": "Error: x", "tool": "job_kill",
+     "is_error": True},
+]
+EVENT_ROW = {"time": T0, "kind": "job/end", "id": "subagent-1", "parent": "root", "label": "crawl",
+             "provider": None, "mode": "subagent", "run_id": None, "stop_reason": None, "job": "subagent-1",
+             "status": "completed", "detail": None}
+
+CASES = [
+    (jobs_frame, JOB_COLUMNS, JOB_DTYPES, [JOB_ROW, RUNNING_JOB]),
+    (agents_frame, AGENT_COLUMNS, AGENT_DTYPES, [AGENT_ROW, CORRUPT_AGENT]),
+    (transcript_frame, TRANSCRIPT_COLUMNS, TRANSCRIPT_DTYPES, TRANSCRIPT_ROWS),
+    (events_frame, EVENT_COLUMNS, EVENT_DTYPES, [EVENT_ROW]),
+]
+
+
+@pytest.mark.parametrize("build, columns, dtypes, rows", CASES, ids=["jobs", "agents", "transcript", "events"])
+def test_columns_and_dtypes_with_rows_and_empty(build, columns, dtypes, rows):
+    assert list(dtypes) == columns
+    full = build(rows)
+    empty = build([])
+    assert isinstance(full, pd.DataFrame) and isinstance(empty, pd.DataFrame)
+    assert list(full.columns) == list(empty.columns) == columns
+    assert {c: str(t) for c, t in full.dtypes.items()} == dtypes
+    assert {c: str(t) for c, t in empty.dtypes.items()} == dtypes
+    assert len(full) == len(rows) and len(empty) == 0
+    assert list(full.index) == list(range(len(rows)))
+    assert pd.concat([empty, full]).dtypes.equals(full.dtypes)
+
+
+def test_job_values():
+    frame = jobs_frame([JOB_ROW, RUNNING_JOB])
+    assert frame.loc[0, "started"] == pd.Timestamp("2023-11-14T22:13:20.25", tz="UTC")
+    assert frame.loc[0, "finished"] == pd.Timestamp("2023-11-14T22:13:21.75", tz="UTC")
+    assert frame.loc[1, "finished"] is pd.NaT
+    assert frame.loc[0, "elapsed_s"] == 1.5
+    assert frame.loc[0, "detail"] is None
+    assert frame.id.tolist() == ["subagent-1", "subagent-2"]
+
+
+def test_agent_values_with_unknowns():
+    frame = agents_frame([AGENT_ROW, CORRUPT_AGENT])
+    assert frame.loc[0, ["depth", "turns", "input_tokens", "output_tokens"]].tolist() == [1, 1, 12, 5]
+    assert frame.loc[1, "started"] is pd.NaT
+    assert math.isnan(frame.loc[1, "elapsed_s"])
+    assert frame.loc[1, "label"] is None and frame.loc[1, "status"] == "corrupt"
+
+
+def test_transcript_values():
+    frame = transcript_frame(TRANSCRIPT_ROWS)
+    assert frame.turn.isna().tolist() == [True, False]
+    assert frame.loc[1, "turn"] == 1
+    assert frame.is_error.tolist() == [False, True]
+    assert frame.loc[1, "tool"] == "job_kill"
+
+
+def test_missing_keys_become_nulls_and_extra_keys_are_ignored():
+    frame = events_frame([{"time": T0, "kind": "subagent/start", "surprise": 1}])
+    assert list(frame.columns) == EVENT_COLUMNS
+    assert frame.loc[0, "kind"] == "subagent/start"
+    assert frame.loc[0, "id"] is None
+
+
+def test_rows_from_a_real_hub_convert():
+    import toh_nb as tn
+
+    with tn.Hub(tn.FunctionModel(lambda r: "ok"), ids="sequential") as hub:
+        hub.spawn("x", label="one")
+        hub.spawn("y", label="two", background=True).output(wait=True, timeout=5)
+        rows = hub.async_hub
+        frames = [
+            (jobs_frame, hub.portal.call(rows.job_rows), JOB_DTYPES),
+            (agents_frame, hub.portal.call(rows.agent_rows), AGENT_DTYPES),
+            (transcript_frame, hub.portal.call(rows.transcript_rows, "agent-1"), TRANSCRIPT_DTYPES),
+            (events_frame, hub.portal.call(rows.event_rows), EVENT_DTYPES),
+        ]
+        for build, data, dtypes in frames:
+            frame = build(data)
+            assert len(frame) == len(data) > 0
+            assert {c: str(t) for c, t in frame.dtypes.items()} == dtypes

@@ -1,0 +1,82 @@
+"""``python -m toh_nb demo``: the main offline demo, end to end in a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from toh_nb.__main__ import main
+
+
+def _sections(stdout: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in stdout.splitlines():
+        if line.startswith("== ") and line.endswith(" =="):
+            current = line[3:-3]
+            sections[current] = []
+        elif current is not None and line:
+            sections[current].append(line)
+    return sections
+
+
+@pytest.mark.slow
+def test_demo_runs_offline_and_prints_every_section():
+    done = subprocess.run([sys.executable, "-m", "toh_nb", "demo"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    sections = _sections(done.stdout)
+    assert list(sections) == ["Final answer", "Continuable child agent-6 (editor)",
+                              "Agent tree (list_agents descendants)", "Agents", "Jobs"]
+    answer = sections["Final answer"]
+    assert answer[0] == 'Summary for "Plan a small vegetable garden for a sunny balcony":'
+    assert [line.split(":")[0] for line in answer[1:5]] == ["- research", "- analyse", "- draft",
+                                                             "- review (job subagent-1)"]
+    assert answer[-1] == "4 of 4 delegated tasks answered."
+    editor = sections["Continuable child agent-6 (editor)"]
+    assert editor[0].startswith('first turn: Edited "plan a small vegetable garden for a sunny balcony":')
+    assert editor[1] == ('follow-up:  Revised "plan a small vegetable garden for a sunny balcony" as asked '
+                         '("Make it two sentences shorter").')
+    assert sections["Agent tree (list_agents descendants)"] == ["agent-6 [ready] parent=root depth=1 \u2014 editor"]
+    agents = [line.split() for line in sections["Agents"]]
+    assert agents[0] == ["id", "parent", "depth", "label", "mode", "status", "turns", "stop_reason"]
+    assert [row[:4] for row in agents[1:]] == [
+        ["root", "None", "0", "None"], ["agent-1", "root", "1", "research"], ["agent-4", "agent-1", "2", "sources"],
+        ["agent-2", "root", "1", "analyse"], ["agent-3", "root", "1", "draft"], ["agent-5", "root", "1", "review"],
+        ["agent-6", "root", "1", "editor"]]
+    jobs = [line.split() for line in sections["Jobs"]]
+    assert jobs[0] == ["id", "label", "status", "detail", "owner", "started", "finished", "elapsed_s"]
+    assert jobs[1][:5] == ["subagent-1", "review", "completed", "None", "root"]
+
+
+@pytest.mark.slow
+def test_demo_output_is_reproducible_apart_from_the_clock():
+    def run():
+        out = subprocess.run([sys.executable, "-m", "toh_nb", "demo", "--latency", "0"], capture_output=True,
+                             text=True, timeout=60).stdout
+        return out.split("== Jobs ==")[0]
+
+    assert run() == run()
+
+
+def test_main_without_a_command_prints_usage_and_fails(capsys):
+    assert main([]) == 2
+    assert "usage: toh-nb" in capsys.readouterr().err
+
+
+def test_main_rejects_bad_options(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--latency", "-1"])
+    assert exit_info.value.code == 2
+    assert "--latency must be >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["fly"])
+
+
+def test_main_demo_in_process_with_a_custom_topic(capsys):
+    assert main(["demo", "--topic", "Choose a laptop", "--latency", "0"]) == 0
+    out = capsys.readouterr().out
+    assert 'Summary for "Choose a laptop":' in out
+    assert "agent-6 [ready] parent=root depth=1 \u2014 editor" in out

@@ -1,0 +1,82 @@
+"""Command line: ``python -m toh_nb demo`` (also the ``toh-nb`` console script).
+
+``demo`` runs a delegation tree on the offline :class:`~toh_nb.models.demo.DemoModel` with sequential
+ids: the root agent fans out three parallel children (one of which delegates again), collects a
+background review job, and the user then starts a continuable ``editor`` child, sends it a follow-up
+and waits for it. It prints the final answer, the agent tree (the ``list_agents`` descendants text, where
+only continuable children appear), every agent of the run and the jobs table. No network, no key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+DEFAULT_TOPIC = "Plan a small vegetable garden for a sunny balcony"
+AGENT_COLUMNS = ["id", "parent", "depth", "label", "mode", "status", "turns", "stop_reason"]
+
+
+def _section(title: str) -> str:
+    return f"== {title} =="
+
+
+def run_demo(topic: str = DEFAULT_TOPIC, latency: float = 0.02, out=None) -> int:
+    import pandas as pd
+
+    import toh_nb as tn
+
+    out = out or sys.stdout
+
+    def say(text: str = "") -> None:
+        print(text, file=out, flush=True)
+
+    with tn.Hub(tn.DemoModel(latency=latency), ids="sequential") as hub:
+        result = hub.run(topic)
+        editor = hub.start(f'Edit the summary about "{topic}" for a newsletter.', label="editor")
+        first_edit = editor.wait(timeout=30)
+        editor.send("Make it two sentences shorter.")
+        second_edit = editor.wait(timeout=30)
+
+        say(_section("Final answer"))
+        say(result.text)
+        say()
+        say(_section(f"Continuable child {editor.id} (editor)"))
+        say(f"first turn: {first_edit}")
+        say(f"follow-up:  {second_edit}")
+        say()
+        say(_section("Agent tree (list_agents descendants)"))
+        say(str(hub.list_agents("descendants")))
+        say()
+        say(_section("Agents"))
+        say(hub.agents()[AGENT_COLUMNS].to_string(index=False))
+        say()
+        say(_section("Jobs"))
+        with pd.option_context("display.width", 200, "display.max_columns", 20):
+            say(hub.jobs().to_string(index=False))
+    return 0 if result.ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="toh-nb", description="toh_nb: an LLM subagent system for Jupyter.")
+    parser.add_argument("--version", action="version", version=f"toh_nb {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = commands.add_parser("demo", help="run a delegation tree on the offline DemoModel and print it")
+    demo.add_argument("--topic", default=DEFAULT_TOPIC, help="what the root agent is asked (default: %(default)s)")
+    demo.add_argument("--latency", type=float, default=0.02,
+                      help="simulated seconds per model call (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        if args.latency < 0:
+            parser.error("--latency must be >= 0")
+        if not args.topic.strip():
+            parser.error("--topic must not be empty")
+        return run_demo(args.topic, args.latency)
+    parser.print_help(sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
