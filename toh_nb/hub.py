@@ -33,7 +33,7 @@ from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
 from .subagents.service import AgentList, StartRequest, repair_tail, validate_max_depth, validate_tool_filter
-from .subagents.tool import _background, make_subagent_tool, settle_foreground
+from .subagents.tool import background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"
 
@@ -280,7 +280,7 @@ class AsyncHub:
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens)
         if background:
             job = self._jobs.start("subagent", request.label, self._root,
-                                   lambda job: _background(self._service, provider, request, job), by_user=True)
+                                   background_starter(self._service, provider, request), by_user=True)
             return AsyncJob(self, job)
         run = await self._service.start(provider, request)
         try:

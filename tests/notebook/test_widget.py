@@ -141,6 +141,24 @@ def test_expand_and_collapse(tree, hub):
     assert root.expanded and root.body.layout.display is None and root.toggle.icon == "caret-down"
 
 
+def test_a_node_gets_its_buttons_once_its_mode_is_known(tree, monkeypatch):
+    base = {"kind": "agent", "id": "agent-7", "parent": "root", "depth": 1, "label": "late", "status": "running",
+            "turns": 0, "input_tokens": 0, "output_tokens": 0, "started": 1.0, "elapsed_s": 0.0,
+            "stop_reason": None, "tree_parent": "root", "can_send": False}
+    root = dict(base, id="root", parent=None, depth=0, label=None, mode="root", tree_parent=None, started=0.0)
+    rows = [root, dict(base, mode=None)]  # a child in its creation window: no descriptor yet
+    monkeypatch.setattr(tree, "_snapshot", lambda: [dict(r) for r in rows])
+    tree._rebuild()
+    assert tree.nodes["agent-7"].interrupt_button is None
+    tree.nodes["agent-7"].set_expanded(False)
+    rows[1] = dict(base, mode="continuable", can_send=True)
+    tree._rebuild()
+    node = tree.nodes["agent-7"]
+    assert node.interrupt_button is not None and not node.send_button.disabled
+    assert not node.expanded  # the user's choice survives the rebuild
+    assert tree.nodes["root"].children_box.children == (node.widget,)
+
+
 # -- actions: handed to the portal, never blocking the caller -------------------------------------
 
 
@@ -285,6 +303,23 @@ def test_a_steady_stream_is_refreshed_at_most_ten_times_a_second(tree, hub):
     done = tree.refresh_count - before
     # 0.6 s of events at one refresh per 0.1 s: about 6, never one per event
     assert 3 <= done <= 8, done
+
+
+def test_elapsed_times_move_while_something_runs_even_without_events(tree, hub):
+    kid = hub.start("dig", label="slow digger")
+    wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].status == "running", what="running node")
+    time.sleep(0.3)  # the burst of start events is over
+    count, events, elapsed = tree.refresh_count, tree.event_count, tree.nodes[kid.id].elapsed_s
+    time.sleep(2.3)
+    assert 2 <= tree.refresh_count - count <= 3  # one heartbeat a second, nothing more
+    assert tree.nodes[kid.id].elapsed_s >= elapsed + 1.5
+    assert tree.event_count - events == tree.refresh_count - count  # the heartbeats were the only events
+    hub.interrupt(kid.id)
+    kid.wait(timeout=5)
+    time.sleep(1.3)  # a heartbeat armed while it ran may still fire once
+    count = tree.refresh_count
+    time.sleep(1.3)
+    assert tree.refresh_count == count  # nothing runs: no more heartbeats
 
 
 def test_close_unsubscribes(hub):

@@ -298,3 +298,24 @@ def test_max_depth_zero_forbids_delegation_and_provider_managed_sends_no_cap():
             assert max(calls) == 5
 
     asyncio.run(main())
+
+
+def test_a_kill_before_the_job_task_runs_still_disposes_the_child(no_leftover_tasks):
+    async def main():
+        async def model(req):
+            if req.label:
+                await asyncio.sleep(3600)
+            return "root"
+
+        async with hub_for(model) as hub:
+            started = await hub.call_tool("subagent", description="bg", prompt="p", run_in_background=True)
+            assert started.text == "started background subagent job subagent-1"
+            assert "agent-1" in hub.runtime.agents  # the child exists as soon as the id is returned
+            killed = await hub.call_tool("job_kill", job_id="subagent-1")  # no await in between
+            assert killed.text == "requested cancellation of job subagent-1"
+            await asyncio.sleep(0.01)
+            assert hub._jobs.jobs["subagent-1"].status == "killed"
+            assert "agent-1" not in hub.runtime.agents
+        no_leftover_tasks()
+
+    asyncio.run(main())

@@ -38,7 +38,7 @@ class Job:
     """One background job (a snapshot of it is what tools and tables show)."""
 
     __slots__ = ("id", "kind", "label", "owner", "status", "detail", "output", "started", "finished",
-                 "reported", "task", "by_user", "kill_reason", "child_id", "_waiters")
+                 "reported", "task", "by_user", "kill_reason", "child_id", "cleanup", "_waiters")
 
     def __init__(self, id: str, kind: str, label: str, owner: Any, by_user: bool) -> None:
         self.id = id
@@ -55,6 +55,8 @@ class Job:
         self.by_user = by_user
         self.kill_reason: str | None = None
         self.child_id: str | None = None
+        #: async release of what the job's synchronous start created, for a kill before its task runs
+        self.cleanup: Callable[[], Awaitable[Any]] | None = None
         self._waiters: list[asyncio.Future] = []
 
     @property
@@ -94,13 +96,15 @@ class JobRegistry(RuntimeObserver):
         self._active: dict[Any, int] = {}  # owner object (or None) -> running+stopping count
         self._spent_wakes: dict[str, int] = {}
         self.closed = False
+        self._cleanups: set[asyncio.Task] = set()
         runtime.observers.append(self)
 
     # -- start ---------------------------------------------------------------------------------
 
     def start(self, kind: str, label: str, owner: Any, run: Callable[[Job], Awaitable[JobOutcome]], *,
               by_user: bool = False) -> Job:
-        """Preflight, allocate an id, and run ``run(job)`` as a task; returns the job at once."""
+        """Preflight, call ``run(job)`` (its synchronous part runs now) and await what it returns as a
+        task; returns the job at once."""
         if self.closed:
             raise JobError("background jobs unavailable: the job registry is closed")
         if not isinstance(kind, str) or not kind:
@@ -112,20 +116,20 @@ class JobRegistry(RuntimeObserver):
         if self._active.get(owner, 0) >= self.max_per_owner:
             raise JobError(texts.job_limit(self.max_per_owner))
         number = self._counters.get(kind, 0) + 1
-        self._counters[kind] = number
         job = Job(f"{kind}-{number}", kind, label, owner, by_user)
+        work = run(job)  # the synchronous part runs now (a throw registers nothing)
+        self._counters[kind] = number
         self.jobs[job.id] = job
         self._active[owner] = self._active.get(owner, 0) + 1
-        job.task = asyncio.get_running_loop().create_task(self._supervise(job, run))
-        # a kill can land before the task first runs; then _supervise never starts and this settles it
-        job.task.add_done_callback(lambda task: task.cancelled() and self._settle(job, JobOutcome("killed")))
+        job.task = asyncio.get_running_loop().create_task(self._supervise(job, work))
+        job.task.add_done_callback(lambda task: self._never_started(task, job, work))
         self.runtime.bus.emit("job/start", {"job": job.id, "kind": kind, "label": label,
                                             "owner": job.owner_id})
         return job
 
-    async def _supervise(self, job: Job, run: Callable[[Job], Awaitable[JobOutcome]]) -> None:
+    async def _supervise(self, job: Job, work: Awaitable[JobOutcome]) -> None:
         try:
-            outcome = await run(job)
+            outcome = await work
             if not isinstance(outcome, JobOutcome):
                 outcome = JobOutcome("failed", f"job returned {type(outcome).__name__}, not a JobOutcome")
         except asyncio.CancelledError:
@@ -133,6 +137,16 @@ class JobRegistry(RuntimeObserver):
         except Exception as error:  # a crashing job fails; it never takes the registry down
             outcome = JobOutcome("failed", describe(error))
         self._settle(job, outcome)
+
+    def _never_started(self, task: asyncio.Task, job: Job, work: Awaitable[JobOutcome]) -> None:
+        """A kill can land before the task first runs: _supervise never starts, so settle it here."""
+        if task.cancelled():
+            close = getattr(work, "close", None)
+            if close is not None:
+                close()
+            if job.cleanup is not None:
+                self._cleanups.add(asyncio.get_running_loop().create_task(job.cleanup()))
+            self._settle(job, JobOutcome("killed"))
 
     def _settle(self, job: Job, outcome: JobOutcome) -> None:
         if job.done:
@@ -252,6 +266,7 @@ class JobRegistry(RuntimeObserver):
                 job.kill_reason = "jobs service disposed"
                 job.task.cancel("jobs service disposed")
                 tasks.append(job.task)
+        tasks.extend(self._cleanups)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 

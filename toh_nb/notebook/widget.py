@@ -11,9 +11,10 @@ events (``subagent/*``, ``job/*``) reach the widget's listeners on that thread. 
 tree dirty and, if no refresh is pending, schedules one with ``loop.call_later(interval, …)``: however
 many events arrive, the tree is rebuilt at most once per ``interval`` (0.1 s → ≤ 10 refreshes per
 second), and the rebuild reads the engine on its own thread, so it never races it and never blocks the
-kernel. Button callbacks run on the kernel's thread; they hand their work to the portal
-(``run_coroutine_threadsafe``) and return at once; the outcome (the same line a model would read, e.g.
-``interrupt requested for agent agent-2``) appears in the tree's message line.
+kernel. While something runs, a heartbeat marks the tree dirty once a second so elapsed times move.
+Button callbacks run on the kernel's thread; they hand their work to the portal (``hub.portal.submit``,
+or ``run_coroutine_threadsafe`` for a bare AsyncHub) and return at once; the outcome (the same line a
+model would read, e.g. ``interrupt requested for agent agent-2``) appears in the tree's message line.
 
 ``repr(tree)`` — the widget's ``text/plain`` — is the deterministic ``list_agents`` descendants text,
 so a stored notebook output compares stably.
@@ -50,6 +51,7 @@ STATUS_COLOURS = {
     "corrupt": "#c62828",
 }
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
+HEARTBEAT = 1.0  # seconds between refreshes while something runs, so elapsed times keep moving
 
 
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
@@ -108,6 +110,11 @@ def _badge(status: str) -> str:
             f"font-size:85%'>{html.escape(status)}</span>")
 
 
+def node_shape(kind: str, row: dict) -> tuple:
+    """What decides a node's widgets (its buttons): a change rebuilds the node."""
+    return (kind, row.get("mode") == "continuable")
+
+
 class TreeNode:
     """One row of the tree: an agent (``kind="agent"``) or a background job (``kind="job"``).
 
@@ -120,6 +127,7 @@ class TreeNode:
         self.tree = tree
         self.kind = kind
         self.id = node_id
+        self.shape = node_shape(kind, row)
         self.row: dict = {}
         self.parent: str | None = None
         self.expanded = True
@@ -288,6 +296,7 @@ class AgentTree(widgets.VBox):
         self._lock = threading.Lock()
         self._dirty = False
         self._pending: Any = None
+        self._heartbeat: Any = None
         self._closed_tree = False
         self._portal = _portal_of(facade)
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
@@ -355,6 +364,18 @@ class AgentTree(widgets.VBox):
                 self._rebuild()
             except Exception as error:  # a display problem must never reach the engine's loop
                 self.errors.append(f"{type(error).__name__}: {error}")
+
+    def _arm_heartbeat(self) -> None:
+        """While an agent or job runs, refresh once per HEARTBEAT even without events (elapsed times)."""
+        loop = self._loop
+        if self._heartbeat is not None or loop is None or _running_loop() is not loop:
+            return
+        self._heartbeat = loop.call_later(HEARTBEAT, self._beat)
+
+    def _beat(self) -> None:
+        self._heartbeat = None
+        if not self._closed_tree:
+            self._mark_dirty()  # through the coalescing path: still at most one refresh per interval
 
     @property
     def refresh_pending(self) -> bool:
@@ -561,11 +582,16 @@ class AgentTree(widgets.VBox):
         shown = {row["id"] for row in order}
         for row in order:
             node = self.nodes.get(row["id"])
-            if node is not None and node.kind != row["kind"]:
+            expanded = True
+            if node is not None and node.shape != node_shape(row["kind"], row):
+                # e.g. a child first seen in its creation window, before its descriptor says continuable
+                expanded = node.expanded
                 node.close()
                 node = None
             if node is None:
                 node = self.nodes[row["id"]] = TreeNode(self, row["kind"], row["id"], row)
+                if not expanded:
+                    node.set_expanded(False)
             else:
                 node.update(row)
         for gone in [key for key in self.nodes if key not in shown]:
@@ -595,6 +621,8 @@ class AgentTree(widgets.VBox):
         if self.summary.value != summary:
             self.summary.value = summary
         self.refresh_count += 1
+        if running or active_jobs:
+            self._arm_heartbeat()
 
     # -- display -----------------------------------------------------------------------------------
 
@@ -627,11 +655,14 @@ class AgentTree(widgets.VBox):
             self._call(self._unsubscribe_all)
         except Exception:  # the hub's loop is gone: nothing runs the listeners any more
             self._unsubscribe_all()
-        pending, self._pending = self._pending, None
-        if pending is not None and pending is not True:
-            loop = self._loop
-            if loop is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(pending.cancel)
+        loop = self._loop
+        for handle in (self._pending, self._heartbeat):
+            if handle is not None and handle is not True and loop is not None and not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(handle.cancel)
+                except RuntimeError:
+                    pass
+        self._pending = self._heartbeat = None
         for node in self.nodes.values():
             node.close()
         self.nodes.clear()

@@ -21,8 +21,11 @@ class SpawnProvider:
     def seed(self, request: StartRequest) -> list[Event]:
         return []
 
-    async def start(self, service: Any, request: StartRequest, descriptor: dict) -> SubagentRun:
+    def start_now(self, service: Any, request: StartRequest, descriptor: dict) -> SubagentRun:
         return service.start_in_process(request, descriptor, self.name, self.seed(request))
+
+    async def start(self, service: Any, request: StartRequest, descriptor: dict) -> SubagentRun:
+        return self.start_now(service, request, descriptor)
 
     async def prepare_continuable(self, service: Any, request: StartRequest) -> list[Event]:
         return self.seed(request)

@@ -237,6 +237,12 @@ class SubagentService(RuntimeObserver):
     # -- one-shot ------------------------------------------------------------------------------
 
     async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
+        provider = self._checked_provider(provider_name, request)
+        run = await provider.start(self, request, descriptors.one_shot(provider.name, request.label))
+        self._published(run, request)
+        return run
+
+    def _checked_provider(self, provider_name: str, request: StartRequest) -> Any:
         provider = self.get_provider(provider_name)
         wanted = []
         if request.max_depth is not None:
@@ -248,11 +254,23 @@ class SubagentService(RuntimeObserver):
         for capability in wanted:
             if capability not in provider.capabilities:
                 raise SubagentError(texts.unsupported_capability(provider.name, capability), "UNSUPPORTED_CAPABILITY")
-        run = await provider.start(self, request, descriptors.one_shot(provider.name, request.label))
+        return provider
+
+    def start_now(self, provider_name: str, request: StartRequest) -> SubagentRun | None:
+        """Start a one-shot child synchronously when the provider can (in-process providers), so a
+        background job's child exists the moment its id is returned; ``None`` otherwise."""
+        provider = self._checked_provider(provider_name, request)
+        start_now = getattr(provider, "start_now", None)
+        if start_now is None:
+            return None
+        run = start_now(self, request, descriptors.one_shot(provider.name, request.label))
+        self._published(run, request)
+        return run
+
+    def _published(self, run: SubagentRun, request: StartRequest) -> None:
         self.runtime.bus.emit("subagent/start", {"run_id": run.run_id, "provider": run.provider, "id": run.id,
                                                  "local": run.agent is not None, "parent": request.parent.id,
                                                  "mode": "one-shot", "label": request.label})
-        return run
 
     def start_in_process(self, request: StartRequest, descriptor: dict, provider: str,
                          seed: list[Event] | None = None) -> SubagentRun:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 import pydantic
 
@@ -91,8 +91,8 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         if background:
             if jobs is None:
                 raise ToolFailure("background jobs unavailable: no job registry serves this agent")
-            job = jobs.start("subagent", args.description, parent,
-                             lambda job: _background(service, provider, request, job), by_user=ctx.by_user)
+            job = jobs.start("subagent", args.description, parent, background_starter(service, provider, request),
+                             by_user=ctx.by_user)
             return {"kind": "background", "job_id": job.id}
         started = await service.start(provider, request)
         return await settle_foreground(started)
@@ -167,11 +167,33 @@ def settle_run_outcome(result: SubagentResult) -> JobOutcome:
     return JobOutcome("failed", detail)
 
 
-async def _background(service: SubagentService, provider: str, request: StartRequest, job: Any) -> JobOutcome:
-    run = None
+def background_starter(service: SubagentService, provider: str, request: StartRequest) -> Callable[[Any], Any]:
+    """The job's ``run``: an in-process child is created right away (so it exists, and is listed, the
+    moment the job id is returned); its start failures become a failed job, as in the reference."""
+
+    def start(job: Any) -> Awaitable[JobOutcome]:
+        try:
+            run = service.start_now(provider, request)
+        except Exception as error:
+            return _failed(describe(error))
+        if run is not None:
+            job.child_id = run.id
+            job.cleanup = run.dispose
+        return _collect(service, provider, request, job, run)
+
+    return start
+
+
+async def _failed(detail: str) -> JobOutcome:
+    return JobOutcome("failed", detail)
+
+
+async def _collect(service: SubagentService, provider: str, request: StartRequest, job: Any,
+                   run: Any = None) -> JobOutcome:
     try:
-        run = await service.start(provider, request)
-        job.child_id = run.id
+        if run is None:
+            run = await service.start(provider, request)
+            job.child_id = run.id
         result = await run.result
     except asyncio.CancelledError:
         if run is not None:
