@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..models.base import ModelRequest, ModelResponse, ToolSpec, coerce_response
-from .content import Message, Text, ToolCallBlock, ToolResultBlock, Usage
+from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock, Usage
 from .errors import ToolError
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
                       Session)
@@ -289,7 +289,7 @@ class Agent:
         self.runtime.on_turn_end(self, outcome)
 
     async def _call_model(self, turn: int, step: int) -> ModelResponse:
-        request = ModelRequest(self.id, self.label, self.depth, self.system, list(self._conversation),
+        request = ModelRequest(self.id, self.label, self.depth, self.system, MessagesView(self._conversation),
                                self.tool_specs, self.max_tokens, self.path, turn, step)
         return coerce_response(await self.model.request(request))
 

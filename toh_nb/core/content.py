@@ -7,6 +7,7 @@ the delegation hot path, and they convert to and from JSON with :func:`block_to_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -128,6 +129,46 @@ class Message:
     def __repr__(self) -> str:
         kind = f" {self.source.kind}" if self.source is not None and self.role == "user" else ""
         return f"Message({self.role}{kind}: {self.text!r})"
+
+
+class MessagesView(Sequence):
+    """A read-only snapshot of an append-only message list, made in O(1).
+
+    A model request carries the agent's whole conversation; copying it for every model call made long
+    conversations quadratic. Because the log only ever grows, the first ``length`` entries never change,
+    so a view bounded by the length at request time is a true snapshot. Slicing returns a plain list.
+    """
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list, length: int | None = None) -> None:
+        self._items = items
+        self._length = len(items) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self._items[: self._length][index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("message index out of range")
+        return self._items[index]
+
+    def __iter__(self):
+        items = self._items
+        for position in range(self._length):
+            yield items[position]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, MessagesView)):
+            return len(other) == self._length and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"MessagesView({list(self)!r})"
 
 
 def user_message(text_or_blocks: str | list, id: str | None = None, source: Source | None = None) -> Message:

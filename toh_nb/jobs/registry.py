@@ -93,7 +93,7 @@ class JobRegistry(RuntimeObserver):
         self.completion_delivery = completion_delivery
         self.jobs: dict[str, Job] = {}
         self._counters: dict[str, int] = {}
-        self._active: dict[Any, int] = {}  # owner object (or None) -> running+stopping count
+        self._active: dict[Any, set[Job]] = {}  # owner object (or None) -> its running+stopping jobs
         self._spent_wakes: dict[str, int] = {}
         self.closed = False
         self._cleanups: set[asyncio.Task] = set()
@@ -113,14 +113,14 @@ class JobRegistry(RuntimeObserver):
             raise JobError(texts.invalid_label(label))
         if owner is not None and not self.runtime.is_live(owner):
             raise JobError(texts.owner_not_live(owner.id))
-        if self._active.get(owner, 0) >= self.max_per_owner:
+        if len(self._active.get(owner, ())) >= self.max_per_owner:
             raise JobError(texts.job_limit(self.max_per_owner))
         number = self._counters.get(kind, 0) + 1
         job = Job(f"{kind}-{number}", kind, label, owner, by_user)
         work = run(job)  # the synchronous part runs now (a throw registers nothing)
         self._counters[kind] = number
         self.jobs[job.id] = job
-        self._active[owner] = self._active.get(owner, 0) + 1
+        self._active.setdefault(owner, set()).add(job)
         job.task = asyncio.get_running_loop().create_task(self._supervise(job, work))
         job.task.add_done_callback(lambda task: self._never_started(task, job, work))
         self.runtime.bus.emit("job/start", {"job": job.id, "kind": kind, "label": label,
@@ -155,11 +155,11 @@ class JobRegistry(RuntimeObserver):
         job.detail = outcome.detail
         job.output = outcome.output or ""
         job.finished = time.time()
-        count = self._active.get(job.owner, 1) - 1
-        if count > 0:
-            self._active[job.owner] = count
-        else:
-            self._active.pop(job.owner, None)
+        active = self._active.get(job.owner)
+        if active is not None:
+            active.discard(job)
+            if not active:
+                del self._active[job.owner]
         waiters, job._waiters = job._waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -250,8 +250,8 @@ class JobRegistry(RuntimeObserver):
 
     def on_unregistered(self, agent: Any) -> None:
         """Owner disposal: its running jobs are cancelled without a notice into the dying owner."""
-        for job in self.jobs.values():
-            if job.owner is agent and not job.done:
+        for job in list(self._active.get(agent, ())):
+            if not job.done:
                 job.reported = True
                 job.kill_reason = "owner disposed"
                 if job.task is not None:
@@ -271,4 +271,4 @@ class JobRegistry(RuntimeObserver):
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def active_count(self, owner: Any) -> int:
-        return self._active.get(owner, 0)
+        return len(self._active.get(owner, ()))

@@ -10,7 +10,7 @@ instruction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 from ..core.content import Message, ToolCall, Usage
 
@@ -33,7 +33,8 @@ class ModelRequest:
     label: str | None
     depth: int
     system: str
-    messages: list[Message]
+    #: the conversation, oldest first: a read-only list-like snapshot (index, slice, iterate, len)
+    messages: Sequence[Message]
     tools: list[ToolSpec]
     max_tokens: int | None = None
     #: labels from the root down to this agent, joined by "/" (``root/research/detail``)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any, Awaitable, Callable, Optional
 
 import pydantic
@@ -59,17 +60,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
     else:
         description += texts.SUFFIX_ONE_SHOT
     prompt_doc = texts.FORK_PROMPT_PARAM if fork else texts.FRESH_PROMPT_PARAM
-    fields: dict[str, Any] = {
-        "description": (str, pydantic.Field(description=texts.DESCRIPTION_PARAM)),
-        "prompt": (str, pydantic.Field(description=prompt_doc)),
-    }
-    if enable_run_in_background:
-        doc = texts.BACKGROUND_PARAM_CONTINUABLE if continuable else texts.BACKGROUND_PARAM_ONE_SHOT
-        fields["run_in_background"] = (Optional[bool], pydantic.Field(None, description=doc))
-    else:
-        # kept in the argument model so a forced `true` gets the specific refusal; hidden from the schema
-        fields["run_in_background"] = (Optional[bool], pydantic.Field(None))
-    args_model = pydantic.create_model(f"{tool_name}_args", __config__=STRICT, **fields)
+    args_model = _args_model(tool_name, prompt_doc, enable_run_in_background, continuable)
     parameters = _schema(args_model, enable_run_in_background)
 
     async def run(ctx: ToolContext, args: Any) -> dict:
@@ -101,6 +92,22 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
                 parameters=parameters,
                 guidance=texts.CONTINUABLE_GUIDANCE.format(tool=tool_name) if continuable and enable_run_in_background else None,
                 guidance_order=texts.CONTINUABLE_GUIDANCE_ORDER)
+
+
+@functools.lru_cache(maxsize=64)
+def _args_model(tool_name: str, prompt_doc: str, with_background: bool, continuable: bool) -> type[pydantic.BaseModel]:
+    """The argument model of one tool shape (cached: every hub builds the same few)."""
+    fields: dict[str, Any] = {
+        "description": (str, pydantic.Field(description=texts.DESCRIPTION_PARAM)),
+        "prompt": (str, pydantic.Field(description=prompt_doc)),
+    }
+    if with_background:
+        doc = texts.BACKGROUND_PARAM_CONTINUABLE if continuable else texts.BACKGROUND_PARAM_ONE_SHOT
+        fields["run_in_background"] = (Optional[bool], pydantic.Field(None, description=doc))
+    else:
+        # kept in the argument model so a forced `true` gets the specific refusal; hidden from the schema
+        fields["run_in_background"] = (Optional[bool], pydantic.Field(None))
+    return pydantic.create_model(f"{tool_name}_args", __config__=STRICT, **fields)
 
 
 def _schema(args_model: type[pydantic.BaseModel], with_background: bool) -> dict:
