@@ -18,7 +18,7 @@ import math
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from .core.content import Source, text_of, user_message
+from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, TohError, UsageError
 from .core.ids import IdSource, is_valid_id
 from .core.runtime import Runtime
@@ -311,7 +311,7 @@ class AsyncHub:
         self._check_open()
         _check_text(agent_id, "agent_id")
         _check_text(message, "message")
-        return await self._service.followup(self._root, agent_id, message, Source("user"))
+        return await self._service.followup(self._root, agent_id, message, USER_SOURCE)
 
     def interrupt(self, agent_id: str) -> None:
         self._check_open()
@@ -408,6 +408,9 @@ class AsyncHub:
             self.runtime.unregister(agent)
         self.runtime.closed = True
         self._store.close()
+        aclose = getattr(self.runtime.model, "aclose", None)  # HTTP connection pools of real models
+        if aclose is not None:
+            await aclose()
 
     async def __aenter__(self) -> "AsyncHub":
         return self

@@ -300,7 +300,9 @@ class Agent:
         for call in response.tool_calls:
             call_id = call.id or self.runtime.ids.call()
             content.append(ToolCallBlock(call_id, call.name, dict(call.arguments or {})))
-        return Message("assistant", content, usage=response.usage)
+        usage = response.usage
+        # zero usage (scripted models) is not worth an object per message in a large tree
+        return Message("assistant", content, usage=usage if usage.input_tokens or usage.output_tokens else None)
 
     # -- tools ---------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ the delegation hot path, and they convert to and from JSON with :func:`block_to_
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
@@ -79,6 +80,12 @@ class Source:
 
 
 USER_SOURCE = Source("user")
+
+
+@functools.lru_cache(maxsize=4096)
+def relay_source(kind: str, sender: str) -> Source:
+    """Sources are immutable, so the relay source of one sender is shared by all its messages."""
+    return Source(kind, form="relay", sender=sender)
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from typing import Literal, Optional
 
 import pydantic
 
-from ..core.content import Source
+from ..core.content import USER_SOURCE, relay_source
 from ..core.tools import STRICT, Tool, ToolContext
 from . import texts
 from .service import AgentList, SubagentService
@@ -42,7 +42,7 @@ def make_control_tools(service: SubagentService) -> list[Tool]:
         _require_id(args.subagent_id, "subagent_id")
         if not args.message.strip():
             raise ToolFailure("message must be a non-empty string")
-        source = Source("user") if ctx.by_user else Source("coordinator", form="relay", sender=ctx.agent.id)
+        source = USER_SOURCE if ctx.by_user else relay_source("coordinator", ctx.agent.id)
         message_id = await service.followup(ctx.agent, args.subagent_id, args.message, source)
         return {"message_id": message_id, "subagent_id": args.subagent_id}
 

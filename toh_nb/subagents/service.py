@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..core.agent import Agent, TurnOutcome
-from ..core.content import Message, Source, Text, text_of, user_message
+from ..core.content import Message, Source, Text, relay_source, text_of, user_message
 from ..core.errors import SubagentDepthError, SubagentError, StoreError, UsageError
 from ..core.runtime import Runtime, RuntimeObserver
 from ..core.session import (DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Event, SessionHeader,
@@ -421,7 +421,7 @@ class SubagentService(RuntimeObserver):
 
     async def followup(self, parent: Agent, child_id: str, content: str | list, source: Source | None = None) -> str:
         self._assert_admitting()
-        source = source or Source("coordinator", form="relay", sender=parent.id)
+        source = source or relay_source("coordinator", parent.id)
         if not self.runtime.is_live(parent):
             raise SubagentError(texts.needs_exact_parent(child_id), "UNAUTHORIZED")
         act = self.activations.get(child_id)
@@ -495,7 +495,7 @@ class SubagentService(RuntimeObserver):
         if parent is None or parent.disposed:
             raise SubagentError(texts.PARENT_UNAVAILABLE, "PARENT_UNAVAILABLE")
         message = Message("user", [Text(texts.reported_line(child.id)), Text(content)], id=self.runtime.ids.message(),
-                          source=Source("subagent-report", form="relay", sender=child.id))
+                          source=relay_source("subagent-report", child.id))
         self._deliver(parent, message, wake=(delivery or self.report_delivery) == "next-step" and act.wake_parent,
                       followup=False)
         return message.id
