@@ -329,6 +329,8 @@ class AsyncHub:
         return self._closing_text(child_id)
 
     def _closing_text(self, child_id: str) -> str | None:
+        if child_id in self._service.closing:  # the last activation settled in this process
+            return self._service.closing[child_id]
         agent = self.runtime.agents.get(child_id)
         try:
             session = agent.session if agent is not None else self._store.open(child_id)

@@ -55,8 +55,11 @@ def test_a_notebook_using_the_sync_hub_runs_in_a_real_kernel(tmp_path):
     assert html and "<table" in html[0].data["text/html"]
     assert outputs[6] == "asyncio.run() cannot be called from a running event loop"
     assert outputs[7] == "Hub(root=root, model=DemoModel, loop=portal, closed)"
-    rich = [o.data for cell in notebook.cells[2:5] for o in cell.outputs if "data" in o]
-    assert all("text/html" in data for data in rich)  # RunResult, AgentListing, Job all render as HTML
+    rich = [o.data for cell in notebook.cells[2:5] for o in cell.outputs if "data" in o and "text/plain" in o.data]
+    assert len(rich) == 3 and all("text/html" in data for data in rich)  # RunResult, AgentListing, Job as HTML
+    # kid.wait() showed a progress line in the cell (a widget view, emptied when the wait ended)
+    progress = [o for o in notebook.cells[3].outputs if o.output_type == "display_data" and "text/plain" not in o.data]
+    assert len(progress) == 1
 
 
 KERNEL_MODE_CELLS = [

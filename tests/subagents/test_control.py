@@ -345,3 +345,23 @@ def test_list_agents_omits_one_shot_children_but_traverses_them():
                 hub.list_agents("all")
 
     asyncio.run(main())
+
+
+def test_wait_returns_the_last_activations_closing_text_and_resume_keeps_the_childs_model():
+    async def main():
+        calls = []
+
+        def special(req):
+            calls.append(req.turn)
+            if req.turn == 2:
+                raise RuntimeError("second turn failed")
+            return "first answer"
+
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "hub model"), ids="sequential") as hub:
+            kid = await hub.start("t", label="kid", model=tn.FunctionModel(special))
+            assert await kid.wait(timeout=5) == "first answer"
+            await kid.send("again")  # cold resume in this process keeps the child's own model
+            assert await kid.wait(timeout=5) is None  # the last activation failed and left no text
+            assert calls == [1, 2]
+
+    asyncio.run(main())

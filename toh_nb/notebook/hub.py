@@ -40,6 +40,7 @@ from ..results import RunResult
 from ..subagents.service import validate_tool_filter
 from . import portal as portals
 from .display import AgentListing, item_html
+from .progress import waiting
 from .tables import agents_frame, events_frame, jobs_frame, transcript_frame
 
 LOOP_MODES = ("portal", "kernel")
@@ -349,7 +350,11 @@ class Job:
         if not isinstance(wait, bool):
             raise UsageError(f"wait must be True or False, got {wait!r}")
         _check_timeout(timeout)
-        return self._hub._call(functools.partial(self._inner.output, wait=wait, timeout=timeout))
+        call = functools.partial(self._inner.output, wait=wait, timeout=timeout)
+        if not wait:
+            return self._hub._call(call)
+        with waiting(f"waiting for job {self.id}", status=lambda: self._inner.status):
+            return self._hub._call(call)
 
     def kill(self, reason: str | None = None) -> str:
         """Ask the job to stop: ``"requested"``, or ``"already-finished"`` for a settled job."""
@@ -399,7 +404,8 @@ class Child:
         """Block until the child is settled (or ``timeout`` seconds pass); the closing text of its last
         activation, or None when it has none."""
         _check_timeout(timeout)
-        return self._hub._call(self._inner.wait, timeout)
+        with waiting(f"waiting for {self.id}", status=lambda: self._inner.status):
+            return self._hub._call(self._inner.wait, timeout)
 
     def transcript(self):
         """DataFrame of the child's log (see ``Hub.transcript``)."""

@@ -210,6 +210,11 @@ class SubagentService(RuntimeObserver):
         self.report_tool = None  # set by the hub composition (tool installed into continuable children)
         self.warnings: list[str] = []
         self._settle_waiters: dict[str, list[asyncio.Future]] = {}
+        #: closing text of each child's last settled activation in this process (None: it left none)
+        self.closing: dict[str, str | None] = {}
+        #: per-child model objects given at start; a resume in this process reuses them (the
+        #: descriptor can only name a model, and a restart falls back to the hub's model)
+        self._models: dict[str, Any] = {}
         runtime.observers.append(self)
         runtime.services["subagents"] = self
 
@@ -359,6 +364,8 @@ class SubagentService(RuntimeObserver):
                                delegation_depth=depth, seed_length=len(seed))
         events = seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, record)]
         session = runtime.store.create(header, events)
+        if options.get("model") is not None:
+            self._models[child_id] = options["model"]
         child = self._materialize(session, record, parent, depth, options)
         act = self._activate(child, parent, provider.name, wake_parent=not request.by_user)
         message_id = self._submit(act, request.prompt, Source("user"))
@@ -455,7 +462,8 @@ class SubagentService(RuntimeObserver):
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE")
         repair_tail(session)
         try:
-            child = self._materialize(session, record, parent, header.delegation_depth, {})
+            options = {"model": self._models[child_id]} if child_id in self._models else {}
+            child = self._materialize(session, record, parent, header.delegation_depth, options)
         except Exception:
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
         act = self._activate(child, parent, record["provider"], wake_parent=source.kind != "user")
@@ -560,6 +568,7 @@ class SubagentService(RuntimeObserver):
         if act.announced:
             self._notify_parent(act, stop, output)
         self._release(child.id)
+        self.closing[child.id] = text_of(output) or None
         self._emit_end(act.run_id, act.provider, child.id, stop, output, child)
         for waiter in self._settle_waiters.pop(child.id, ()):
             if not waiter.done():
