@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..core.agent import Agent, TurnOutcome
-from ..core.content import Message, Source, Text, relay_source, text_of, user_message
+from ..core.content import USER_SOURCE, Message, Source, Text, relay_source, text_of, user_message
 from ..core.errors import SubagentDepthError, SubagentError, StoreError, UsageError
 from ..core.runtime import Runtime, RuntimeObserver
 from ..core.session import (DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Event, SessionHeader,
@@ -153,6 +153,17 @@ class AgentList(list):
 
     def __str__(self) -> str:
         return "\n".join(str(e) for e in self) if self else texts.NO_SUBAGENTS
+
+
+def model_name(model: Any) -> str | None:
+    """The route name a descriptor records for a per-child model (``gpt-4o-mini``, a function's name)."""
+    if model is None:
+        return None
+    for attribute in ("model", "name"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
 
 
 def depth_of(agent: Agent) -> int:
@@ -346,10 +357,10 @@ class SubagentService(RuntimeObserver):
             raise SubagentError(texts.unsupported_continuable(provider.name), "UNSUPPORTED_CAPABILITY")
         if child_id is not None and (child_id in runtime.agents or runtime.store.exists(child_id)):
             raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
-        options = request.agent_options or {}
-        model = options.get("model") or request.parent.model
+        options = dict(request.agent_options or {})
+        options.setdefault("max_tokens", request.parent.max_tokens)  # inherited unless overridden
         record = descriptors.continuable(provider.name, request.label,
-                                         agent_model=getattr(model, "name", None) if options.get("model") else None,
+                                         agent_model=model_name(options.get("model")),
                                          persona=request.persona, tool_filter=request.tool_filter)
         seed = list(await prepare(self, request))
         self._assert_admitting()
@@ -368,7 +379,7 @@ class SubagentService(RuntimeObserver):
             self._models[child_id] = options["model"]
         child = self._materialize(session, record, parent, depth, options)
         act = self._activate(child, parent, provider.name, wake_parent=not request.by_user)
-        message_id = self._submit(act, request.prompt, Source("user"))
+        message_id = self._submit(act, request.prompt, USER_SOURCE)
         return child_id, message_id
 
     def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict) -> Agent:
