@@ -81,6 +81,14 @@ class Source:
 
 USER_SOURCE = Source("user")
 
+#: how long a source's ``summary`` may be (the reference bounds notice summaries to 120 characters)
+SUMMARY_LIMIT = 120
+
+
+def bound(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when it was longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
 
 @functools.lru_cache(maxsize=4096)
 def relay_source(kind: str, sender: str) -> Source:

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from ..core.content import Message, Source, Text
+from ..core.content import Message, Source, Text, bound
 from ..core.errors import JobError, describe
 from ..core.runtime import RuntimeObserver
 from . import texts
@@ -175,7 +175,7 @@ class JobRegistry(RuntimeObserver):
         if job.reported or owner is None or self.closed or not self.runtime.is_live(owner) or owner.disposed:
             return
         text = texts.completion_notice(job.id, job.kind, job.label, job.status, job.detail)
-        summary = texts.bound(f"{job.kind} {job.label} {job.status_line()}")
+        summary = bound(f"{job.kind} {job.label} {job.status_line()}")
         message = Message("user", [Text(text)], id=self.runtime.ids.message(),
                           source=Source("plugin", form="notice", plugin="tool-jobs", summary=summary))
         spent = self._spent_wakes.get(owner.id, 0)

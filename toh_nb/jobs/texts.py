@@ -8,7 +8,6 @@ MAX_WAIT_TIMEOUT_MS = 600_000
 DEFAULT_WAIT_TIMEOUT_MS = 30_000
 DEFAULT_MAX_JOBS_PER_OWNER = 10
 DEFAULT_MAX_CONSECUTIVE_WAKES = 3
-SUMMARY_LIMIT = 120
 
 JOB_OUTPUT_DESCRIPTION = (
     "Read what a background job produced. A job that delivers one final result returns it once it has "
@@ -61,10 +60,6 @@ def kill_already_finished(job_id: str, status: str, detail: str | None) -> str:
 def completion_notice(job_id: str, kind: str, label: str, status: str, detail: str | None) -> str:
     return (f"background job {job_id} ({kind}: {label}) finished {status_line(status, detail)}. "
             "Read its output with job_output.")
-
-
-def bound(text: str, limit: int = SUMMARY_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def unknown_job(job_id: str) -> str:

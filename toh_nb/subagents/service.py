@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..core.agent import Agent, TurnOutcome
-from ..core.content import USER_SOURCE, Message, Source, Text, relay_source, text_of, user_message
+from ..core.content import USER_SOURCE, Message, bound, Source, Text, relay_source, text_of, user_message
 from ..core.errors import SubagentDepthError, SubagentError, StoreError, UsageError
 from ..core.runtime import Runtime, RuntimeObserver
 from ..core.session import (DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Event, SessionHeader,
@@ -629,7 +629,7 @@ class SubagentService(RuntimeObserver):
             content.append(Text(texts.NO_CLOSING_MESSAGE))
         message = Message("user", content, id=self.runtime.ids.message(),
                           source=Source("subagent-settled", form="notice", sender=act.child.id,
-                                        summary=line if len(line) <= 120 else line[:119] + "\u2026"))
+                                        summary=bound(line)))
         try:
             self._deliver(parent, message, wake=act.wake_parent, followup=True)
         except Exception as error:
