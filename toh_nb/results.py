@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 from .core.content import Usage, text_of
 
-TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted",
-                "interrupted": "aborted", "blocked": "refusal", "error": "error"}
+from .subagents.service import EPOCH_TURN_TO_STOP as TURN_TO_STOP  # a root turn maps like an epoch
 
 
 @dataclass(slots=True)

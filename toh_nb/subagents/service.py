@@ -31,7 +31,11 @@ from . import descriptor as descriptors
 from . import texts
 
 CAPABILITIES = ("outputSchema", "depthLimit", "toolFilter", "persona")
+#: stop reason of a one-shot run from its turn's end (``error``, ``interrupted`` or unknown: ``error``)
 TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted", "blocked": "refusal"}
+#: stop reason of a continuable epoch (and of a root turn): an interrupted turn was stopped
+EPOCH_TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted",
+                      "interrupted": "aborted", "error": "error", "blocked": "refusal"}
 
 
 @dataclass(slots=True)
@@ -612,8 +616,7 @@ class SubagentService(RuntimeObserver):
         if reason is None or reason == "completed":
             stop = "aborted" if act.dropped_unrun else "completed"
         else:
-            stop = {"max-tokens": "max-tokens", "aborted": "aborted", "interrupted": "aborted", "error": "error",
-                    "blocked": "refusal"}.get(reason, "error")
+            stop = EPOCH_TURN_TO_STOP.get(reason, "error")
         return stop, [b for b in output if b.type == "text"]
 
     def _notify_parent(self, act: Activation, stop: str, output: list) -> None:
