@@ -10,7 +10,10 @@ fresh workspace, run all cells once the kernel is idle, and then checks the widg
   its *Send* button and message box;
 * typing a message and clicking *Send* reaches the kernel and the engine: the tree's message line shows
   the tool's reply ``message queued as the next turn for subagent agent-1`` and the node moves on to its
-  second turn.
+  second turn;
+* no uncaught JavaScript error or unhandled rejection happens in the page (this caught a race: the
+  transient progress line of ``kid.wait()`` closed its widget models while the page was still drawing
+  them; progress.py now closes them a few seconds after emptying the display).
 
 A screenshot is saved in the temp dir in every case; a failing assertion names its path and the server
 log. Skipped only when the system Chromium or the ``playwright`` / ``jupyterlab`` packages are missing.
@@ -119,6 +122,11 @@ def lab(tmp_path):
         (tmp_path / sub).mkdir()
         env[var] = str(tmp_path / sub)
     env.pop("JUPYTER_TOKEN", None)
+    env["PATH"] = os.pathsep.join([str(pathlib.Path(sys.executable).parent), env.get("PATH", "")])
+    # no "receive official Jupyter news?" toast over the page
+    news = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True)
+    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}), encoding="utf-8")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
@@ -157,6 +165,22 @@ KERNEL_IDLE_JS = """() => {
     return !!(kernel && kernel.status === 'idle' && w.content && w.content.widgets.length === %d);
 }""" % len(CELLS)
 
+# uncaught errors and unhandled rejections in the page, each noting whether the tree (the VBox in the last
+# cell's output) had started to render at that moment
+RECORD_ERRORS_JS = """(() => {
+    window.__pageErrors = [];
+    const record = (reason) => {
+        const cells = document.querySelectorAll('.jp-Notebook .jp-CodeCell');
+        const last = cells.length === %d ? cells[cells.length - 1] : null;
+        window.__pageErrors.push({
+            message: String(reason && reason.message !== undefined ? reason.message : reason),
+            stack: String((reason && reason.stack) || ''),
+            treeShown: !!(last && last.querySelector('.jp-OutputArea-output .widget-vbox'))});
+    };
+    window.addEventListener('error', (event) => record(event.error || event.message));
+    window.addEventListener('unhandledrejection', (event) => record(event.reason));
+})();""" % len(CELLS)
+
 # the node header of agent-1 as the browser drew it: label, id and badge from the widget's HTML
 NODE_JS = """(output) => {
     for (const html of output.querySelectorAll('.widget-html-content')) {
@@ -191,19 +215,18 @@ def test_agent_tree_renders_and_sends_in_jupyterlab(lab, tmp_path):
             page = context.pages[0] if context.pages else context.new_page()
             page.set_default_timeout(UI_TIMEOUT_MS)
             expect.set_options(timeout=UI_TIMEOUT_MS)
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(f"{error}\n{error.stack}"))
+            page.add_init_script(RECORD_ERRORS_JS)
             try:
                 page.goto(f"{lab.url}/lab/workspaces/t-{uuid.uuid4().hex[:8]}/tree/tree.ipynb?reset")
                 page.wait_for_function(KERNEL_IDLE_JS, polling=200)
-                news = page.locator("button:text-is('No'):visible")
+                news = page.locator("button:text-is('No'):visible")  # in case the settings did not apply
                 if news.count():
                     news.first.click()
                 page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
 
                 cells = page.locator(".jp-Notebook .jp-CodeCell")
                 expect(cells).to_have_count(len(CELLS))
-                output = cells.nth(len(CELLS) - 1).locator(".jp-OutputArea-output")
+                output = cells.nth(len(CELLS) - 1).locator(".jp-Cell-outputArea")
                 # the ipywidgets view, not the text/plain fallback
                 tree = output.locator(".widget-vbox").first
                 expect(tree).to_contain_text("agent tree")
@@ -211,11 +234,12 @@ def test_agent_tree_renders_and_sends_in_jupyterlab(lab, tmp_path):
                 expect(tree).to_contain_text("agent-1")
 
                 node = output.element_handle().evaluate(NODE_JS)
-                assert node is not None, f"no node header with id agent-1 in the widget{where()}"
-                assert node["label"] == "editor", f"node label: {node}{where()}"
-                assert node["badge"] in BADGE_STATUSES, f"node status badge: {node}{where()}"
-                assert node["badgeBackground"] not in (None, "", "rgba(0, 0, 0, 0)"), \
-                    f"the badge has no colour: {node}{where()}"
+                assert node is not None, "no node header with id agent-1 in the widget"
+                assert node["label"] == "editor", f"node label: {node}"
+                assert node["badge"] in BADGE_STATUSES, f"node status badge: {node}"
+                assert node["badgeBackground"] not in (None, "", "rgba(0, 0, 0, 0)"), f"the badge has no colour: {node}"
+                header = output.locator(".widget-html-content:has(code:text-is('agent-1'))")
+                expect(header).to_contain_text("turns 1")
 
                 box = output.locator("input[placeholder='message for agent-1']")
                 send = output.locator("button.widget-button", has_text="Send")
@@ -225,9 +249,9 @@ def test_agent_tree_renders_and_sends_in_jupyterlab(lab, tmp_path):
                 send.click()
                 expect(output).to_contain_text(REPLY)
                 # the engine ran the queued message as the child's second turn; the tree shows it
-                header = output.locator(".widget-html-content:has(code:text-is('agent-1'))")
                 expect(header).to_contain_text("turns 2")
-                assert errors == [], f"JavaScript errors in the page: {errors}{where()}"
+                errors = page.evaluate("() => window.__pageErrors")
+                assert errors == [], f"uncaught JavaScript errors in the page: {errors}"
             except (AssertionError, PlaywrightError) as error:
                 try:
                     page.screenshot(path=str(shot), full_page=True)

@@ -136,14 +136,30 @@ class ProgressLine:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
-        for w in (self.box, self.bar, self.label):
-            w.close()
         if self._handle is not None:
             try:
                 self._handle.update({}, raw=True)  # leave an empty display, not a dead widget view
             except Exception:
                 pass
             self._handle = None
+        # Closing the widget models at once races the front end, which may still be building the views
+        # of a wait that ended within milliseconds ("Cannot read properties of null (reading 'widgets')"
+        # in JupyterLab); close them once the front end has surely dropped the emptied display.
+        timer = threading.Timer(CLOSE_DELAY, _close_widgets, args=((self.box, self.bar, self.label),))
+        timer.daemon = True
+        timer.start()
+
+
+#: seconds between emptying a finished progress line and closing its widget models
+CLOSE_DELAY = 5.0
+
+
+def _close_widgets(widgets_to_close: tuple) -> None:
+    for widget in widgets_to_close:
+        try:
+            widget.close()
+        except Exception:
+            pass
 
 
 @contextmanager
