@@ -26,13 +26,13 @@ from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, las
 from .core.tools import Tool, ToolContext, ToolResult, dispatch, tool_from_function
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
-from .results import RunResult, run_result
+from .results import RunResult, item_html, run_result
 from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
 from .store import open_store
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
-from .subagents.service import AgentList, StartRequest, repair_tail, validate_max_depth, validate_tool_filter
+from .subagents.service import AgentList, StartRequest, SubagentService, repair_tail, validate_max_depth, validate_tool_filter
 from .subagents.tool import background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"
@@ -60,12 +60,10 @@ def _default_label(prompt: str) -> str:
     return label if len(words) <= 5 else label + " \u2026"
 
 
-class AsyncJob:
-    """A background one-shot child, as a job (``subagent-N``)."""
+class JobFacts:
+    """The read-only face AsyncJob and the sync Job share: the engine's job record and displays."""
 
-    def __init__(self, hub: "AsyncHub", job: Job) -> None:
-        self._hub = hub
-        self._job = job
+    _job: Job
 
     @property
     def id(self) -> str:
@@ -77,6 +75,7 @@ class AsyncJob:
 
     @property
     def status(self) -> str:
+        """``running | stopping | completed | killed | failed``."""
         return self._job.status
 
     @property
@@ -85,7 +84,43 @@ class AsyncJob:
 
     @property
     def child_id(self) -> str | None:
+        """The id of the child agent doing the work."""
         return self._job.child_id
+
+    def __repr__(self) -> str:
+        detail = f", {self.detail}" if self.detail else ""
+        return f"Job({self.id} [{self.status}{detail}] \u2014 {self.label})"
+
+    def _repr_html_(self) -> str:
+        extra = f" <small>{html.escape(self.detail)}</small>" if self.detail else ""
+        return item_html("toh-job", self.id, self.status, self.label, extra)
+
+
+class ChildFacts:
+    """The read-only face AsyncChild and the sync Child share: id, label, live status, displays."""
+
+    id: str
+    label: str
+    _service: SubagentService
+
+    @property
+    def status(self) -> str:
+        """``running | idle | ready`` (``ready``: settled, resumes on the next ``send``)."""
+        return self._service.status_of(self.id)
+
+    def __repr__(self) -> str:
+        return f"Child({self.id} [{self.status}] \u2014 {self.label})"
+
+    def _repr_html_(self) -> str:
+        return item_html("toh-child", self.id, self.status, self.label)
+
+
+class AsyncJob(JobFacts):
+    """A background one-shot child, as a job (``subagent-N``)."""
+
+    def __init__(self, hub: "AsyncHub", job: Job) -> None:
+        self._hub = hub
+        self._job = job
 
     async def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s."""
@@ -102,26 +137,15 @@ class AsyncJob:
             raise UsageError(f"reason must be a string or None, got {type(reason).__name__}")
         return self._hub._jobs.kill(self._job.id, self._hub._root, reason)
 
-    def __repr__(self) -> str:
-        detail = f", {self._job.detail}" if self._job.detail else ""
-        return f"Job({self.id} [{self.status}{detail}] \u2014 {self.label})"
 
-    def _repr_html_(self) -> str:
-        return (f"<div class='toh-job'><code>{html.escape(self.id)}</code> <b>[{html.escape(self.status)}]</b> "
-                f"\u2014 {html.escape(self.label)}</div>")
-
-
-class AsyncChild:
+class AsyncChild(ChildFacts):
     """A continuable child: send it turns, interrupt it, wait for it to settle."""
 
     def __init__(self, hub: "AsyncHub", child_id: str, label: str) -> None:
         self._hub = hub
+        self._service = hub._service
         self.id = child_id
         self.label = label
-
-    @property
-    def status(self) -> str:
-        return self._hub._service.status_of(self.id)
 
     async def send(self, message: str) -> str:
         return await self._hub.send(self.id, message)
@@ -135,13 +159,6 @@ class AsyncChild:
 
     def transcript(self):
         return self._hub.transcript(self.id)
-
-    def __repr__(self) -> str:
-        return f"Child({self.id} [{self.status}] \u2014 {self.label})"
-
-    def _repr_html_(self) -> str:
-        return (f"<div class='toh-child'><code>{html.escape(self.id)}</code> <b>[{html.escape(self.status)}]</b> "
-                f"\u2014 {html.escape(self.label)}</div>")
 
 
 class AsyncHub:

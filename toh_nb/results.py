@@ -14,6 +14,25 @@ from .core.content import Usage, text_of
 from .subagents.service import EPOCH_TURN_TO_STOP as TURN_TO_STOP  # a root turn maps like an epoch
 
 
+STATUS_COLOURS = {
+    "running": "#1565c0", "stopping": "#ef6c00", "idle": "#2e7d32", "ready": "#6a1b9a",
+    "completed": "#2e7d32", "killed": "#6d4c41", "failed": "#c62828", "finished": "#455a64",
+    "corrupt": "#c62828",
+}
+
+
+def status_badge(status: str | None) -> str:
+    text = status or "?"
+    colour = STATUS_COLOURS.get(text, "#455a64")
+    return f"<b style='color:{colour}'>[{html.escape(text)}]</b>"
+
+
+def item_html(css: str, ident: str, status: str | None, label: str | None, extra: str = "") -> str:
+    label_html = f" \u2014 {html.escape(label)}" if label else ""
+    return (f"<div class='{css}'><code>{html.escape(ident)}</code> {status_badge(status)}{label_html}"
+            f"{extra}</div>")
+
+
 @dataclass(slots=True)
 class RunResult:
     """The outcome of a run: ``text`` (final text), ``output`` (content blocks), ``stop_reason``

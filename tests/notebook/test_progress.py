@@ -113,5 +113,5 @@ def test_enabled_forces_quiet(fake_display):
 
 
 def test_elapsed_formatting():
-    assert progress._elapsed(1.25) == "1.2 s"
-    assert progress._elapsed(75) == "1 min 15 s"
+    assert progress.format_elapsed(1.25) == "1.2 s"
+    assert progress.format_elapsed(75) == "1 min 15 s"

@@ -10,24 +10,17 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..results import item_html, status_badge  # noqa: F401  (re-exported for the facade)
 from ..subagents.service import AgentList
 
-STATUS_COLOURS = {
-    "running": "#1565c0", "stopping": "#ef6c00", "idle": "#2e7d32", "ready": "#6a1b9a",
-    "completed": "#2e7d32", "killed": "#6d4c41", "failed": "#c62828", "finished": "#455a64",
-}
-
-
-def status_badge(status: str | None) -> str:
-    text = status or "?"
-    colour = STATUS_COLOURS.get(text, "#455a64")
-    return f"<b style='color:{colour}'>[{html.escape(text)}]</b>"
-
-
-def item_html(css: str, ident: str, status: str | None, label: str | None, extra: str = "") -> str:
-    label_html = f" \u2014 {html.escape(label)}" if label else ""
-    return (f"<div class='{css}'><code>{html.escape(ident)}</code> {status_badge(status)}{label_html}"
-            f"{extra}</div>")
+def format_elapsed(seconds: float | None) -> str:
+    """``12.3 s`` or ``4 min 05 s`` (``""`` for no value): elapsed times in widgets and progress lines."""
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 class AgentListing(AgentList):

@@ -35,7 +35,7 @@ import weakref
 from typing import Any, Sequence
 
 from ..core.errors import ClosedError, UsageError
-from ..hub import AsyncChild, AsyncHub, AsyncJob, _check_text, _check_timeout
+from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, _check_text, _check_timeout
 from ..results import RunResult
 from ..subagents.service import validate_tool_filter
 from . import portal as portals
@@ -314,34 +314,13 @@ class Hub:
                 f"\u2014 model {html.escape(type(self.model).__name__)}, loop {self._loop_mode}, {state}</div>")
 
 
-class Job:
+class Job(JobFacts):
     """A background one-shot child, as a job (``subagent-N``)."""
 
     def __init__(self, hub: Hub, inner: AsyncJob) -> None:
         self._hub = hub
         self._inner = inner
-
-    @property
-    def id(self) -> str:
-        return self._inner.id
-
-    @property
-    def label(self) -> str:
-        return self._inner.label
-
-    @property
-    def status(self) -> str:
-        """``running | stopping | completed | killed | failed``."""
-        return self._inner.status
-
-    @property
-    def detail(self) -> str | None:
-        return self._inner.detail
-
-    @property
-    def child_id(self) -> str | None:
-        """The id of the child agent doing the work (once it started)."""
-        return self._inner.child_id
+        self._job = inner._job
 
     def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` first waits for the job to
@@ -353,7 +332,7 @@ class Job:
         call = functools.partial(self._inner.output, wait=wait, timeout=timeout)
         if not wait:
             return self._hub._call(call)
-        with waiting(f"waiting for job {self.id}", status=lambda: self._inner.status):
+        with waiting(f"waiting for job {self.id}", status=lambda: self.status):
             return self._hub._call(call)
 
     def kill(self, reason: str | None = None) -> str:
@@ -362,34 +341,16 @@ class Job:
             raise UsageError(f"reason must be a string or None, got {type(reason).__name__}")
         return self._hub._call(self._inner.kill, reason)
 
-    def __repr__(self) -> str:
-        detail = f", {self.detail}" if self.detail else ""
-        return f"Job({self.id} [{self.status}{detail}] \u2014 {self.label})"
 
-    def _repr_html_(self) -> str:
-        extra = f" <small>{html.escape(self.detail)}</small>" if self.detail else ""
-        return item_html("toh-job", self.id, self.status, self.label, extra)
-
-
-class Child:
+class Child(ChildFacts):
     """A continuable child: send it turns, interrupt it, wait for it to settle."""
 
     def __init__(self, hub: Hub, inner: AsyncChild) -> None:
         self._hub = hub
         self._inner = inner
-
-    @property
-    def id(self) -> str:
-        return self._inner.id
-
-    @property
-    def label(self) -> str:
-        return self._inner.label
-
-    @property
-    def status(self) -> str:
-        """``running | idle | ready`` (``ready``: settled, resumes on the next ``send``)."""
-        return self._inner.status
+        self._service = inner._service
+        self.id = inner.id
+        self.label = inner.label
 
     def send(self, message: str) -> str:
         """Queue ``message`` as the child's next turn; the message id."""
@@ -404,15 +365,9 @@ class Child:
         """Block until the child is settled (or ``timeout`` seconds pass); the closing text of its last
         activation, or None when it has none."""
         _check_timeout(timeout)
-        with waiting(f"waiting for {self.id}", status=lambda: self._inner.status):
+        with waiting(f"waiting for {self.id}", status=lambda: self.status):
             return self._hub._call(self._inner.wait, timeout)
 
     def transcript(self):
         """DataFrame of the child's log (see ``Hub.transcript``)."""
         return self._hub.transcript(self.id)
-
-    def __repr__(self) -> str:
-        return f"Child({self.id} [{self.status}] \u2014 {self.label})"
-
-    def _repr_html_(self) -> str:
-        return item_html("toh-child", self.id, self.status, self.label)

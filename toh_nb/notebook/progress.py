@@ -26,6 +26,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from .display import format_elapsed
+
 __all__ = ["in_notebook", "waiting", "ProgressLine", "QuietLine"]
 
 
@@ -43,13 +45,6 @@ def in_notebook() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _elapsed(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes} min {rest:02d} s"
 
 
 class QuietLine:
@@ -94,7 +89,7 @@ class ProgressLine:
     def _render(self) -> None:
         import html
 
-        parts = [self.description, _elapsed(time.monotonic() - self._started)]
+        parts = [self.description, format_elapsed(time.monotonic() - self._started)]
         if self.text:
             parts.append(self.text)
         self.label.value = f"<span style='color:#555'>{html.escape(' · '.join(parts))}</span>"

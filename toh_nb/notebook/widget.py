@@ -37,19 +37,10 @@ import ipywidgets as widgets
 
 from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
+from ..results import STATUS_COLOURS
+from .display import format_elapsed
 from .tables import transcript_frame
 
-STATUS_COLOURS = {
-    "running": "#1565c0",
-    "idle": "#6d4c41",
-    "ready": "#2e7d32",
-    "finished": "#616161",
-    "completed": "#2e7d32",
-    "stopping": "#ef6c00",
-    "killed": "#ef6c00",
-    "failed": "#c62828",
-    "corrupt": "#c62828",
-}
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
 HEARTBEAT = 1.0  # seconds between refreshes while something runs, so elapsed times keep moving
 
@@ -93,15 +84,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return ""
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, seconds = divmod(int(value), 60)
-    return f"{minutes} min {seconds:02d} s"
 
 
 def _badge(status: str) -> str:
@@ -220,14 +202,14 @@ class TreeNode:
                 parts.append(f"child {row['child_id']}")
             if row.get("detail"):
                 parts.append(str(row["detail"]))
-            parts.append(_seconds(row.get("elapsed_s")))
+            parts.append(format_elapsed(row.get("elapsed_s")))
             return (f"<b>{esc(row.get('label') or '')}</b> <code>{esc(self.id)}</code> {_badge(self.status)} "
                     f"<small style='color:#666'>{esc(' · '.join(p for p in parts if p))}</small>")
         label = row.get("label") or ("root (you)" if row.get("mode") == "root" else "")
         parts = [row.get("mode") or "agent", f"depth {row.get('depth', 0)}",
                  f"turns {row.get('turns', 0)}",
                  f"tokens {row.get('input_tokens', 0)} in / {row.get('output_tokens', 0)} out",
-                 _seconds(row.get("elapsed_s"))]
+                 format_elapsed(row.get("elapsed_s"))]
         if row.get("stop_reason") and row.get("stop_reason") != "completed":
             parts.append(f"last stop: {row['stop_reason']}")
         return (f"<b>{esc(label)}</b> <code>{esc(self.id)}</code> {_badge(self.status)} "
