@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import functools
 import inspect
 import sys
 import threading
@@ -229,25 +230,7 @@ class Portal:
             if self._closed:
                 future.set_exception(ClosedError("the toh_nb portal loop is stopping; the work was not started"))
                 return
-            try:
-                value = fn(*args)
-            except BaseException as error:
-                future.set_exception(error)
-                return
-            if not inspect.isawaitable(value):
-                future.set_result(value)
-                return
-            task = asyncio.ensure_future(value, loop=self.loop)
-
-            def done(task: asyncio.Future) -> None:
-                if task.cancelled():
-                    future.set_exception(ClosedError("the work was cancelled before it finished"))
-                elif task.exception() is not None:
-                    future.set_exception(task.exception())
-                else:
-                    future.set_result(task.result())
-
-            task.add_done_callback(done)
+            _start_into(future, self.loop, fn, args)
 
         try:
             self.loop.call_soon_threadsafe(start)
@@ -452,25 +435,7 @@ class KernelRunner:
     def submit(self, fn: Callable[..., Any], *args: Any) -> "concurrent.futures.Future":
         future: concurrent.futures.Future = concurrent.futures.Future()
         future.set_running_or_notify_cancel()
-        try:
-            value = fn(*args)
-        except BaseException as error:
-            future.set_exception(error)
-            return future
-        if not inspect.isawaitable(value):
-            future.set_result(value)
-            return future
-        task = asyncio.ensure_future(value, loop=self.loop)
-
-        def done(task: asyncio.Future) -> None:
-            if task.cancelled():
-                future.set_exception(ClosedError("the work was cancelled before it finished"))
-            elif task.exception() is not None:
-                future.set_exception(task.exception())
-            else:
-                future.set_result(task.result())
-
-        task.add_done_callback(done)
+        _start_into(future, self.loop, fn, args)
         return future
 
     def register_closer(self, key: int, closer: Callable[[], Any]) -> None:
@@ -484,3 +449,27 @@ class KernelRunner:
 
     def __repr__(self) -> str:
         return f"KernelRunner({'running' if self.running else 'stopped'})"
+
+
+def _start_into(future: "concurrent.futures.Future", loop: asyncio.AbstractEventLoop, fn: Callable[..., Any],
+                args: tuple) -> None:
+    """On the loop thread: call ``fn(*args)`` and settle ``future`` with its value, awaited if need be
+    (what both fire-and-forget ``submit`` paths share)."""
+    try:
+        value = fn(*args)
+    except BaseException as error:
+        future.set_exception(error)
+        return
+    if not inspect.isawaitable(value):
+        future.set_result(value)
+        return
+    asyncio.ensure_future(value, loop=loop).add_done_callback(functools.partial(_settle_future, future))
+
+
+def _settle_future(future: "concurrent.futures.Future", task: asyncio.Future) -> None:
+    if task.cancelled():
+        future.set_exception(ClosedError("the work was cancelled before it finished"))
+    elif task.exception() is not None:
+        future.set_exception(task.exception())
+    else:
+        future.set_result(task.result())
