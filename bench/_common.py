@@ -197,6 +197,46 @@ class RunDir:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
+def store_variant(args: Any, name: str) -> str | None:
+    """The figure's name for this run (``<name>_jsonl`` with ``--store``), or None after printing a
+    ``skipped`` figure when the JSONL store cannot be used."""
+    if args.store is None:
+        return name
+    name = f"{name}_jsonl"
+    reason = jsonl_unavailable()
+    if reason:
+        skipped(name, reason, args.json)
+        return None
+    return name
+
+
+async def warm_up(args: Any, engine: Callable[[str | None], Awaitable[Any]], floor: Callable[[], Awaitable[Any]]) -> None:
+    """One small unreported run of the engine (in a throw-away store directory) and of the floor."""
+    if args.no_warmup:
+        return
+    with RunDir(args.store) as d:
+        await engine(d)
+    await floor()
+
+
+async def in_run_dir(args: Any, engine: Callable[[str | None], Awaitable[dict]]) -> dict:
+    """Run the engine in a fresh store directory (when ``--store``) and add the bytes it left there."""
+    with RunDir(args.store, args.keep) as d:
+        out = await engine(d)
+        out["store_bytes"] = dir_bytes(d)
+    return out
+
+
+def store_fields(args: Any, result: dict | None = None) -> dict:
+    """The fields a JSONL figure adds (store, fsync policy, bytes written)."""
+    if args.store is None:
+        return {}
+    fields = {"store": "jsonl", "fsync": args.fsync or "default"}
+    if result is not None:
+        fields["store_bytes"] = result["store_bytes"]
+    return fields
+
+
 def dir_bytes(path: str | None) -> int | None:
     if path is None:
         return None

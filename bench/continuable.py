@@ -109,30 +109,15 @@ async def floor(n: int) -> dict:
 
 async def main() -> None:
     args = c.parser(__doc__.splitlines()[0], [1000, 10000], store=True).parse_args()
-    name = "continuable"
-    if args.store is not None:
-        name = "continuable_jsonl"
-        reason = c.jsonl_unavailable()
-        if reason:
-            c.skipped(name, reason, args.json)
-            return
-    if not args.no_warmup:
-        with c.RunDir(args.store) as d:
-            await engine(20, d, args.fsync)
-        await floor(20)
+    name = c.store_variant(args, "continuable")
+    if name is None:
+        return
+    await c.warm_up(args, lambda d: engine(20, d, args.fsync), lambda: floor(20))
     for n in args.n:
-        def once():
-            async def run():
-                with c.RunDir(args.store, args.keep) as d:
-                    out = await engine(n, d, args.fsync)
-                    out["store_bytes"] = c.dir_bytes(d)
-                return out
-            return run()
-        result = await c.best_of(args.repeat, once, key=lambda r: r["seconds"])
+        result = await c.best_of(args.repeat, lambda: c.in_run_dir(args, lambda d: engine(n, d, args.fsync)),
+                                 key=lambda r: r["seconds"])
         base = await c.best_of(args.repeat, lambda: floor(n), key=lambda r: r["seconds"])
-        extra = {}
-        if args.store is not None:
-            extra = {"store": "jsonl", "fsync": args.fsync or "default", "store_bytes": result["store_bytes"]}
+        extra = c.store_fields(args, result)
         c.emit(c.figure(name, n, result["seconds"], base["seconds"], ops=n * (1 + MESSAGES),
                         phases={k: round(v, 6) for k, v in result["phases"].items()},
                         floor_phases={k: round(v, 6) for k, v in base["phases"].items()}, **extra), args.json)

@@ -96,17 +96,10 @@ async def _floor(n: int, *, trace: bool) -> dict:
 
 async def main() -> None:
     args = c.parser(__doc__.splitlines()[0], [1000, 10000], store=True).parse_args()
-    name = "memory"
-    if args.store is not None:
-        name = "memory_jsonl"
-        reason = c.jsonl_unavailable()
-        if reason:
-            c.skipped(name, reason, args.json)
-            return
-    if not args.no_warmup:
-        with c.RunDir(args.store) as d:
-            await _children(20, d, args.fsync, trace=False)
-        await _floor(20, trace=False)
+    name = c.store_variant(args, "memory")
+    if name is None:
+        return
+    await c.warm_up(args, lambda d: _children(20, d, args.fsync, trace=False), lambda: _floor(20, trace=False))
     for n in args.n:
         with c.RunDir(args.store, args.keep) as d:
             plain = await _children(n, d, args.fsync, trace=False)
@@ -129,8 +122,7 @@ async def main() -> None:
                        ratio=round(per_child / floor_per_child, 1) if floor_per_child else None,
                        target_bytes_per_child=TARGET_BYTES, meets_target=worst <= TARGET_BYTES,
                        top_sites=traced["top_sites"])
-        if args.store is not None:
-            fig.update(store="jsonl", fsync=args.fsync or "default")
+        fig.update(c.store_fields(args))
         c.emit(fig, args.json)
 
 

@@ -63,33 +63,16 @@ async def floor(n: int) -> float:
 
 async def main() -> None:
     args = c.parser(__doc__.splitlines()[0], [1000, 10000], store=True).parse_args()
-    name = "sequential"
-    target = TARGET_MEMORY
-    if args.store is not None:
-        name, target = "sequential_jsonl", TARGET_JSONL
-        reason = c.jsonl_unavailable()
-        if reason:
-            c.skipped(name, reason, args.json)
-            return
-    if not args.no_warmup:
-        with c.RunDir(args.store) as d:
-            await engine(20, d, args.fsync)
-        await floor(20)
+    name = c.store_variant(args, "sequential")
+    if name is None:
+        return
+    target = TARGET_MEMORY if args.store is None else TARGET_JSONL
+    await c.warm_up(args, lambda d: engine(20, d, args.fsync), lambda: floor(20))
     for n in args.n:
-        def once():
-            async def run():
-                with c.RunDir(args.store, args.keep) as d:
-                    out = await engine(n, d, args.fsync)
-                    out["store_bytes"] = c.dir_bytes(d)
-                return out
-            return run()
-        result = await c.best_of(args.repeat, once, key=lambda r: r["seconds"])
+        result = await c.best_of(args.repeat, lambda: c.in_run_dir(args, lambda d: engine(n, d, args.fsync)),
+                                 key=lambda r: r["seconds"])
         floor_seconds = await c.best_of(args.repeat, lambda: floor(n))
-        extra = {"close_seconds": round(result["close_seconds"], 6)}
-        if args.store is not None:
-            extra["store"] = "jsonl"
-            extra["fsync"] = args.fsync or "default"
-            extra["store_bytes"] = result["store_bytes"]
+        extra = {"close_seconds": round(result["close_seconds"], 6), **c.store_fields(args, result)}
         c.emit(c.figure(name, n, result["seconds"], floor_seconds, target=target, **extra), args.json)
 
 
