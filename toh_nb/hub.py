@@ -180,30 +180,34 @@ class AsyncHub:
             raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
         store_options = {"fsync": fsync} if fsync is not None else {}
         self._store = open_store(store, **store_options)
-        self._ids = IdSource(ids)
-        self._ids.skip_past(h.id for h in self._store.headers())
-        runtime = Runtime(model=model, store=self._store, ids=self._ids,
-                          max_parallel_tool_calls=max_parallel_tool_calls)
-        self.runtime = runtime
-        self._jobs = JobRegistry(runtime, max_per_owner=max_jobs_per_owner)
-        self._service = SubagentService(runtime, report_delivery=report_delivery)
-        self._service.register_provider(SpawnProvider())
-        self._service.register_provider(ForkProvider())
-        self._service.report_tool = make_report_tool(self._service)
-        configs = delegation_tools if delegation_tools is not None else [
-            {"tool_name": "subagent", "provider": "spawn", "background_mode": background_mode,
-             "max_depth": max_depth}]
-        for config in configs:
-            if not isinstance(config, dict):
-                raise UsageError("delegation_tools takes a list of dicts of subagent tool settings")
-            runtime.tools.add(make_subagent_tool(self._service, self._jobs, **config))
-        for tool in make_job_tools(self._jobs):
-            runtime.tools.add(tool)
-        for tool in make_control_tools(self._service):
-            runtime.tools.add(tool)
-        for item in tools:
-            runtime.tools.add(item if isinstance(item, Tool) else tool_from_function(item))
-        self._root = self._make_root(root_id)
+        try:
+            self._ids = IdSource(ids)
+            self._ids.skip_past(h.id for h in self._store.headers())
+            runtime = Runtime(model=model, store=self._store, ids=self._ids,
+                              max_parallel_tool_calls=max_parallel_tool_calls)
+            self.runtime = runtime
+            self._jobs = JobRegistry(runtime, max_per_owner=max_jobs_per_owner)
+            self._service = SubagentService(runtime, report_delivery=report_delivery)
+            self._service.register_provider(SpawnProvider())
+            self._service.register_provider(ForkProvider())
+            self._service.report_tool = make_report_tool(self._service)
+            configs = delegation_tools if delegation_tools is not None else [
+                {"tool_name": "subagent", "provider": "spawn", "background_mode": background_mode,
+                 "max_depth": max_depth}]
+            for config in configs:
+                if not isinstance(config, dict):
+                    raise UsageError("delegation_tools takes a list of dicts of subagent tool settings")
+                runtime.tools.add(make_subagent_tool(self._service, self._jobs, **config))
+            for tool in make_job_tools(self._jobs):
+                runtime.tools.add(tool)
+            for tool in make_control_tools(self._service):
+                runtime.tools.add(tool)
+            for item in tools:
+                runtime.tools.add(item if isinstance(item, Tool) else tool_from_function(item))
+            self._root = self._make_root(root_id)
+        except BaseException:
+            self._store.close()  # a refused configuration must not keep the store's lock
+            raise
         self._closed = False
 
     def _make_root(self, root_id: str | None) -> Any:
