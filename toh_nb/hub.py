@@ -26,13 +26,13 @@ from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, las
 from .core.tools import Tool, ToolContext, ToolResult, dispatch, tool_from_function
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
-from .results import RunResult, item_html, run_result
+from .results import AgentListing, RunResult, item_html, run_result
 from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
 from .store import open_store
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
-from .subagents.service import AgentList, StartRequest, SubagentService, repair_tail, validate_max_depth, validate_tool_filter
+from .subagents.service import StartRequest, SubagentService, repair_tail, validate_max_depth, validate_tool_filter
 from .subagents.tool import background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"
@@ -362,12 +362,13 @@ class AsyncHub:
                 return text_of(event.message.content) or None
         return None
 
-    def list_agents(self, scope: str = "children") -> AgentList:
+    def list_agents(self, scope: str = "children") -> AgentListing:
+        """The root's continuable children; ``str()`` is exactly the ``list_agents`` tool text."""
         self._check_open()
         if scope == "children":
-            return self._service.list_children(self._root.id)
+            return AgentListing(self._service.list_children(self._root.id))
         if scope == "descendants":
-            return self._service.list_descendants(self._root.id)
+            return AgentListing(self._service.list_descendants(self._root.id))
         raise UsageError(f'scope must be "children" or "descendants", got {scope!r}')
 
     async def call_tool(self, name: str, **arguments: Any) -> ToolResult:

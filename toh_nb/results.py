@@ -9,9 +9,12 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
+from typing import Any
+
 from .core.content import Usage, text_of
 
 from .subagents.service import EPOCH_TURN_TO_STOP as TURN_TO_STOP  # a root turn maps like an epoch
+from .subagents.service import AgentList
 
 
 STATUS_COLOURS = {
@@ -80,3 +83,32 @@ def run_result(outcome, agent_id: str, label: str | None = None) -> RunResult:
         diagnostic = outcome.error
         usage = outcome.usage
     return RunResult(text_of(outcome.output), list(outcome.output), stop, agent_id, usage, diagnostic, label)
+
+
+class AgentListing(AgentList):
+    """``hub.list_agents()``: the engine's entries; ``str()`` and ``repr()`` are exactly the
+    ``list_agents`` tool text, and the notebook shows an HTML table."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<div class='toh-agents'><i>(no subagents)</i></div>"
+        rows = []
+        for entry in self:
+            if entry.kind == "diagnostic":
+                status = f"<i>diagnostic: {html.escape(entry.reason or '')}</i>"
+            else:
+                status = status_badge(entry.status)
+            parent = html.escape(entry.parent or "") if entry.descendants_form else ""
+            depth = "" if entry.depth is None or not entry.descendants_form else str(entry.depth)
+            indent = "&nbsp;&nbsp;" * max(0, (entry.depth or 1) - 1) if entry.descendants_form else ""
+            rows.append(f"<tr><td style='text-align:left'>{indent}<code>{html.escape(entry.id)}</code></td>"
+                        f"<td>{status}</td><td style='text-align:left'>{html.escape(entry.label or '')}</td>"
+                        f"<td>{parent}</td><td>{depth}</td></tr>")
+        return ("<table class='toh-agents'><thead><tr><th>id</th><th>status</th><th>label</th><th>parent</th>"
+                f"<th>depth</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
