@@ -21,7 +21,6 @@ system prompts, which are part of every recorded request).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys

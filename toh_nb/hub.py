@@ -16,7 +16,7 @@ import asyncio
 import html
 import math
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
 from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, TohError, UsageError
@@ -32,7 +32,7 @@ from .store import open_store
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
-from .subagents.service import StartRequest, SubagentService, repair_tail, validate_max_depth, validate_tool_filter
+from .subagents.service import StartRequest, repair_tail, validate_max_depth, validate_tool_filter
 from .subagents.tool import background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"

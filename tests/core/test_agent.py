@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pydantic
-import pytest
 
 from toh_nb.core.content import Source, ToolCall, Usage, user_message
 from toh_nb.core.tools import STRICT, Tool

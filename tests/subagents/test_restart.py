@@ -97,3 +97,44 @@ def test_corrupt_child_log_lists_as_a_diagnostic(tmp_path):
             assert result.text == f'Error: subagent "{kid.id}" is unavailable'
 
     asyncio.run(main())
+
+
+def test_a_turn_cut_by_a_crash_is_closed_before_resuming(tmp_path):
+    """A log whose last turn never ended (the process died mid-tool-call) resumes with a valid history."""
+    from toh_nb.core.content import Message, ToolCallBlock, user_message
+    from toh_nb.core.session import ASSISTANT_MESSAGE, TOOL_CALL, TURN_START, USER_MESSAGE
+
+    async def first():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
+            kid = await hub.start("t", label="kid")
+            await settled(hub)
+            # what a crash mid-turn leaves behind: a turn with an assistant message, one dispatched call
+            session = hub._store.open(kid.id)
+            session.append(TURN_START, turn=2)
+            session.append(USER_MESSAGE, turn=2, message=user_message("crash now"))
+            session.append(ASSISTANT_MESSAGE, turn=2, message=Message("assistant", [
+                ToolCallBlock("c1", "job_list", {}), ToolCallBlock("c2", "job_list", {})]))
+            session.append(TOOL_CALL, turn=2, data={"call_id": "c1", "name": "job_list", "arguments": {}})
+            return kid.id
+
+    seen = {}
+
+    def model(req):
+        seen["roles"] = [m.role for m in req.messages]
+        seen["results"] = [m.text for m in req.messages if m.role == "tool"]
+        return "resumed"
+
+    async def second(child_id):
+        async with tn.AsyncHub(tn.FunctionModel(model), store=str(tmp_path), ids="sequential") as hub:
+            await hub.send(child_id, "go on")
+            await settled(hub)
+            ends = [e.data["reason"] for e in hub._store.open(child_id).events if e.kind == "turn/end"]
+            return ends
+
+    child_id = asyncio.run(first())
+    ends = asyncio.run(second(child_id))
+    assert ends == ["completed", "interrupted", "completed"]
+    assert seen["roles"] == ["user", "assistant", "user", "assistant", "tool", "tool", "user"]
+    assert seen["results"] == [
+        "Error: the session ended before this tool call finished; its outcome is unknown",
+        "Error: tool call aborted before dispatch"]

@@ -15,7 +15,7 @@ import functools
 import inspect
 import typing
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import pydantic
 

@@ -8,7 +8,7 @@ needs no Jupyter); this module adds what only live displays need.
 
 from __future__ import annotations
 
-from ..results import AgentListing, item_html, status_badge  # noqa: F401  (re-exported for the facade)
+from ..results import AgentListing  # noqa: F401  (re-exported: the facade and its tests name it here)
 
 
 def format_elapsed(seconds: float | None) -> str:

@@ -39,7 +39,7 @@ from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, _check_t
 from ..results import RunResult
 from ..subagents.service import validate_tool_filter
 from . import portal as portals
-from .display import AgentListing, item_html
+from ..results import AgentListing
 from .progress import waiting
 from .tables import agents_frame, events_frame, jobs_frame, transcript_frame
 

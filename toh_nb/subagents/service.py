@@ -18,15 +18,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from ..core.agent import Agent, TurnOutcome
-from ..core.content import USER_SOURCE, Message, bound, Source, Text, relay_source, text_of, user_message
-from ..core.errors import SubagentDepthError, SubagentError, StoreError, UsageError
+from ..core.content import (USER_SOURCE, Message, Source, Text, ToolResultBlock, bound, relay_source, text_of,
+                            user_message)
+from ..core.errors import StoreError, SubagentDepthError, SubagentError, UsageError
 from ..core.runtime import Runtime, RuntimeObserver
-from ..core.session import (DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Event, SessionHeader,
+from ..core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Event,
+                            SessionHeader,
                             conversation_of, last_turn_number)
-from ..core.content import ToolResultBlock
+from ..core.tools import ABORTED_BEFORE_DISPATCH
 from . import descriptor as descriptors
 from . import texts
 
@@ -711,6 +713,9 @@ class SubagentService(RuntimeObserver):
                 self._settle(act)
 
 
+UNKNOWN_OUTCOME = "Error: the session ended before this tool call finished; its outcome is unknown"
+
+
 def repair_tail(session: Any) -> None:
     """Close a turn a crash left open: results for unanswered calls, then ``turn/end interrupted``."""
     events = session.events
@@ -723,11 +728,16 @@ def repair_tail(session: Any) -> None:
             break
     if open_turn is None:
         return
-    answered = {e.message.tool_call_id for e in events if e.kind == TOOL_RESULT and e.turn == open_turn}
-    for event in [e for e in events if e.kind == TOOL_CALL and e.turn == open_turn]:
-        call_id = event.data["call_id"]
-        if call_id not in answered:
-            session.append(TOOL_RESULT, turn=open_turn, message=Message("tool", [ToolResultBlock(
-                call_id, event.data["name"], "Error: the session ended before this tool call finished; its outcome is unknown",
-                True)]))
+    turn_events = [e for e in events if e.turn == open_turn]
+    answered = {e.message.tool_call_id for e in turn_events if e.kind == TOOL_RESULT}
+    dispatched = {e.data["call_id"] for e in turn_events if e.kind == TOOL_CALL}
+    # every call the model asked for gets a result, so the conversation stays valid for the next model
+    for event in turn_events:
+        if event.kind != ASSISTANT_MESSAGE:
+            continue
+        for block in event.message.content:
+            if block.type == "tool-call" and block.id not in answered:
+                text = (UNKNOWN_OUTCOME if block.id in dispatched else f"Error: {ABORTED_BEFORE_DISPATCH}")
+                session.append(TOOL_RESULT, turn=open_turn,
+                               message=Message("tool", [ToolResultBlock(block.id, block.name, text, True)]))
     session.append(TURN_END, turn=open_turn, data={"reason": "interrupted"})
