@@ -410,7 +410,9 @@ def test_one_writer_per_directory_and_read_only_alongside(store_dir):
         JsonlStore(store_dir)
     assert str(caught.value) == (
         f"store directory {store_dir} is in use by another hub (pid {os.getpid()}, this process); open it "
-        f"read-only with JsonlStore({str(store_dir)!r}, read_only=True) or close the other hub")
+        f"read-only with JsonlStore({str(store_dir)!r}, read_only=True) or close the other hub first "
+        "(hub.close(); in a notebook, re-running `hub = tn.Hub(store=...)` needs the previous hub closed, "
+        "which `with tn.Hub(store=...) as hub:` does for you)")
 
     reader = JsonlStore(store_dir, read_only=True)
     assert [h.id for h in reader.headers()] == ["agent-1"]

@@ -344,11 +344,17 @@ class JsonlStore:
             os.close(fd)
             if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise StoreError(f"cannot lock store directory {self.directory}: {error}") from error
+            remedy = "close the other hub"
             if holder == str(os.getpid()):
                 holder += ", this process"
+                # the usual way here: re-running a notebook cell `hub = tn.Hub(store=...)` while the
+                # previous hub, still assigned to `hub`, holds the directory
+                remedy = ("close the other hub first (hub.close(); in a notebook, re-running "
+                          "`hub = tn.Hub(store=...)` needs the previous hub closed, which "
+                          "`with tn.Hub(store=...) as hub:` does for you)")
             raise StoreError(
                 f"store directory {self.directory} is in use by another hub (pid {holder}); open it "
-                f"read-only with JsonlStore({self.directory!r}, read_only=True) or close the other hub"
+                f"read-only with JsonlStore({self.directory!r}, read_only=True) or {remedy}"
             ) from None
         try:
             os.ftruncate(fd, 0)
