@@ -250,3 +250,15 @@ class ChatServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def delegation_reply(body: dict) -> Reply:
+    """A two-agent script: the root delegates "add 2+2" through `subagent`, the child answers 4, the
+    root reports what the child said (used by the hub delegation tests of the adapter and recordings)."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return text(f"child said: {last['content']}")
+    if "add 2+2" in (last.get("content") or ""):
+        return text("4")
+    return tool_calls([("call_sub", "subagent", {"description": "sum", "prompt": "add 2+2"})])
+

@@ -8,7 +8,6 @@ that the API key never leaks into repr or error messages.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import time
 
@@ -17,12 +16,11 @@ import pytest
 from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock, user_message
 from toh_nb.core.errors import ModelError
 from toh_nb.models.base import ModelRequest, ModelResponse, ToolSpec
+from toh_nb.hub import AsyncHub
 from toh_nb.models.openai_chat import OpenAIChatModel
 
-try:
-    from .chat_server import ChatServer, error, hang, raw, stream_text, stream_tool_calls, text, tool_calls
-except ImportError:  # tests/ is not a package: pytest put this directory on sys.path
-    from chat_server import ChatServer, error, hang, raw, stream_text, stream_tool_calls, text, tool_calls
+from .chat_server import (ChatServer, delegation_reply, error, hang, raw, stream_text, stream_tool_calls, text,
+                          tool_calls)
 
 KEY = "sk-test-SECRET-0123456789"
 SEARCH = ToolSpec("search", "Search the web", {"type": "object", "properties": {"q": {"type": "string"}},
@@ -413,28 +411,10 @@ def test_given_client_is_used(server):
 # -- a real delegation through the engine ------------------------------------------------------------
 
 
-def _async_hub():
-    try:
-        module = importlib.import_module("toh_nb.hub")
-    except ImportError:
-        return None
-    return getattr(module, "AsyncHub", None)
-
-
 def test_delegation_through_the_hub(server):
-    AsyncHub = _async_hub()
-    if AsyncHub is None:
-        pytest.skip("toh_nb.hub.AsyncHub does not exist yet")
 
-    def respond(body):
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return text(f"child said: {last['content']}")
-        if "add 2+2" in (last.get("content") or ""):
-            return text("4")
-        return tool_calls([("call_sub", "subagent", {"description": "sum", "prompt": "add 2+2"})])
 
-    server.responder = respond
+    server.responder = delegation_reply
     model = make(server)
 
     async def go():

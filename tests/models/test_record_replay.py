@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import uuid
 
@@ -12,13 +11,11 @@ import pytest
 from toh_nb.core.content import Message, Source, ToolCallBlock, ToolResultBlock, user_message
 from toh_nb.core.errors import ModelError, ReplayMissError, UsageError
 from toh_nb.models.base import ModelRequest, ModelResponse, ToolSpec
+from toh_nb.hub import AsyncHub
 from toh_nb.models.openai_chat import OpenAIChatModel
 from toh_nb.models.record import RecordingModel, ReplayModel, canonical_request, request_digest
 
-try:
-    from .chat_server import ChatServer, stream_text, text, tool_calls
-except ImportError:  # tests/ is not a package: pytest put this directory on sys.path
-    from chat_server import ChatServer, stream_text, text, tool_calls
+from .chat_server import ChatServer, delegation_reply, stream_text, text, tool_calls
 
 KEY = "sk-record-SECRET-987654321"
 SEARCH = ToolSpec("search", "Search", {"type": "object", "properties": {"q": {"type": "string"}}})
@@ -228,35 +225,17 @@ def test_repr_hides_the_key(tmp_path):
 # -- through the engine ----------------------------------------------------------------------------
 
 
-def _async_hub():
-    try:
-        module = importlib.import_module("toh_nb.hub")
-    except ImportError:
-        return None
-    return getattr(module, "AsyncHub", None)
-
-
 @pytest.mark.parametrize("ids", ["sequential", "uuid"])
 def test_record_a_delegation_then_replay_it_through_the_hub(tmp_path, ids):
-    AsyncHub = _async_hub()
-    if AsyncHub is None:
-        pytest.skip("toh_nb.hub.AsyncHub does not exist yet")
     path = tmp_path / "delegation.jsonl"
 
-    def respond(body):
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return text(f"child said: {last['content']}")
-        if "add 2+2" in (last.get("content") or ""):
-            return text("4")
-        return tool_calls([("call_sub", "subagent", {"description": "sum", "prompt": "add 2+2"})])
 
     async def run(model):
         async with AsyncHub(model=model, ids=ids) as hub:
             return await hub.run("What is 2+2? Delegate it.")
 
     with ChatServer() as server:
-        server.responder = respond
+        server.responder = delegation_reply
         live = OpenAIChatModel("test-model", server.url, api_key=KEY, backoff=0.01, timeout=2)
         recorded = asyncio.run(run(RecordingModel(live, path)))
         assert len(server.requests) == 3
