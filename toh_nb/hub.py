@@ -175,7 +175,7 @@ class AsyncHub:
             model = DemoModel()
         if not hasattr(model, "request"):
             raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
-        self._max_depth = validate_max_depth(max_depth) if max_depth != "provider-managed" else None
+        self._max_depth = validate_max_depth(max_depth)  # None: "provider-managed", no cap
         if background_mode not in ("one-shot", "continuable"):
             raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
         store_options = {"fsync": fsync} if fsync is not None else {}
