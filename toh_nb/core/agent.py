@@ -52,8 +52,8 @@ class Agent:
 
     __slots__ = (
         "id", "runtime", "session", "label", "depth", "parent", "model", "max_tokens", "system", "tools",
-        "tool_specs", "mode", "path", "status", "usage", "turns", "started", "last_reason", "disposed",
-        "max_parallel_tool_calls", "extra", "pre_turn", "_next_turn", "_next_step", "_steer_pending",
+        "tool_specs", "mode", "path", "status", "usage", "turns", "started", "disposed",
+        "max_parallel_tool_calls", "pre_turn", "_next_turn", "_next_step", "_steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "_conversation", "_waiters",
         "_turn_waiters", "__weakref__",
     )
@@ -83,9 +83,7 @@ class Agent:
         self.usage = Usage()
         self.turns = turns
         self.started = time.time()
-        self.last_reason: str | None = None
         self.disposed = False
-        self.extra: dict = {}
         #: called once at the start of the next turn, before its input is logged (one-shot descriptor)
         self.pre_turn: Callable[["Agent"], None] | None = None
         self._next_turn: deque[Message] = deque()
@@ -281,7 +279,6 @@ class Agent:
             data["error"] = error
         if reason == "aborted" and self._cancel_cause:
             data["cause"] = self._cancel_cause
-        self.last_reason = reason
         self.session.append(TURN_END, turn=turn, data=data)
         outcome = TurnOutcome(turn, reason, error, list(output), usage)
         if waiter is not None and not waiter.done():
@@ -332,19 +329,19 @@ class Agent:
         first_event = len(self.session.events)
         try:
             while index < total:
-                call, tool, args, ready = prepared[index]
-                if ready is not None or not tool.is_safe(args) or index + 1 >= total or not _next_safe(prepared, index + 1):
-                    # a single call (or a barrier): run it inline, no task needed
-                    self._log_call(turn, call)
-                    result = ready if ready is not None else await self._invoke(tool, call, args)
-                    self._commit(turn, call, result)
-                    index += 1
-                    continue
                 end = index
-                while end < total and prepared[end][3] is None and prepared[end][1].is_safe(prepared[end][2]):
+                while end < total and _pool_safe(prepared[end]):
                     end += 1
-                await self._run_pool(turn, prepared[index:end])
-                index = end
+                if end - index > 1:
+                    await self._run_pool(turn, prepared[index:end])
+                    index = end
+                    continue
+                # a single call (or a barrier, or a refused call): run it inline, no task needed
+                call, tool, args, ready = prepared[index]
+                self._log_call(turn, call)
+                result = ready if ready is not None else await self._invoke(tool, call, args)
+                self._commit(turn, call, result)
+                index += 1
         except asyncio.CancelledError:
             # calls that never started leave a balanced log: an error result, no audit call event
             committed = {e.message.tool_call_id for e in self.session.events[first_event:]
@@ -416,6 +413,7 @@ class Agent:
         return f"Agent({self.id!r}, label={self.label!r}, status={self.status})"
 
 
-def _next_safe(prepared: list, position: int) -> bool:
-    call, tool, args, ready = prepared[position]
+def _pool_safe(entry: tuple) -> bool:
+    """A prepared call may join the parallel pool: it validated and its tool calls it concurrency-safe."""
+    call, tool, args, ready = entry
     return ready is None and tool.is_safe(args)
