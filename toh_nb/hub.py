@@ -23,7 +23,7 @@ from .core.errors import ClosedError, TohError, UsageError
 from .core.ids import IdSource, is_valid_id
 from .core.runtime import Runtime
 from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number
-from .core.tools import Tool, ToolContext, ToolResult, dispatch, tool_from_function
+from .core.tools import FunctionTool, Tool, ToolContext, ToolResult, dispatch
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
 from .results import AgentListing, RunResult, item_html, run_result
@@ -203,7 +203,7 @@ class AsyncHub:
             for tool in make_control_tools(self._service):
                 runtime.tools.add(tool)
             for item in tools:
-                runtime.tools.add(item if isinstance(item, Tool) else tool_from_function(item))
+                runtime.tools.add(item if isinstance(item, Tool) else FunctionTool(item))
             self._root = self._make_root(root_id)
         except BaseException:
             self._store.close()  # a refused configuration must not keep the store's lock

@@ -21,12 +21,10 @@ EVENT_COLUMNS = ["time", "kind", "id", "parent", "label", "provider", "mode", "r
                  "status", "detail"]
 
 
-def job_rows(jobs: Any, owner: Any = None) -> list[dict]:
+def job_rows(jobs: Any) -> list[dict]:
     now = time.time()
     rows = []
     for job in jobs.jobs.values():
-        if owner is not None and job.owner is not owner and job.owner_id != getattr(owner, "id", owner):
-            continue
         rows.append({"id": job.id, "label": job.label, "status": job.status, "detail": job.detail,
                      "owner": job.owner_id, "started": job.started, "finished": job.finished,
                      "elapsed_s": (job.finished or now) - job.started})
@@ -37,7 +35,7 @@ def _fold(session: Any) -> tuple[int, int, int, str | None, float | None]:
     """(turns, input tokens, output tokens, last turn-end reason, last event time) of one log."""
     turns = inp = out = 0
     reason = None
-    for event in session.events[session.header.seed_length:]:
+    for event in session.own_events():
         kind = event.kind
         if kind == TURN_START:
             turns += 1

@@ -156,9 +156,9 @@ class MessagesView(Sequence):
 
     __slots__ = ("_items", "_length")
 
-    def __init__(self, items: list, length: int | None = None) -> None:
+    def __init__(self, items: list) -> None:
         self._items = items
-        self._length = len(items) if length is None else length
+        self._length = len(items)
 
     def __len__(self) -> int:
         return self._length

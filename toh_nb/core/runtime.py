@@ -87,7 +87,6 @@ class Runtime:
         self.observers: list[Any] = []
         self.status_listeners: list[Callable[[Agent], Any]] = []
         self.closed = False
-        self.services: dict[str, Any] = {}
         self._views: dict[tuple, tuple[dict, list, str]] = {}
         self._views_version = -1
 

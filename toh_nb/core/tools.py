@@ -283,11 +283,6 @@ class FunctionTool(Tool):
         self.function = fn
 
 
-def tool_from_function(fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                       concurrency_safe: bool = False) -> Tool:
-    return FunctionTool(fn, name, description, concurrency_safe=concurrency_safe)
-
-
 # User functions get the usual JSON coercions a model needs (ints for floats), but no extra keys.
 STRICT_LAX_NUMBERS = pydantic.ConfigDict(extra="forbid")
 

@@ -269,6 +269,3 @@ class JobRegistry(RuntimeObserver):
         tasks.extend(self._cleanups)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    def active_count(self, owner: Any) -> int:
-        return len(self._active.get(owner, ()))

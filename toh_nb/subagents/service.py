@@ -81,10 +81,6 @@ class SubagentRun:
         self.cancelled = False
 
     @property
-    def local_agent(self) -> Agent | None:
-        return self.agent
-
-    @property
     def result(self) -> "asyncio.Future[SubagentResult]":
         # shielded: a caller being cancelled must not cancel the run's own bookkeeping
         return asyncio.shield(self._result)
@@ -213,7 +209,7 @@ def validate_tool_filter(tool_filter: Any) -> dict | None:
 
 
 class SubagentService(RuntimeObserver):
-    """``runtime.services["subagents"]``. All methods run on the runtime's event loop."""
+    """The subagent service of one runtime. All methods run on the runtime's event loop."""
 
     def __init__(self, runtime: Runtime, *, report_delivery: str = "next-step") -> None:
         if report_delivery not in ("next-step", "quiet"):
@@ -233,7 +229,6 @@ class SubagentService(RuntimeObserver):
         #: descriptor can only name a model, and a restart falls back to the hub's model)
         self._models: dict[str, Any] = {}
         runtime.observers.append(self)
-        runtime.services["subagents"] = self
 
     # -- providers -----------------------------------------------------------------------------
 
@@ -470,7 +465,7 @@ class SubagentService(RuntimeObserver):
         if header.parent_session != parent.id:
             raise SubagentError(texts.other_parent(child_id), "UNAUTHORIZED")
         try:
-            record = descriptors.first_in(session.events[header.seed_length:])
+            record = descriptors.first_in(session.own_events())
         except descriptors.DescriptorError as error:
             raise SubagentError(str(error), "NOT_RESUMABLE") from None
         if record is None or record.get("mode") != "continuable":
