@@ -18,6 +18,7 @@ import math
 import time
 from typing import Any, Sequence
 
+from .core.checks import is_int_at_least
 from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, TohError, UsageError
 from .core.ids import IdSource, is_valid_id
@@ -284,7 +285,7 @@ class AsyncHub:
                 raise UsageError(f"model must have an async request() method, got {type(model).__name__}")
             options["model"] = model
         if max_tokens is not None:
-            if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            if not is_int_at_least(max_tokens, 1):
                 raise UsageError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
             options["max_tokens"] = max_tokens
         return StartRequest(prompt=prompt, parent=self._root, label=label or _default_label(prompt),

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable
 
 from ..models.base import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
+from .checks import is_int_at_least
 from .content import Message
 from .errors import ClosedError, UsageError
 from .ids import IdSource
@@ -73,8 +74,7 @@ class Runtime:
     def __init__(self, *, model: Any, store: Any, ids: IdSource,
                  max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
                  base_prompt: str = BASE_SYSTEM_PROMPT) -> None:
-        if isinstance(max_parallel_tool_calls, bool) or not isinstance(max_parallel_tool_calls, int) \
-                or max_parallel_tool_calls < 1:
+        if not is_int_at_least(max_parallel_tool_calls, 1):
             raise UsageError(f"max_parallel_tool_calls must be an integer >= 1, got {max_parallel_tool_calls!r}")
         self.model = model
         self.store = store

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from ..core.checks import is_int_at_least
 from ..core.content import Message, Source, Text, bound
 from ..core.errors import JobError, describe
 from ..core.runtime import RuntimeObserver
@@ -84,8 +85,7 @@ class JobRegistry(RuntimeObserver):
                  completion_delivery: str = "wakeup") -> None:
         if completion_delivery not in ("wakeup", "quiet"):
             raise JobError(f'completion_delivery must be "wakeup" or "quiet", got {completion_delivery!r}')
-        if isinstance(max_consecutive_wakes, bool) or not isinstance(max_consecutive_wakes, int) \
-                or max_consecutive_wakes < 1:
+        if not is_int_at_least(max_consecutive_wakes, 1):
             raise JobError(f"max_consecutive_wakes must be a positive integer, got {max_consecutive_wakes!r}")
         self.runtime = runtime
         self.max_per_owner = max_per_owner

@@ -34,12 +34,12 @@ import importlib.util
 import weakref
 from typing import Any, Sequence
 
+from ..core.checks import is_int_at_least
 from ..core.errors import ClosedError, UsageError
 from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, _check_text, _check_timeout
-from ..results import RunResult
+from ..results import AgentListing, RunResult
 from ..subagents.service import validate_tool_filter
 from . import portal as portals
-from ..results import AgentListing
 from .progress import waiting
 from .tables import agents_frame, events_frame, jobs_frame, transcript_frame
 
@@ -61,7 +61,7 @@ def _check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any
     validate_tool_filter(tool_filter)
     if model is not None and not hasattr(model, "request"):
         raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+    if max_tokens is not None and not is_int_at_least(max_tokens, 1):
         raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
     _check_text(provider, "provider")
 

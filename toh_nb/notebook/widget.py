@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 import ipywidgets as widgets
 
+from ..core.checks import is_int_at_least
 from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
 from ..results import STATUS_COLOURS
@@ -258,7 +259,7 @@ class AgentTree(widgets.VBox):
         facade, inner = _resolve_hub(hub)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
             raise UsageError(f"interval must be a positive number of seconds, got {interval!r}")
-        if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
+        if not is_int_at_least(max_nodes, 1):
             raise UsageError(f"max_nodes must be an integer >= 1, got {max_nodes!r}")
         self.summary = widgets.HTML()
         self.message = widgets.HTML()

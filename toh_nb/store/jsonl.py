@@ -60,6 +60,7 @@ import weakref
 from collections import OrderedDict
 from typing import Iterable
 
+from ..core.checks import is_int_at_least
 from ..core.errors import StoreError, UsageError
 from ..core.ids import is_valid_id
 from ..core.session import Event, Session, SessionHeader
@@ -272,7 +273,7 @@ class JsonlStore:
             raise UsageError(f'fsync must be "batch", "always" or "never", got {fsync!r}')
         if isinstance(batch_interval, bool) or not isinstance(batch_interval, (int, float)) or not batch_interval >= 0:
             raise UsageError(f"batch_interval must be a number of seconds >= 0, got {batch_interval!r}")
-        if isinstance(max_open, bool) or not isinstance(max_open, int) or max_open < 1:
+        if not is_int_at_least(max_open, 1):
             raise UsageError(f"max_open must be an integer >= 1, got {max_open!r}")
         if isinstance(directory, bytes):
             directory = os.fsdecode(directory)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..core.agent import Agent, TurnOutcome
+from ..core.checks import is_int_at_least
 from ..core.content import (USER_SOURCE, Message, Source, Text, ToolResultBlock, bound, relay_source, text_of,
                             user_message)
 from ..core.errors import StoreError, SubagentDepthError, SubagentError, UsageError
@@ -176,7 +177,7 @@ def validate_max_depth(max_depth: Any) -> int | None:
     """``int >= 0`` → the cap; ``"provider-managed"`` → ``None`` (no cap sent)."""
     if max_depth == "provider-managed":
         return None
-    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0 or max_depth > 2**53 - 1:
+    if not is_int_at_least(max_depth, 0) or max_depth > 2**53 - 1:
         raise UsageError(texts.MAX_DEPTH_INVALID)
     return max_depth
 

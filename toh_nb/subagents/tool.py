@@ -8,6 +8,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 import pydantic
 
+from ..core.checks import is_int_at_least
 from ..core.content import text_of
 from ..core.errors import UsageError, describe
 from ..core.tools import STRICT, Tool, ToolContext
@@ -36,7 +37,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         if not isinstance(agent_options, dict) or set(agent_options) - {"model", "max_tokens"}:
             raise UsageError("agent_options takes only 'model' and 'max_tokens'")
         max_tokens = agent_options.get("max_tokens")
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        if max_tokens is not None and not is_int_at_least(max_tokens, 1):
             raise UsageError(f"agent_options['max_tokens'] must be an integer >= 1, got {max_tokens!r}")
         agent_options = {k: v for k, v in agent_options.items() if v is not None} or None
     if persona is not None and not isinstance(persona, str):
