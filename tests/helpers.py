@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from toh_nb.core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START,
@@ -62,3 +63,14 @@ def render(session) -> list[str]:
 def seen_by_model(session) -> list[str]:
     """Only what the parent model receives: user messages and tool results, in order."""
     return [line for line in render(session) if line.startswith(("USER", "TOOL-RESULT"))]
+
+
+async def until(predicate, what: str = "condition", timeout: float = 2.0) -> None:
+    """Poll ``predicate`` on the running loop until it holds, failing after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.001)
+

@@ -10,7 +10,7 @@ import toh_nb as tn
 from toh_nb.core.content import ToolCall
 from toh_nb.core.errors import SubagentError, UsageError
 
-from ..helpers import render
+from ..helpers import render, until
 
 CONTINUABLE = [{"tool_name": "subagent", "provider": "spawn", "background_mode": "continuable"}]
 
@@ -18,14 +18,6 @@ CONTINUABLE = [{"tool_name": "subagent", "provider": "spawn", "background_mode":
 def user_texts(session, kinds=("coordinator", "user")):
     return [e.message.text for e in session.events
             if e.kind == "user/message" and e.message.source is not None and e.message.source.kind in kinds]
-
-
-async def until(predicate, what="condition"):
-    for _ in range(2000):
-        if predicate():
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def gated_model():

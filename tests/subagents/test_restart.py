@@ -7,6 +7,8 @@ import json
 
 import toh_nb as tn
 
+from ..helpers import until
+
 TOOLS = [{"tool_name": "subagent", "provider": "spawn", "background_mode": "continuable"}]
 
 
@@ -21,11 +23,7 @@ def model(req):
 
 
 async def settled(hub):
-    for _ in range(2000):
-        if not hub._service.activations and hub.root_agent.status == "idle":
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("did not settle")
+    await until(lambda: not hub._service.activations and hub.root_agent.status == "idle", "the tree to settle")
 
 
 def test_restart_round_trip(tmp_path):

@@ -7,7 +7,7 @@ import asyncio
 import toh_nb as tn
 from toh_nb.core.content import ToolCall
 
-from ..helpers import render, seen_by_model
+from ..helpers import render, seen_by_model, until
 
 TOOLS = [{"tool_name": "subagent", "provider": "spawn"},
          {"tool_name": "subagent_c", "provider": "spawn", "background_mode": "continuable"}]
@@ -17,14 +17,6 @@ def response(item):
     if isinstance(item, ToolCall):
         return tn.ModelResponse(tool_calls=[item])
     return item
-
-
-async def until(predicate, what):
-    for _ in range(1000):
-        if predicate():
-            return
-        await asyncio.sleep(0.002)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_continuable_transcript():

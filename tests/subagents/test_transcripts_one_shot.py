@@ -12,7 +12,7 @@ import asyncio
 import toh_nb as tn
 from toh_nb.core.content import ToolCall
 
-from ..helpers import render, seen_by_model
+from ..helpers import render, seen_by_model, until
 
 
 def hub_for(fn, **kwargs):
@@ -20,11 +20,8 @@ def hub_for(fn, **kwargs):
 
 
 async def settle(hub, turns):
-    for _ in range(500):
-        if hub.root_agent.turns >= turns and hub.root_agent.status == "idle":
-            return
-        await asyncio.sleep(0.002)
-    raise AssertionError(f"root did not reach turn {turns}")
+    root = hub.root_agent
+    await until(lambda: root.turns >= turns and root.status == "idle", f"root to reach turn {turns}", timeout=1.0)
 
 
 def test_foreground():
