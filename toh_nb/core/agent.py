@@ -30,8 +30,8 @@ from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock
 from .errors import ToolError
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
                       Session)
-from .tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, Tool, ToolContext, ToolResult, error_text,
-                    invoke, validate_arguments)
+from .tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, Tool, ToolAborted, ToolContext, ToolResult,
+                    error_text, invoke, validate_arguments)
 
 DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
 
@@ -355,9 +355,8 @@ class Agent:
         ctx = ToolContext(self, self.runtime, call.id)
         try:
             return await invoke(tool, ctx, args)
-        except asyncio.CancelledError:
-            if self._cancel_cause is not None:
-                self._commit(self.turns, call, ToolResult(error_text(ABORTED_DURING_CALL), True))
+        except asyncio.CancelledError as error:
+            self._commit(self.turns, call, _aborted_result(error))
             raise
 
     async def _run_pool(self, turn: int, group: list) -> None:
@@ -374,7 +373,7 @@ class Agent:
             while started < len(group) and len(running) < size:
                 call, tool, args, _ = group[started]
                 self._log_call(turn, call)
-                task = loop.create_task(invoke(tool, ToolContext(self, self.runtime, call.id), args))
+                task = loop.create_task(_invoke_pooled(tool, ToolContext(self, self.runtime, call.id), args))
                 running[task] = started
                 started += 1
 
@@ -411,6 +410,22 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.id!r}, label={self.label!r}, status={self.status})"
+
+
+def _aborted_result(error: BaseException) -> ToolResult:
+    """What a call cut by a cancellation commits: the tool's own abort rendering, else the generic text."""
+    if isinstance(error, ToolAborted):
+        return error.result
+    return ToolResult(error_text(ABORTED_DURING_CALL), True)
+
+
+async def _invoke_pooled(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
+    """``invoke`` for a pool task: a tool's own abort rendering becomes the task's result, so the pool
+    commits it (a task ending in a CancelledError subclass would lose it)."""
+    try:
+        return await invoke(tool, ctx, args)
+    except ToolAborted as aborted:
+        return aborted.result
 
 
 def _pool_safe(entry: tuple) -> bool:

@@ -26,6 +26,21 @@ ABORTED_DURING_CALL = "tool call was aborted before it finished"
 STRICT = pydantic.ConfigDict(strict=True, extra="forbid")
 
 
+class ToolAborted(asyncio.CancelledError):
+    """A cancelled tool body's own rendering of its abort.
+
+    Reference §5: when a turn is cancelled while a tool runs, the tool's own abort result (the
+    delegation tool's ``Error: subagent run was cancelled``, a job wait's ``Error: wait aborted``) is what
+    the model reads next turn; the loop's generic ``tool call was aborted before it finished`` is only
+    for tools that have none. It is still a cancellation: raise it from ``except CancelledError`` once
+    the body has cleaned up, and the turn ends ``aborted`` as usual.
+    """
+
+    def __init__(self, result: "ToolResult") -> None:
+        super().__init__(result.text)
+        self.result = result
+
+
 @dataclass(slots=True)
 class ToolResult:
     """What one tool call produced: the rendered ``text`` the model reads, the error flag and the value."""

@@ -90,3 +90,7 @@ def invalid_label(value: object) -> str:
 
 def owner_not_live(agent_id: str) -> str:
     return f'agent "{agent_id}" is not the registered agent instance (background job owner must be live)'
+
+
+#: ``job_output`` with ``wait`` whose caller's turn was cancelled while it waited (reference §8)
+WAIT_ABORTED = "wait aborted"

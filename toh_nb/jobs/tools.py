@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Optional
 
 import pydantic
 
 from ..core.errors import JobError
-from ..core.tools import STRICT, Tool, ToolContext
+from ..core.tools import STRICT, Tool, ToolAborted, ToolContext, ToolResult, error_text
 from . import texts
 from .registry import Job, JobRegistry
 
@@ -51,7 +52,10 @@ def make_job_tools(registry: JobRegistry, *, wait_timeout_ms: int = texts.DEFAUL
             timeout = args.timeout_ms if args.timeout_ms is not None else wait_timeout_ms
             if timeout > max_wait_timeout_ms:
                 timeout = max_wait_timeout_ms
-            await registry.wait(args.job_id, timeout, ctx.agent)
+            try:
+                await registry.wait(args.job_id, timeout, ctx.agent)
+            except asyncio.CancelledError:
+                raise ToolAborted(ToolResult(error_text(texts.WAIT_ABORTED), True)) from None
         elif args.timeout_ms is not None and args.timeout_ms <= 0:
             raise JobError(texts.invalid_wait_timeout(args.timeout_ms))
         text = registry.read(args.job_id, ctx.agent)

@@ -87,6 +87,8 @@ def run_and_dispose_failed(result_error: str, dispose_error: str) -> str:
     return f"subagent run failed: {result_error}; dispose failed: {dispose_error}"
 
 
+#: a delegation cancelled before its child was published (reference §4: pre-publication abort)
+ABORTED_BEFORE_PUBLICATION = "subagent request was aborted before child publication"
 BACKGROUND_DISABLED = "run_in_background is disabled for this tool instance (enable_run_in_background=False)"
 MAX_DEPTH_INVALID = "subagent maxDepth must be a non-negative safe integer"
 EMPTY_FILTER = ("tool-subagent: `toolFilter` is configured but names neither `allow` nor `deny` "

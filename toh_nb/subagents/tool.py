@@ -11,7 +11,7 @@ import pydantic
 from ..core.checks import is_int_at_least
 from ..core.content import text_of
 from ..core.errors import UsageError, describe
-from ..core.tools import STRICT, Tool, ToolContext
+from ..core.tools import STRICT, Tool, ToolAborted, ToolContext, ToolResult, error_text
 from ..jobs.registry import JobOutcome, JobRegistry
 from . import texts
 from .service import StartRequest, SubagentResult, SubagentService, validate_max_depth, validate_tool_filter
@@ -78,7 +78,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         else:
             background = args.run_in_background if args.run_in_background is not None else continuable
         if background and continuable:
-            child_id, _ = await service.start_continuable(provider, request)
+            child_id, _ = await _before_publication(service.start_continuable(provider, request))
             return {"kind": "continuable", "subagent_id": child_id}
         if background:
             if jobs is None:
@@ -86,7 +86,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
             job = jobs.start("subagent", args.description, parent, background_starter(service, provider, request),
                              by_user=ctx.by_user)
             return {"kind": "background", "job_id": job.id}
-        started = await service.start(provider, request)
+        started = await _before_publication(service.start(provider, request))
         return await settle_foreground(started)
 
     return Tool(tool_name, description, args_model, run, render=render, concurrency_safe=True,
@@ -146,8 +146,7 @@ async def settle_foreground(run: Any) -> dict:
         else:
             result_error = texts.failure_text(result.stop_reason, result.diagnostic, result.text)
     except asyncio.CancelledError:
-        await run.dispose()
-        raise
+        raise ToolAborted(await _cancelled_result(run)) from None
     except Exception as error:
         result_error = str(error) or type(error).__name__
     dispose_error: str | None = None
@@ -162,6 +161,28 @@ async def settle_foreground(run: Any) -> dict:
     if dispose_error is not None:
         raise ToolFailure(dispose_error)
     return value
+
+
+async def _before_publication(starting: Awaitable[Any]) -> Any:
+    """Await a child's start; a cancellation before the child exists renders as the reference's
+    pre-publication abort."""
+    try:
+        return await starting
+    except asyncio.CancelledError:
+        raise ToolAborted(ToolResult(error_text(texts.ABORTED_BEFORE_PUBLICATION), True)) from None
+
+
+async def _cancelled_result(run: Any) -> ToolResult:
+    """The delegation tool's own rendering of a cancelled foreground run (reference §5.4): the run is
+    disposed, then its recorded outcome is rendered as any non-completed result is."""
+    try:
+        await run.dispose()
+        result: SubagentResult = await run.result
+    except Exception as error:
+        return ToolResult(error_text(texts.run_and_dispose_failed(texts.headline("aborted"), describe(error))), True)
+    if result.stop_reason == "completed":
+        return ToolResult(render({"kind": "foreground", "run_id": run.id, "output": result.output}), False)
+    return ToolResult(error_text(texts.failure_text(result.stop_reason, result.diagnostic, result.text)), True)
 
 
 def settle_run_outcome(result: SubagentResult) -> JobOutcome:
