@@ -53,7 +53,7 @@ class Agent:
     __slots__ = (
         "id", "runtime", "session", "label", "depth", "parent", "model", "max_tokens", "system", "tools",
         "tool_specs", "mode", "path", "status", "usage", "turns", "started", "disposed",
-        "max_parallel_tool_calls", "pre_turn", "_next_turn", "_next_step", "_steer_pending",
+        "max_parallel_tool_calls", "pre_turn", "opening", "_abort_opening", "_next_turn", "_next_step", "_steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "_conversation", "_waiters",
         "_turn_waiters", "__weakref__",
     )
@@ -86,6 +86,10 @@ class Agent:
         self.disposed = False
         #: called once at the start of the next turn, before its input is logged (one-shot descriptor)
         self.pre_turn: Callable[["Agent"], None] | None = None
+        #: id of a message that opens a busy period as its current turn (a child's first prompt): an
+        #: interrupt before that turn starts ends it ``aborted`` instead of parking it as a queued message
+        self.opening: str | None = None
+        self._abort_opening: str | None = None
         self._next_turn: deque[Message] = deque()
         self._next_step: deque[Message] = deque()
         self._steer_pending = False
@@ -153,7 +157,12 @@ class Agent:
         if self._in_turn and self._cancel_cause is None:
             self._cancel_cause = cause
             self._driver.cancel()
+        elif not self._in_turn and keep_inbox and self._opening_queued():
+            self._abort_opening = cause
         return True
+
+    def _opening_queued(self) -> bool:
+        return self.opening is not None and bool(self._next_turn) and self._next_turn[0].id == self.opening
 
     def _discard_inbox(self) -> None:
         if not self._next_turn and not self._next_step:
@@ -191,7 +200,12 @@ class Agent:
 
     async def _drive(self) -> None:
         try:
-            while not self.disposed and not self._parked:
+            while not self.disposed:
+                if self._abort_opening is not None and self._opening_queued():
+                    await self._run_turn(self._next_turn.popleft(), aborted_by=self._abort_opening)
+                    continue
+                if self._parked:
+                    break
                 if self._next_turn:
                     await self._run_turn(self._next_turn.popleft())
                 elif self._steer_pending and self._next_step:
@@ -201,6 +215,7 @@ class Agent:
         finally:
             self._driver = None
             self._steer_pending = False
+            self._abort_opening = None
             waiters, self._idle_waiters = self._idle_waiters, []
             for waiter in waiters:
                 if not waiter.done():
@@ -212,18 +227,26 @@ class Agent:
         self._conversation.append(message)
         self.runtime.on_claimed(self, message)
 
-    async def _run_turn(self, first: Message | None) -> None:
+    async def _run_turn(self, first: Message | None, aborted_by: str | None = None) -> None:
+        """Run one turn. ``aborted_by``: the turn was interrupted before it started; it records its
+        input and ends ``aborted`` without calling the model."""
         self.turns += 1
         turn = self.turns
-        self._cancel_cause = None
+        self._cancel_cause = aborted_by
+        self._abort_opening = None
         self.session.append(TURN_START, turn=turn)
         if self.pre_turn is not None:
             hook, self.pre_turn = self.pre_turn, None
             hook(self)
         waiter = None
         if first is not None:
+            if first.id is not None and first.id == self.opening:
+                self.opening = None
             waiter = self._waiters.pop(first.id, None) if first.id else None
             self._log_user(first, turn)
+        if aborted_by is not None:
+            self._end_turn(turn, "aborted", None, [], Usage(), waiter)
+            return
         turn_usage = Usage()
         reason, error_message = "completed", None
         output: list = []

@@ -405,6 +405,8 @@ class SubagentService(RuntimeObserver):
     def _submit(self, act: Activation, content: str | list, source: Source) -> str:
         message = user_message(content, id=self.runtime.ids.message(), source=source)
         act.accepted.add(message.id)
+        if not act.announced:  # the activation's first prompt is its current turn, never a parked follow-up
+            act.child.opening = message.id
         try:
             act.child.followup(message)
         except BaseException:

@@ -1,0 +1,93 @@
+"""An interrupt that lands before a continuable child's first turn has started ends that turn ``aborted``.
+
+The first prompt of an activation is its current turn, not a queued follow-up: parking it (the rule for
+later follow-ups) would leave the child ``idle`` forever with an activation that never settles and a
+parent that never hears of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import toh_nb as tn
+from toh_nb.core.content import ToolCall
+
+from ..helpers import render, until
+
+STOPPED = ["Background subagent agent-1 was stopped before it finished.", "It left no closing message."]
+
+
+def _notices(agent):
+    return [[b.text for b in m.content] for m in list(agent._next_step) + list(agent._next_turn)
+            if m.source is not None and m.source.kind == "subagent-settled"]
+
+
+def test_user_interrupt_right_after_start_aborts_the_first_turn_and_notifies():
+    calls = []
+
+    def model(req):
+        calls.append(req.agent_id)
+        return "child answer"
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
+            kid = await hub.start("first task", label="worker")
+            hub.interrupt(kid.id)
+            assert await kid.wait(timeout=2) is None
+            assert kid.status == "ready"  # settled: the activation did not hang
+            assert calls == []  # the model never ran for the aborted turn
+            assert render(hub.runtime.store.open(kid.id))[-3:] == [
+                "-- turn 1 start", "USER [user]: first task", '-- turn 1 end: {"kind":"aborted"}']
+            assert _notices(hub.root_agent) == [STOPPED]
+            assert str(hub.list_agents()) == "agent-1 [ready] \u2014 worker"
+            # it resumes normally afterwards
+            await hub.send(kid.id, "second task")
+            assert await kid.wait(timeout=2) == "child answer"
+
+    asyncio.run(main())
+
+
+def test_model_that_starts_then_interrupts_in_one_message_gets_the_notice():
+    async def model(req):
+        if req.depth > 0:
+            return "never used"
+        if req.turn == 1 and req.step == 1:
+            return tn.ModelResponse(tool_calls=[
+                ToolCall("subagent", {"description": "helper", "prompt": "do it", "run_in_background": True}, id="c1"),
+                ToolCall("interrupt_agent", {"agent_id": "agent-1"}, id="c2")])
+        return "root done: " + req.messages[-1].text
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", background_mode="continuable") as hub:
+            await hub.run("go")
+            root = hub.root_agent
+            await until(lambda: root.turns >= 2 and root.status == "idle", "the notice to wake the root")
+            texts = [m.text for m in root.conversation if m.role == "user"]
+            assert texts[-1] == "\n".join(STOPPED)
+            assert str(hub.list_agents()) == "agent-1 [ready] \u2014 helper"
+
+    asyncio.run(main())
+
+
+def test_a_later_follow_up_interrupted_before_it_runs_stays_parked():
+    gate = asyncio.Event()
+
+    async def model(req):
+        if req.depth > 0 and req.turn == 1:
+            await gate.wait()
+        return f"turn {req.turn}"
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
+            kid = await hub.start("first", label="worker")
+            await until(lambda: hub.runtime.agents[kid.id]._in_turn, "the first turn to start")
+            await hub.send(kid.id, "second")  # queued behind the running first turn
+            hub.interrupt(kid.id)  # aborts turn 1; "second" is parked, not run
+            agent = hub.runtime.agents[kid.id]
+            await until(lambda: agent.status == "idle", "the child to stop")
+            assert agent.parked and [m.text for m in agent._next_turn] == ["second"]
+            assert kid.status == "idle"
+            await hub.send(kid.id, "third")  # the next waking send runs the parked one first
+            assert await kid.wait(timeout=2) == "turn 3"
+
+    asyncio.run(main())
