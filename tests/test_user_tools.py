@@ -77,3 +77,21 @@ def test_a_refused_configuration_releases_the_store(tmp_path):
         tn.AsyncHub(tn.FunctionModel(lambda r: "x"), store=str(tmp_path), tools=[tn.Tool(lambda text: text, name="job_list")])
     hub = tn.AsyncHub(tn.FunctionModel(lambda r: "x"), store=str(tmp_path))  # the lock was released
     asyncio.run(hub.close())
+
+
+def test_call_tool_passes_arguments_that_share_the_facade_parameter_names():
+    def greet(name: str, self: str = "me") -> str:
+        """Greet someone.
+
+        name: who to greet
+        self: who greets
+        """
+        return f"{self} greets {name}"
+
+    async def main():
+        async with tn.AsyncHub(tools=[greet]) as hub:
+            assert (await hub.call_tool("greet", name="Bob", self="Ann")).text == "Ann greets Bob"
+
+    asyncio.run(main())
+    with tn.Hub(tools=[greet]) as hub:
+        assert hub.call_tool("greet", name="Bob").text == "me greets Bob"

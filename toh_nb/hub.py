@@ -372,7 +372,7 @@ class AsyncHub:
             return AgentListing(self._service.list_descendants(self._root.id))
         raise UsageError(f'scope must be "children" or "descendants", got {scope!r}')
 
-    async def call_tool(self, name: str, **arguments: Any) -> ToolResult:
+    async def call_tool(self, name: str, /, **arguments: Any) -> ToolResult:
         """Run one tool as the root agent; returns exactly what a model would read."""
         self._check_open()
         _check_text(name, "name")

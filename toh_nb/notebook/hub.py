@@ -244,7 +244,7 @@ class Hub:
             raise UsageError(f'scope must be "children" or "descendants", got {scope!r}')
         return AgentListing(self._call(self._async.list_agents, scope))
 
-    def call_tool(self, name: str, **arguments: Any) -> Any:
+    def call_tool(self, name: str, /, **arguments: Any) -> Any:
         """Run one tool as the root agent; the ToolResult is exactly what a model would receive."""
         _check_text(name, "name")
         return self._call(functools.partial(self._async.call_tool, name, **arguments))
