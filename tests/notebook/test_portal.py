@@ -65,7 +65,7 @@ def test_a_call_from_the_portal_thread_raises_usage_error_instead_of_deadlocking
 def test_a_model_function_calling_the_sync_hub_gets_the_guard_error_as_its_diagnostic():
     holder = {}
 
-    def reply(request):
+    async def reply(request):  # async model functions run on the portal's loop thread
         if request.label == "inner":
             holder["hub"].list_agents()  # sync facade from the loop thread
         return "unreachable"
@@ -78,6 +78,19 @@ def test_a_model_function_calling_the_sync_hub_gets_the_guard_error_as_its_diagn
         assert "hub.async_hub" in result.diagnostic
         assert hub.spawn("still fine", label="other").text == "unreachable"  # the hub stays usable
         assert str(hub.list_agents()) == "(no subagents)"
+
+
+def test_a_sync_model_function_runs_in_a_worker_thread_and_may_use_the_sync_hub():
+    holder = {}
+
+    def reply(request):
+        if request.label == "inner":
+            return str(holder["hub"].list_agents())  # a worker thread, not the loop: no deadlock, no guard
+        return "other"
+
+    with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
+        holder["hub"] = hub
+        assert hub.spawn("list yourself", label="inner").text == "(no subagents)"
 
 
 def test_calls_from_several_plain_threads():

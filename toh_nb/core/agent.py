@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..models.base import ModelRequest, ModelResponse, ToolSpec, coerce_response
+from ..models.base import ModelRequest, ModelResponse, ToolSpec, call_off_loop, coerce_response
 from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock, Usage
 from .errors import ToolError
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
@@ -311,7 +311,7 @@ class Agent:
     async def _call_model(self, turn: int, step: int) -> ModelResponse:
         request = ModelRequest(self.id, self.label, self.depth, self.system, MessagesView(self._conversation),
                                self.tool_specs, self.max_tokens, self.path, turn, step)
-        return coerce_response(await self.model.request(request))
+        return coerce_response(await call_off_loop(self.model.request, request))
 
     def _assistant_message(self, response: ModelResponse) -> Message:
         content: list = []

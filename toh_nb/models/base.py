@@ -9,8 +9,10 @@ instruction.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 from ..core.content import Message, ToolCall, Usage
 
@@ -85,3 +87,22 @@ def coerce_response(value: Any) -> ModelResponse:
     from ..core.errors import ModelError
 
     raise ModelError(f"a model function must return a ModelResponse or a str, got {type(value).__name__}")
+
+
+def is_async_callable(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+async def call_off_loop(fn: Callable[[Any], Any], request: Any) -> Any:
+    """Call a model function: an async one on the loop; a sync one in a worker thread.
+
+    Why: one loop serves every agent of every hub in the process (the notebook portal), so a sync model
+    function that sleeps, or does real work, would stop all of them and delay kernel interrupts. A sync
+    function that returns an awaitable has that awaited on the loop.
+    """
+    if is_async_callable(fn):
+        return await fn(request)
+    value = await asyncio.to_thread(fn, request)
+    if inspect.isawaitable(value):
+        value = await value
+    return value

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import inspect
-from typing import Any, Awaitable, Callable, Union
+from typing import Awaitable, Callable, Union
 
 from ..core.errors import UsageError
-from .base import ModelRequest, ModelResponse, coerce_response
+from .base import ModelRequest, ModelResponse, call_off_loop, coerce_response
 
 ModelFunction = Callable[[ModelRequest], Union[ModelResponse, str, Awaitable[Union[ModelResponse, str]]]]
 
@@ -14,7 +13,8 @@ ModelFunction = Callable[[ModelRequest], Union[ModelResponse, str, Awaitable[Uni
 class FunctionModel:
     """Calls ``fn(request)``; a plain ``str`` return is a final answer, an exception ends the turn
     with stop reason ``error`` (its message becomes the diagnostic). An async ``fn`` may await and is
-    cancelled on interrupt or kill. A sync ``fn`` runs on the loop, so keep it quick."""
+    cancelled on interrupt or kill. A sync ``fn`` runs in a worker thread, so a slow one never stalls
+    other agents; an interrupt stops waiting for it at once (the thread finishes on its own)."""
 
     def __init__(self, fn: ModelFunction, name: str | None = None) -> None:
         if not callable(fn):
@@ -23,10 +23,7 @@ class FunctionModel:
         self.name = name or getattr(fn, "__name__", "function")
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        value: Any = self.fn(request)
-        if inspect.isawaitable(value):
-            value = await value
-        return coerce_response(value)
+        return coerce_response(await call_off_loop(self.fn, request))
 
     def __repr__(self) -> str:
         return f"FunctionModel({self.name})"

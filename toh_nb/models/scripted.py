@@ -20,12 +20,11 @@ with ``error`` and the message is its diagnostic.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.content import ToolCall
 from ..core.errors import ScriptExhausted, UsageError
-from .base import ModelRequest, ModelResponse, coerce_response
+from .base import ModelRequest, ModelResponse, call_off_loop, coerce_response
 
 
 class ScriptedModel:
@@ -75,9 +74,7 @@ class ScriptedModel:
 
 async def resolve_step(step: Any, request: ModelRequest) -> ModelResponse:
     if callable(step) and not isinstance(step, (ToolCall, ModelResponse)):
-        step = step(request)
-        if inspect.isawaitable(step):
-            step = await step
+        step = await call_off_loop(step, request)
     if isinstance(step, ToolCall):
         return ModelResponse(tool_calls=[step])
     if isinstance(step, (list, tuple)) and step and all(isinstance(s, ToolCall) for s in step):
