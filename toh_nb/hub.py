@@ -18,6 +18,7 @@ import math
 import time
 from typing import Any, Sequence
 
+from .core.budget import DEFAULT_MAX_STEPS, Limits
 from .core.checks import is_int_at_least
 from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, TohError, UsageError
@@ -169,7 +170,9 @@ class AsyncHub:
                  max_parallel_tool_calls: int = 10, ids: str = "uuid", background_mode: str = "one-shot",
                  tools: Sequence[Any] = (), delegation_tools: Sequence[dict] | None = None,
                  root_id: str | None = None, fsync: str | None = None,
-                 max_jobs_per_owner: int = 10, report_delivery: str = "next-step") -> None:
+                 max_jobs_per_owner: int = 10, report_delivery: str = "next-step",
+                 max_tokens: int | None = None, max_steps: int | None = DEFAULT_MAX_STEPS,
+                 token_budget: int | None = None, turn_timeout: float | None = None) -> None:
         if model is None:
             from .models.demo import DemoModel
 
@@ -177,6 +180,9 @@ class AsyncHub:
         if not hasattr(model, "request"):
             raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
         self._max_depth = validate_max_depth(max_depth)  # None: "provider-managed", no cap
+        root_limits = Limits.checked(max_steps, token_budget, turn_timeout)
+        if max_tokens is not None and not is_int_at_least(max_tokens, 1):
+            raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
         if background_mode not in ("one-shot", "continuable"):
             raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
         store_options = {"fsync": fsync} if fsync is not None else {}
@@ -185,7 +191,8 @@ class AsyncHub:
             self._ids = IdSource(ids)
             self._ids.skip_past(h.id for h in self._store.headers())
             runtime = Runtime(model=model, store=self._store, ids=self._ids,
-                              max_parallel_tool_calls=max_parallel_tool_calls)
+                              max_parallel_tool_calls=max_parallel_tool_calls,
+                              limits=Limits(root_limits.max_steps, None, root_limits.turn_timeout))
             self.runtime = runtime
             self._jobs = JobRegistry(runtime, max_per_owner=max_jobs_per_owner)
             self._service = SubagentService(runtime, report_delivery=report_delivery)
@@ -205,13 +212,13 @@ class AsyncHub:
                 runtime.tools.add(tool)
             for item in tools:
                 runtime.tools.add(item if isinstance(item, Tool) else FunctionTool(item))
-            self._root = self._make_root(root_id)
+            self._root = self._make_root(root_id, root_limits, max_tokens)
         except BaseException:
             self._store.close()  # a refused configuration must not keep the store's lock
             raise
         self._closed = False
 
-    def _make_root(self, root_id: str | None) -> Any:
+    def _make_root(self, root_id: str | None, limits: Limits, max_tokens: int | None) -> Any:
         store = self._store
         if root_id is not None and not is_valid_id(root_id):
             raise UsageError(f"root_id {root_id!r} is not a valid id (letters, digits, '-', '_', '.', ':')")
@@ -230,7 +237,8 @@ class AsyncHub:
             session = store.create(SessionHeader(new_id, time.time(), origin=ROOT_ORIGIN))
         return self.runtime.create_agent(session, label=None, depth=0, parent=None, mode="root",
                                          conversation=conversation_of(session.events),
-                                         turns=last_turn_number(session.events))
+                                         turns=last_turn_number(session.events), limits=limits,
+                                         max_tokens=max_tokens)
 
     # -- properties ----------------------------------------------------------------------------
 
@@ -273,7 +281,7 @@ class AsyncHub:
         return run_result(outcome, self._root.id)
 
     def _request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
-                 model: Any, max_tokens: int | None) -> StartRequest:
+                 model: Any, max_tokens: int | None, budgets: dict) -> StartRequest:
         _check_text(prompt, "prompt")
         if label is not None:
             _check_text(label, "label")
@@ -288,18 +296,26 @@ class AsyncHub:
             if not is_int_at_least(max_tokens, 1):
                 raise UsageError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
             options["max_tokens"] = max_tokens
+        limits = self.runtime.limits.for_child(**budgets)
+        if limits is not None:
+            options["limits"] = limits
         return StartRequest(prompt=prompt, parent=self._root, label=label or _default_label(prompt),
                             agent_options=options or None, persona=persona,
                             tool_filter=validate_tool_filter(tool_filter), max_depth=self._max_depth, by_user=True)
 
     async def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
                     persona: str | None = None, tool_filter: Any = None, model: Any = None,
-                    max_tokens: int | None = None, provider: str = "spawn") -> RunResult | AsyncJob:
-        """A one-shot child: foreground → RunResult; ``background=True`` → a Job."""
+                    max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
+                    token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult | AsyncJob:
+        """A one-shot child: foreground → RunResult; ``background=True`` → a Job.
+
+        ``max_steps``, ``token_budget`` (tokens of the child and its descendants) and ``turn_timeout``
+        bound the child (``None``: the hub's defaults; see ``toh_nb.core.budget``)."""
         self._check_open()
         if not isinstance(background, bool):
             raise UsageError(f"background must be True or False, got {background!r}")
-        request = self._request(prompt, label, persona, tool_filter, model, max_tokens)
+        request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
+                                {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout})
         if background:
             job = self._jobs.start("subagent", request.label, self._root,
                                    background_starter(self._service, provider, request), by_user=True)
@@ -313,10 +329,13 @@ class AsyncHub:
 
     async def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
                     tool_filter: Any = None, model: Any = None, max_tokens: int | None = None,
-                    provider: str = "spawn") -> AsyncChild:
-        """A continuable child; returns as soon as its first message is accepted."""
+                    provider: str = "spawn", max_steps: int | None = None, token_budget: int | None = None,
+                    turn_timeout: float | None = None) -> AsyncChild:
+        """A continuable child; returns as soon as its first message is accepted (budgets as in
+        :meth:`spawn`; they hold for every turn of the child)."""
         self._check_open()
-        request = self._request(prompt, label, persona, tool_filter, model, max_tokens)
+        request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
+                                {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout})
         child_id, _ = await self._service.start_continuable(provider, request)
         return AsyncChild(self, child_id, request.label)
 

@@ -15,7 +15,7 @@ from .subagents import descriptor as descriptors
 
 JOB_COLUMNS = ["id", "label", "status", "detail", "owner", "started", "finished", "elapsed_s"]
 AGENT_COLUMNS = ["id", "parent", "depth", "label", "mode", "status", "turns", "input_tokens", "output_tokens",
-                 "started", "elapsed_s", "stop_reason"]
+                 "subtree_tokens", "token_budget", "tokens_left", "started", "elapsed_s", "stop_reason"]
 TRANSCRIPT_COLUMNS = ["turn", "kind", "role", "source", "text", "tool", "is_error"]
 EVENT_COLUMNS = ["time", "kind", "id", "parent", "label", "provider", "mode", "run_id", "stop_reason", "job",
                  "status", "detail"]
@@ -62,6 +62,7 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
         except Exception:
             rows.append({"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
                          "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
+                         "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
                          "started": None, "elapsed_s": None, "stop_reason": None})
             continue
         header = session.header
@@ -78,12 +79,27 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
         end = now if live is not None and live.status == "running" else (last or header.created)
         rows.append({"id": agent_id, "parent": header.parent_session, "depth": header.delegation_depth,
                      "label": label, "mode": mode, "status": status, "turns": turns, "input_tokens": inp,
-                     "output_tokens": out, "started": header.created, "elapsed_s": max(0.0, end - header.created),
+                     "output_tokens": out, "subtree_tokens": inp + out, "token_budget": runtime.budgets.get(agent_id),
+                     "tokens_left": None, "started": header.created, "elapsed_s": max(0.0, end - header.created),
                      "stop_reason": TURN_TO_STOP.get(reason) if reason else None})
         children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
         for child in reversed(children):
             stack.append((child.id, depth + 1))
+    _subtree_totals(rows)
     return rows
+
+
+def _subtree_totals(rows: list[dict]) -> None:
+    """Fill ``subtree_tokens`` (the agent's tokens and its descendants') and ``tokens_left`` of its budget.
+    Rows are in pre-order, so walking them backwards meets every child before its parent."""
+    totals: dict[str, int] = {}
+    for row in reversed(rows):
+        total = row["input_tokens"] + row["output_tokens"] + totals.pop(row["id"], 0)
+        row["subtree_tokens"] = total
+        if row["parent"] is not None:
+            totals[row["parent"]] = totals.get(row["parent"], 0) + total
+        if row["token_budget"] is not None:
+            row["tokens_left"] = max(0, row["token_budget"] - total)
 
 
 def transcript_rows(session: Any) -> list[dict]:

@@ -266,3 +266,29 @@ def test_cancel_without_keep_inbox_discards_queued_messages():
         assert agent.turns == 1 and agent.pending == 0
 
     asyncio.run(main())
+
+
+def test_a_turn_of_instant_steps_yields_so_timeouts_and_other_agents_run():
+    """A model that calls a non-awaiting tool forever must not starve the loop: the run's timeout fires."""
+    import toh_nb as tn
+
+    async def model(req):  # answers at once, never awaits
+        return tn.ModelResponse(tool_calls=[tn.ToolCall("list_agents", {})])
+
+    other = []
+
+    async def ticker():
+        for _ in range(3):
+            await asyncio.sleep(0)
+            other.append(1)
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), max_steps=None) as hub:
+            tick = asyncio.ensure_future(ticker())
+            result = await hub.run("loop forever", timeout=0.2)
+            await tick
+            return result
+
+    result = asyncio.run(main())
+    assert result.stop_reason == "aborted"
+    assert other == [1, 1, 1]

@@ -132,10 +132,15 @@ def test_continuable_transcript():
 
 
 def test_interrupt_transcript():
+    released = asyncio.Event()
+    resumed = asyncio.Event()
+
     async def root(req):
         if req.turn == 1:
             if req.step <= 3:
                 await asyncio.sleep(0.001)  # let the child reach its model call
+            if req.step == 6:  # the reference's timing: the child finishes stopping after this turn ends
+                asyncio.get_running_loop().call_soon(released.set)
             return [ToolCall("subagent_c", {"description": "long running work", "prompt": "CHILD:hang work forever"}, id="call_19"),
                     ToolCall("list_agents", {}, id="call_20"),
                     ToolCall("list_agents", {"scope": "descendants"}, id="call_21"),
@@ -143,6 +148,8 @@ def test_interrupt_transcript():
                     ToolCall("interrupt_agent", {"agent_id": "root"}, id="call_23"),
                     "Parent: requested interrupt; waiting for the settlement notice."][req.step - 1]
         if req.turn == 2:
+            if req.step == 6:  # and the resumed child answers after the parent's turn 2
+                asyncio.get_running_loop().call_soon(resumed.set)
             return [ToolCall("interrupt_agent", {"agent_id": "agent-1"}, id="call_24"),
                     ToolCall("interrupt_agent", {"agent_id": "no-such-agent-id"}, id="call_25"),
                     ToolCall("list_agents", {}, id="call_26"),
@@ -153,7 +160,12 @@ def test_interrupt_transcript():
 
     async def child(req):
         if "hang" in req.last_user_text:
-            await asyncio.sleep(3600)
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                await released.wait()
+                raise
+        await resumed.wait()
         return "child resumed after interrupt and finished"
 
     async def model(req):

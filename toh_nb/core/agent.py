@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..models.base import ModelRequest, ModelResponse, ToolSpec, call_off_loop, coerce_response
+from . import budget
+from .budget import Limits
 from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock, Usage
 from .errors import ToolError
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
@@ -55,7 +57,7 @@ class Agent:
         "tool_specs", "mode", "path", "status", "usage", "turns", "started", "disposed",
         "max_parallel_tool_calls", "pre_turn", "opening", "_abort_opening", "_next_turn", "_next_step", "_steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "_conversation", "_waiters",
-        "_turn_waiters", "__weakref__",
+        "_turn_waiters", "limits", "subtree_tokens", "__weakref__",
     )
 
     def __init__(self, *, id: str, runtime: Any, session: Session, model: Any, system: str = "",
@@ -63,7 +65,8 @@ class Agent:
                  label: str | None = None, depth: int = 0, parent: "Agent | None" = None,
                  max_tokens: int | None = None, mode: str = "root", path: str = "root",
                  max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
-                 conversation: list[Message] | None = None, turns: int = 0) -> None:
+                 conversation: list[Message] | None = None, turns: int = 0, limits: Limits | None = None,
+                 spent_tokens: int = 0) -> None:
         self.id = id
         self.runtime = runtime
         self.session = session
@@ -101,6 +104,9 @@ class Agent:
         self._conversation: list[Message] = conversation if conversation is not None else []
         self._waiters: dict[str, asyncio.Future] = {}
         self._turn_waiters: list[asyncio.Future] = []
+        self.limits = limits if limits is not None else Limits()
+        #: tokens used by this agent and its descendants (what ``limits.token_budget`` bounds)
+        self.subtree_tokens = spent_tokens
 
     # -- inbox ---------------------------------------------------------------------------------
 
@@ -250,18 +256,33 @@ class Agent:
         turn_usage = Usage()
         reason, error_message = "completed", None
         output: list = []
+        limits = self.limits
         self._in_turn = True
+        timer = None
+        if limits.turn_timeout is not None:
+            timer = asyncio.get_running_loop().call_later(limits.turn_timeout, self._time_up, turn)
         try:
             step = 0
             while True:
                 step += 1
+                # every step yields to the loop once: a model and tools that answer without awaiting
+                # would otherwise hold the shared loop forever (no timeout, interrupt or other agent runs)
+                await asyncio.sleep(0)
                 if self._next_step:
                     self._steer_pending = False
                     while self._next_step:
                         self._log_user(self._next_step.popleft(), turn)
+                if limits.max_steps is not None and step > limits.max_steps:
+                    reason, error_message = budget.MAX_STEPS, budget.step_limit_text(limits.max_steps)
+                    break
+                spent = self._spent_budget()
+                if spent is not None:
+                    reason, error_message = budget.TOKEN_BUDGET, spent
+                    break
                 response = await self._call_model(turn, step)
                 turn_usage.add(response.usage)
                 self.usage.add(response.usage)
+                self._charge(response.usage)
                 message = self._assistant_message(response)
                 self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
                 if message.content:
@@ -286,14 +307,46 @@ class Agent:
                 self._end_turn(turn, "aborted", "cancelled", output, turn_usage, waiter)
                 raise
             asyncio.current_task().uncancel()
-            reason = "aborted"
-            error_message = None
+            if self._cancel_cause == budget.TIME_CAUSE:
+                reason, error_message = budget.MAX_TIME, budget.time_limit_text(limits.turn_timeout)
+                self._cancel_cause = None
+            else:
+                reason, error_message = "aborted", None
         except Exception as error:  # a model failure ends the turn; its message is the diagnostic
             reason = "error"
             error_message = str(error) or type(error).__name__
         finally:
             self._in_turn = False
+            if timer is not None:
+                timer.cancel()
         self._end_turn(turn, reason, error_message, output, turn_usage, waiter)
+
+    # -- budgets -------------------------------------------------------------------------------
+
+    def _time_up(self, turn: int) -> None:
+        """The turn's wall-clock budget ran out: cancel it like an interrupt, keeping the inbox."""
+        if self._in_turn and self.turns == turn and self._cancel_cause is None and self._driver is not None:
+            self._cancel_cause = budget.TIME_CAUSE
+            self._driver.cancel()
+
+    def _charge(self, usage: Usage) -> None:
+        """Count a response's tokens against this agent and every live ancestor."""
+        spent = usage.input_tokens + usage.output_tokens
+        if spent:
+            node: Agent | None = self
+            while node is not None:
+                node.subtree_tokens += spent
+                node = node.parent
+
+    def _spent_budget(self) -> str | None:
+        """The diagnostic of the first spent token budget on the path to the root, or None."""
+        node: Agent | None = self
+        while node is not None:
+            limit = node.limits.token_budget
+            if limit is not None and node.subtree_tokens >= limit:
+                return budget.token_budget_text(self.id, node.id, node.subtree_tokens, limit)
+            node = node.parent
+        return None
 
     def _end_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
                   waiter: asyncio.Future | None) -> None:

@@ -13,11 +13,12 @@ from typing import Any, Callable, Iterable
 
 from ..models.base import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
+from .budget import Limits
 from .checks import is_int_at_least
 from .content import Message
 from .errors import ClosedError, UsageError
 from .ids import IdSource
-from .session import Session
+from .session import ASSISTANT_MESSAGE, Session
 from .tools import Tool, ToolRegistry
 
 BASE_SYSTEM_PROMPT = "You are an AI agent running in toh_nb, a delegation runtime for notebooks."
@@ -73,16 +74,20 @@ class Runtime:
 
     def __init__(self, *, model: Any, store: Any, ids: IdSource,
                  max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
-                 base_prompt: str = BASE_SYSTEM_PROMPT) -> None:
+                 base_prompt: str = BASE_SYSTEM_PROMPT, limits: Limits | None = None) -> None:
         if not is_int_at_least(max_parallel_tool_calls, 1):
             raise UsageError(f"max_parallel_tool_calls must be an integer >= 1, got {max_parallel_tool_calls!r}")
         self.model = model
         self.store = store
         self.ids = ids
         self.max_parallel_tool_calls = max_parallel_tool_calls
+        #: every agent's budgets unless its creator gives its own (``toh_nb.core.budget``)
+        self.limits = limits if limits is not None else Limits()
         self.base_prompt = base_prompt
         self.tools = ToolRegistry()
         self.agents: dict[str, Agent] = {}
+        #: token budget of every agent created with one (ids outlive the live agent, for the tables)
+        self.budgets: dict[str, int] = {}
         self.bus = EventBus()
         self.observers: list[Any] = []
         self.status_listeners: list[Callable[[Agent], Any]] = []
@@ -134,7 +139,8 @@ class Runtime:
                      mode: str, persona: str | None = None, tool_filter: dict | None = None,
                      extra_tools: Iterable[Tool] = (), sections: Iterable[tuple[float, str]] = (),
                      model: Any = None, max_tokens: int | None = None,
-                     conversation: list[Message] | None = None, turns: int = 0) -> Agent:
+                     conversation: list[Message] | None = None, turns: int = 0,
+                     limits: Limits | None = None) -> Agent:
         if self.closed:
             raise ClosedError("this hub is closed")
         tools, specs, system = self.compose(tool_filter, extra_tools, sections)
@@ -145,8 +151,10 @@ class Runtime:
                       tools=tools, tool_specs=specs, label=label, depth=depth, parent=parent,
                       max_tokens=max_tokens, mode=mode, path=path,
                       max_parallel_tool_calls=self.max_parallel_tool_calls, conversation=conversation,
-                      turns=turns)
+                      turns=turns, limits=limits or self.limits, spent_tokens=logged_tokens(session))
         self.agents[agent.id] = agent
+        if agent.limits.token_budget is not None:
+            self.budgets[agent.id] = agent.limits.token_budget
         return agent
 
     def is_live(self, agent: Agent | None) -> bool:
@@ -180,6 +188,15 @@ class Runtime:
     def on_turn_end(self, agent: Agent, outcome: TurnOutcome) -> None:
         for observer in self.observers:
             observer.on_turn_end(agent, outcome)
+
+
+def logged_tokens(session: Session) -> int:
+    """Tokens an agent's own log records (a resumed agent's budget starts from what it already used)."""
+    total = 0
+    for event in session.own_events():
+        if event.kind == ASSISTANT_MESSAGE and event.message.usage is not None:
+            total += event.message.usage.input_tokens + event.message.usage.output_tokens
+    return total
 
 
 class RuntimeObserver:

@@ -22,7 +22,8 @@ from typing import Callable, Iterable
 
 from .content import Message, message_from_json, message_to_json
 
-TURN_END_REASONS = ("completed", "max-tokens", "aborted", "interrupted", "error", "blocked")
+TURN_END_REASONS = ("completed", "max-tokens", "aborted", "interrupted", "error", "blocked", "max-steps",
+                    "token-budget", "max-time")
 
 TURN_START = "turn/start"
 TURN_END = "turn/end"

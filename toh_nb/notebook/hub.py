@@ -34,6 +34,7 @@ import importlib.util
 import weakref
 from typing import Any, Sequence
 
+from ..core.budget import DEFAULT_MAX_STEPS
 from ..core.checks import is_int_at_least
 from ..core.errors import ClosedError, UsageError
 from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, _check_text, _check_timeout
@@ -114,7 +115,9 @@ class Hub:
                  max_parallel_tool_calls: int = 10, ids: str = "uuid", background_mode: str = "one-shot",
                  tools: Sequence[Any] = (), delegation_tools: Sequence[dict] | None = None,
                  root_id: str | None = None, fsync: str | None = None, max_jobs_per_owner: int = 10,
-                 report_delivery: str = "next-step", loop: str = "portal") -> None:
+                 report_delivery: str = "next-step", loop: str = "portal", max_tokens: int | None = None,
+                 max_steps: int | None = DEFAULT_MAX_STEPS, token_budget: int | None = None,
+                 turn_timeout: float | None = None) -> None:
         if loop not in LOOP_MODES:
             raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
         if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
@@ -125,7 +128,9 @@ class Hub:
                                   max_parallel_tool_calls=max_parallel_tool_calls, ids=ids,
                                   background_mode=background_mode, tools=tools,
                                   delegation_tools=delegation_tools, root_id=root_id, fsync=fsync,
-                                  max_jobs_per_owner=max_jobs_per_owner, report_delivery=report_delivery)
+                                  max_jobs_per_owner=max_jobs_per_owner, report_delivery=report_delivery,
+                                  max_tokens=max_tokens, max_steps=max_steps, token_budget=token_budget,
+                                  turn_timeout=turn_timeout)
         try:
             async_hub = runner.call(build)
         except BaseException:
@@ -192,24 +197,29 @@ class Hub:
 
     def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
               persona: str | None = None, tool_filter: Any = None, model: Any = None,
-              max_tokens: int | None = None, provider: str = "spawn") -> RunResult | "Job":
-        """A one-shot child: waits for it and returns a RunResult; ``background=True`` returns a Job."""
+              max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
+              token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult | "Job":
+        """A one-shot child: waits for it and returns a RunResult; ``background=True`` returns a Job.
+        Budgets (``max_steps``, ``token_budget``, ``turn_timeout``) as in :meth:`AsyncHub.spawn`."""
         if not isinstance(background, bool):
             raise UsageError(f"background must be True or False, got {background!r}")
         _check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         value = self._call(functools.partial(self._async.spawn, prompt, label=label, background=background,
                                              persona=persona, tool_filter=tool_filter, model=model,
-                                             max_tokens=max_tokens, provider=provider))
+                                             max_tokens=max_tokens, provider=provider, max_steps=max_steps,
+                                             token_budget=token_budget, turn_timeout=turn_timeout))
         return Job(self, value) if isinstance(value, AsyncJob) else value
 
     def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
               tool_filter: Any = None, model: Any = None, max_tokens: int | None = None,
-              provider: str = "spawn") -> "Child":
+              provider: str = "spawn", max_steps: int | None = None, token_budget: int | None = None,
+              turn_timeout: float | None = None) -> "Child":
         """A continuable child; returns as soon as its first message is accepted."""
         _check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         value = self._call(functools.partial(self._async.start, prompt, label=label, persona=persona,
                                              tool_filter=tool_filter, model=model, max_tokens=max_tokens,
-                                             provider=provider))
+                                             provider=provider, max_steps=max_steps, token_budget=token_budget,
+                                             turn_timeout=turn_timeout))
         return Child(self, value)
 
     def child(self, child_id: str) -> "Child":

@@ -29,7 +29,8 @@ TEXT = "text"
 JOB_TYPES = {"id": TEXT, "label": TEXT, "status": TEXT, "detail": TEXT, "owner": TEXT, "started": TIME,
              "finished": TIME, "elapsed_s": FLOAT}
 AGENT_TYPES = {"id": TEXT, "parent": TEXT, "depth": INT, "label": TEXT, "mode": TEXT, "status": TEXT,
-               "turns": INT, "input_tokens": INT, "output_tokens": INT, "started": TIME, "elapsed_s": FLOAT,
+               "turns": INT, "input_tokens": INT, "output_tokens": INT, "subtree_tokens": INT,
+               "token_budget": NULLABLE_INT, "tokens_left": NULLABLE_INT, "started": TIME, "elapsed_s": FLOAT,
                "stop_reason": TEXT}
 TRANSCRIPT_TYPES = {"turn": NULLABLE_INT, "kind": TEXT, "role": TEXT, "source": TEXT, "text": TEXT, "tool": TEXT,
                     "is_error": BOOL}
@@ -65,7 +66,8 @@ def jobs_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
 
 
 def agents_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
-    """``hub.agents()``: id, parent, depth, label, mode, status, turns, tokens, started, elapsed_s, stop_reason."""
+    """``hub.agents()``: id, parent, depth, label, mode, status, turns, tokens (own, subtree, budget and what
+    is left of it), started, elapsed_s, stop_reason."""
     return frame(rows, AGENT_COLUMNS, AGENT_TYPES)
 
 

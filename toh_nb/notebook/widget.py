@@ -211,6 +211,8 @@ class TreeNode:
                  f"turns {row.get('turns', 0)}",
                  f"tokens {row.get('input_tokens', 0)} in / {row.get('output_tokens', 0)} out",
                  format_elapsed(row.get("elapsed_s"))]
+        if row.get("token_budget") is not None:
+            parts.append(f"budget {row.get('tokens_left')} of {row['token_budget']} tokens left")
         if row.get("stop_reason") and row.get("stop_reason") != "completed":
             parts.append(f"last stop: {row['stop_reason']}")
         return (f"<b>{esc(label)}</b> <code>{esc(self.id)}</code> {_badge(self.status)} "

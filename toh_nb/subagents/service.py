@@ -35,10 +35,13 @@ from . import texts
 
 CAPABILITIES = ("outputSchema", "depthLimit", "toolFilter", "persona")
 #: stop reason of a one-shot run from its turn's end (``error``, ``interrupted`` or unknown: ``error``)
-TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted", "blocked": "refusal"}
+#: budget stops (``toh_nb.core.budget``) keep their own reason everywhere
+BUDGET_STOPS = {"max-steps": "max-steps", "token-budget": "token-budget", "max-time": "max-time"}
+TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted", "blocked": "refusal",
+                **BUDGET_STOPS}
 #: stop reason of a continuable epoch (and of a root turn): an interrupted turn was stopped
 EPOCH_TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted",
-                      "interrupted": "aborted", "error": "error", "blocked": "refusal"}
+                      "interrupted": "aborted", "error": "error", "blocked": "refusal", **BUDGET_STOPS}
 
 
 @dataclass(slots=True)
@@ -48,7 +51,7 @@ class StartRequest:
     prompt: str
     parent: Agent
     label: str | None = None
-    agent_options: dict | None = None  # {"model": Model, "max_tokens": int}
+    agent_options: dict | None = None  # {"model": Model, "max_tokens": int, "limits": Limits}
     persona: str | None = None
     tool_filter: dict | None = None
     max_depth: int | None = 3
@@ -226,9 +229,9 @@ class SubagentService(RuntimeObserver):
         self._settle_waiters: dict[str, list[asyncio.Future]] = {}
         #: closing text of each child's last settled activation in this process (None: it left none)
         self.closing: dict[str, str | None] = {}
-        #: per-child model objects given at start; a resume in this process reuses them (the
-        #: descriptor can only name a model, and a restart falls back to the hub's model)
-        self._models: dict[str, Any] = {}
+        #: per-child agent options given at start (model, max_tokens, budgets); a resume in this process
+        #: reuses them (the descriptor can only name a model; a restart falls back to the hub's defaults)
+        self._options: dict[str, dict] = {}
         runtime.observers.append(self)
 
     # -- providers -----------------------------------------------------------------------------
@@ -307,7 +310,7 @@ class SubagentService(RuntimeObserver):
             persona=request.persona, tool_filter=request.tool_filter,
             sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
             model=options.get("model") or request.parent.model,
-            max_tokens=options.get("max_tokens", request.parent.max_tokens),
+            max_tokens=options.get("max_tokens", request.parent.max_tokens), limits=options.get("limits"),
             conversation=conversation_of(seed), turns=last_turn_number(seed))
         child.pre_turn = lambda agent: agent.session.append(DESCRIPTOR, turn=agent.turns, data=descriptor)
         run = SubagentRun(child_id, runtime.ids.run(), provider, child)
@@ -321,7 +324,7 @@ class SubagentService(RuntimeObserver):
             stop = TURN_TO_STOP.get(outcome.reason, "error")
             if run.cancelled and stop != "completed":
                 stop = "aborted"
-            diagnostic = outcome.error if stop == "error" else None
+            diagnostic = outcome.error if stop in ("error", *BUDGET_STOPS) else None
             result = SubagentResult(stop, outcome.output, diagnostic, outcome.usage)
         except BaseException:
             self._emit_end(run.run_id, run.provider, run.id, "error", [], run.agent)
@@ -377,8 +380,8 @@ class SubagentService(RuntimeObserver):
                                delegation_depth=depth, seed_length=len(seed))
         events = seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, record)]
         session = runtime.store.create(header, events)
-        if options.get("model") is not None:
-            self._models[child_id] = options["model"]
+        if any(options.get(key) is not None for key in ("model", "max_tokens", "limits")):
+            self._options[child_id] = options  # kept only when it differs from the defaults (memory per child)
         child = self._materialize(session, record, parent, depth, options)
         act = self._activate(child, parent, provider.name, wake_parent=not request.by_user)
         message_id = self._submit(act, request.prompt, USER_SOURCE)
@@ -391,6 +394,7 @@ class SubagentService(RuntimeObserver):
             persona=record.get("persona"), tool_filter=record.get("toolFilter"), extra_tools=tools,
             sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
             model=options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
+            limits=options.get("limits"),
             conversation=conversation_of(session.events), turns=last_turn_number(session.events))
 
     def _activate(self, child: Agent, parent: Agent, provider: str, wake_parent: bool) -> Activation:
@@ -477,7 +481,7 @@ class SubagentService(RuntimeObserver):
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE")
         repair_tail(session)
         try:
-            options = {"model": self._models[child_id]} if child_id in self._models else {}
+            options = self._options.get(child_id) or {"max_tokens": parent.max_tokens}
             child = self._materialize(session, record, parent, header.delegation_depth, options)
         except Exception:
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None

@@ -67,6 +67,9 @@ HEADLINES = {
     "error": "subagent run failed",
     "max-tokens": "subagent run hit its token limit before finishing",
     "refusal": "subagent declined the task",
+    "max-steps": "subagent run hit its step limit before finishing",
+    "token-budget": "subagent run ran out of its token budget before finishing",
+    "max-time": "subagent run ran out of time before finishing",
 }
 
 
@@ -102,6 +105,9 @@ SETTLED_LINES = {
     "max-tokens": "Background subagent {id} ran out of room before it finished.",
     "refusal": "Background subagent {id} declined the task.",
     "error": "Background subagent {id} failed before it finished.",
+    "max-steps": "Background subagent {id} hit its step limit before it finished.",
+    "token-budget": "Background subagent {id} ran out of its token budget before it finished.",
+    "max-time": "Background subagent {id} ran out of time before it finished.",
 }
 CLOSING_MESSAGE = "Its closing message:"
 NO_CLOSING_MESSAGE = "It left no closing message."

@@ -17,6 +17,9 @@ from . import texts
 from .service import StartRequest, SubagentResult, SubagentService, validate_max_depth, validate_tool_filter
 
 BACKGROUND_MODES = ("one-shot", "continuable")
+#: budgets a delegation tool gives every child it starts (``toh_nb.core.budget``)
+BUDGET_KEYS = ("max_steps", "token_budget", "turn_timeout")
+AGENT_OPTION_KEYS = {"model", "max_tokens", *BUDGET_KEYS}
 
 
 class ToolFailure(Exception):
@@ -34,12 +37,17 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
     if background_mode not in BACKGROUND_MODES:
         raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
     if agent_options is not None:
-        if not isinstance(agent_options, dict) or set(agent_options) - {"model", "max_tokens"}:
-            raise UsageError("agent_options takes only 'model' and 'max_tokens'")
+        if not isinstance(agent_options, dict) or set(agent_options) - AGENT_OPTION_KEYS:
+            raise UsageError(f"agent_options takes only {', '.join(sorted(AGENT_OPTION_KEYS))}")
         max_tokens = agent_options.get("max_tokens")
         if max_tokens is not None and not is_int_at_least(max_tokens, 1):
             raise UsageError(f"agent_options['max_tokens'] must be an integer >= 1, got {max_tokens!r}")
-        agent_options = {k: v for k, v in agent_options.items() if v is not None} or None
+        limits = service.runtime.limits.for_child(
+            **{key: agent_options.get(key) for key in BUDGET_KEYS})  # UsageError names a bad one
+        agent_options = {k: v for k, v in agent_options.items() if v is not None and k not in BUDGET_KEYS}
+        if limits is not None:
+            agent_options["limits"] = limits
+        agent_options = agent_options or None
     if persona is not None and not isinstance(persona, str):
         raise UsageError("persona must be a string")
     if not isinstance(tool_name, str) or not tool_name:

@@ -1,0 +1,275 @@
+"""Budgets: max_steps, token budgets (own and ancestors'), wall-clock per turn; at the root and below."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import toh_nb as tn
+from toh_nb.core.content import ToolCall
+
+from ..helpers import seen_by_model, until
+
+
+def looping(usage=(0, 0)):
+    """A model that never ends its turn: every step calls job_list; each response reports ``usage``."""
+    calls = []
+
+    async def model(req):
+        calls.append((req.agent_id, req.turn, req.step))
+        return tn.ModelResponse(tool_calls=[ToolCall("job_list", {})], usage=tn.Usage(*usage))
+
+    return model, calls
+
+
+def _results_answer_every_call(session):
+    calls = [b.id for e in session.events if e.message is not None and e.message.role == "assistant"
+             for b in e.message.content if b.type == "tool-call"]
+    answered = [e.message.tool_call_id for e in session.events if e.message is not None and e.message.role == "tool"]
+    return calls == answered
+
+
+def test_max_steps_ends_a_runaway_root_turn_with_its_own_reason():
+    model, calls = looping()
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), max_steps=3) as hub:
+            result = await hub.run("go")
+            assert _results_answer_every_call(hub.root_agent.session)
+            # the next turn gets a fresh step count
+            assert (await hub.run("again")).stop_reason == "max-steps"
+            return result
+
+    result = asyncio.run(main())
+    assert result.stop_reason == "max-steps"
+    assert result.diagnostic == "the turn reached its step limit of 3 model calls (max_steps=3)"
+    assert [step for _, turn, step in calls if turn == 1] == [1, 2, 3]
+
+
+def test_default_max_steps_is_fifty():
+    model, calls = looping()
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model)) as hub:
+            return await hub.run("go")
+
+    assert asyncio.run(main()).stop_reason == "max-steps"
+    assert len(calls) == 50
+
+
+def test_a_child_hitting_max_steps_reports_it_to_its_parent():
+    async def model(req):
+        if req.depth == 0:
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[ToolCall("subagent", {"description": "loop", "prompt": "p"},
+                                                             id="c1")])
+            return "root saw it"
+        return tn.ModelResponse(tool_calls=[ToolCall("job_list", {})])
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", max_steps=4) as hub:
+            assert (await hub.run("go")).text == "root saw it"
+            return seen_by_model(hub.runtime.store.open("root"))
+
+    assert asyncio.run(main())[1] == (
+        "TOOL-RESULT c1 (isError): Error: subagent run hit its step limit before finishing\n"
+        "Diagnostic: the turn reached its step limit of 4 model calls (max_steps=4)")
+
+
+def test_per_child_max_steps_and_the_continuable_notice():
+    model, calls = looping()
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
+            result = await hub.spawn("loop", label="one", max_steps=2)
+            kid = await hub.start("loop", label="two", max_steps=3)
+            await kid.wait(timeout=5)
+            notices = [[b.text for b in m.content] for m in hub.root_agent._next_step]
+            return result, notices
+
+    result, notices = asyncio.run(main())
+    assert (result.stop_reason, result.diagnostic) == (
+        "max-steps", "the turn reached its step limit of 2 model calls (max_steps=2)")
+    assert notices == [["Background subagent agent-2 hit its step limit before it finished.",
+                        "It left no closing message."]]
+    assert [c for c in calls if c[0] == "agent-2"] == [("agent-2", 1, 1), ("agent-2", 1, 2), ("agent-2", 1, 3)]
+
+
+def test_root_token_budget_stops_the_turn_before_the_call_that_would_exceed_it():
+    model, calls = looping(usage=(30, 10))
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), token_budget=100) as hub:
+            result = await hub.run("go")
+            assert _results_answer_every_call(hub.root_agent.session)
+            rows = hub.agent_rows()
+            return result, rows
+
+    result, rows = asyncio.run(main())
+    assert len(calls) == 3  # 40, 80, 120 tokens: the fourth call is not made
+    assert result.stop_reason == "token-budget"
+    assert result.diagnostic == "its token budget is spent: 120 of 100 tokens used (token_budget=100)"
+    assert (rows[0]["subtree_tokens"], rows[0]["token_budget"], rows[0]["tokens_left"]) == (120, 100, 0)
+
+
+def test_a_grandchild_spends_its_ancestors_budget():
+    """Root → child → grandchild; the grandchild's tokens count against the root's budget (and the child's)."""
+
+    async def model(req):
+        if req.depth < 2 and req.step == 1:
+            return tn.ModelResponse(tool_calls=[ToolCall("subagent", {"description": f"level {req.depth + 1}",
+                                                                      "prompt": "go deeper"}, id=f"d{req.depth}")],
+                                    usage=tn.Usage(5, 5))
+        if req.depth < 2:
+            return tn.ModelResponse(text=f"level {req.depth} done", usage=tn.Usage(5, 5))
+        return tn.ModelResponse(tool_calls=[ToolCall("job_list", {})], usage=tn.Usage(20, 10))
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=200) as hub:
+            result = await hub.run("go")
+            rows = {r["id"]: r for r in hub.agent_rows()}
+            return result, rows, seen_by_model(hub.runtime.store.open("agent-1"))
+
+    result, rows, child_seen = asyncio.run(main())
+    # root 10 + child 10 + grandchild 30 per step: the grandchild stops once the tree has used 200
+    assert child_seen[1].startswith("TOOL-RESULT d1 (isError): Error: subagent run ran out of its token budget "
+                                    "before finishing\nDiagnostic: the token budget of its ancestor root is spent: ")
+    assert result.stop_reason == "token-budget"  # the root's own next call is refused too
+    assert rows["root"]["subtree_tokens"] == sum(r["input_tokens"] + r["output_tokens"] for r in rows.values())
+    assert rows["root"]["subtree_tokens"] >= 200 and rows["root"]["tokens_left"] == 0
+    assert rows["agent-2"]["token_budget"] is None
+
+
+def test_a_child_budget_covers_its_own_subtree_only():
+    async def model(req):
+        if req.label == "capped":
+            return tn.ModelResponse(tool_calls=[ToolCall("job_list", {})], usage=tn.Usage(10, 0))
+        return tn.ModelResponse(text="free", usage=tn.Usage(10, 0))
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
+            capped = await hub.spawn("work", label="capped", token_budget=25)
+            free = await hub.spawn("work", label="free")
+            rows = {r["id"]: r for r in hub.agent_rows()}
+            return capped, free, rows
+
+    capped, free, rows = asyncio.run(main())
+    assert capped.stop_reason == "token-budget" and capped.usage.input_tokens == 30
+    assert free.stop_reason == "completed"
+    assert (rows["agent-1"]["token_budget"], rows["agent-1"]["tokens_left"]) == (25, 0)
+    assert rows["root"]["subtree_tokens"] == 40
+
+
+def test_turn_timeout_ends_the_turn_and_queued_messages_still_run():
+    async def model(req):
+        if req.last_user_text == "hang":
+            await asyncio.Event().wait()
+        return "answered " + req.last_user_text
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
+            kid = await hub.start("hang", label="slow", turn_timeout=0.2)
+            await hub.send(kid.id, "next")
+            closing = await kid.wait(timeout=5)
+            return closing, [e.data for e in hub.runtime.store.open(kid.id).events if e.kind == "turn/end"]
+
+    closing, ends = asyncio.run(main())
+    assert closing == "answered next"
+    assert ends == [{"reason": "max-time", "error": "the turn ran out of its time limit of 0.2 s (turn_timeout=0.2)"},
+                    {"reason": "completed"}]
+
+
+def test_hub_turn_timeout_applies_to_the_root():
+    async def model(req):
+        await asyncio.Event().wait()
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), turn_timeout=0.1) as hub:
+            return await hub.run("go")
+
+    result = asyncio.run(main())
+    assert (result.stop_reason, result.diagnostic) == (
+        "max-time", "the turn ran out of its time limit of 0.1 s (turn_timeout=0.1)")
+
+
+def test_delegation_tool_budgets_bound_the_children_it_starts():
+    async def model(req):
+        if req.depth == 0:
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[ToolCall("capped", {"description": "c", "prompt": "p"}, id="c1")])
+            return "done"
+        return tn.ModelResponse(tool_calls=[ToolCall("job_list", {})])
+
+    tools = [{"tool_name": "capped", "agent_options": {"max_steps": 2}}]
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", delegation_tools=tools) as hub:
+            await hub.run("go")
+            return seen_by_model(hub.runtime.store.open("root"))[1]
+
+    assert asyncio.run(main()).startswith("TOOL-RESULT c1 (isError): Error: subagent run hit its step limit")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_steps": 0}, "max_steps must be an integer >= 1 or None (no limit), got 0"),
+    ({"max_steps": True}, "max_steps must be an integer >= 1 or None (no limit), got True"),
+    ({"max_steps": 2.5}, "max_steps must be an integer >= 1 or None (no limit), got 2.5"),
+    ({"token_budget": -1}, "token_budget must be an integer >= 1 (tokens) or None (no budget), got -1"),
+    ({"token_budget": "100"}, "token_budget must be an integer >= 1 (tokens) or None (no budget), got '100'"),
+    ({"turn_timeout": 0}, "turn_timeout must be a positive number of seconds or None (no limit), got 0"),
+    ({"turn_timeout": float("nan")}, "turn_timeout must be a positive number of seconds or None (no limit), got nan"),
+    ({"max_tokens": 0}, "max_tokens must be an integer >= 1 or None, got 0"),
+])
+def test_bad_budget_values_name_the_parameter(kwargs, message):
+    with pytest.raises(tn.UsageError) as error:
+        tn.AsyncHub(**kwargs)
+    assert str(error.value) == message
+
+
+def test_bad_per_child_budget_is_refused_and_nothing_starts():
+    async def main():
+        async with tn.AsyncHub(ids="sequential") as hub:
+            with pytest.raises(tn.UsageError, match="token_budget must be an integer >= 1"):
+                await hub.spawn("x", token_budget=0)
+            with pytest.raises(tn.UsageError, match="max_steps must be an integer >= 1"):
+                await hub.start("x", label="x", max_steps=False)
+            with pytest.raises(tn.UsageError, match="agent_options takes only"):
+                tn.AsyncHub(delegation_tools=[{"agent_options": {"budget": 1}}])
+            return str(hub.list_agents()), hub.agent_rows()
+
+    listing, rows = asyncio.run(main())
+    assert listing == "(no subagents)" and [r["id"] for r in rows] == ["root"]
+
+
+def test_root_max_tokens_reaches_the_model_request_and_children_inherit_it():
+    seen = {}
+
+    async def model(req):
+        seen[req.depth] = req.max_tokens
+        if req.depth == 0 and req.step == 1:
+            return tn.ModelResponse(tool_calls=[ToolCall("subagent", {"description": "c", "prompt": "p"})])
+        return "ok"
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), max_tokens=256) as hub:
+            await hub.run("go")
+
+    asyncio.run(main())
+    assert seen == {0: 256, 1: 256}
+
+
+def test_a_resumed_child_keeps_its_budget_in_process():
+    async def model(req):
+        return tn.ModelResponse(tool_calls=[ToolCall("job_list", {})])
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
+            kid = await hub.start("a", label="k", max_steps=2)
+            await kid.wait(timeout=5)
+            assert kid.status == "ready"
+            await hub.send(kid.id, "b")  # cold resume in the same process
+            await until(lambda: kid.status == "ready", "the resumed child to settle")
+            return [e.data.get("error") for e in hub.runtime.store.open(kid.id).events if e.kind == "turn/end"]
+
+    assert asyncio.run(main()) == ["the turn reached its step limit of 2 model calls (max_steps=2)"] * 2
