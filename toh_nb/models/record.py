@@ -31,6 +31,7 @@ computed before scrubbing, so scrubbing never changes which request a response a
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -41,7 +42,7 @@ from typing import Any, Iterable
 
 from ..core.content import ToolCall, Usage, block_to_json
 from ..core.errors import ModelError, ReplayMissError, UsageError
-from .base import ModelRequest, ModelResponse
+from .base import ModelRequest, ModelResponse, call_off_loop
 
 FORMAT_VERSION = 1
 
@@ -118,6 +119,7 @@ class RecordingModel:
             self.path.write_text("", encoding="utf-8")
         self._scrub_extra = [s for s in scrub if s]
         self.count = 0
+        self._write_lock: asyncio.Lock | None = None
 
     def __repr__(self) -> str:
         return f"RecordingModel({self.inner!r}, {str(self.path)!r})"
@@ -143,6 +145,14 @@ class RecordingModel:
             handle.write(line + "\n")
         self.count += 1
 
+    async def _append(self, record: dict) -> None:
+        """Write off the loop thread (a slow disk must not stall every agent), one record at a time so
+        the file keeps the order of the exchanges."""
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        async with self._write_lock:
+            await asyncio.to_thread(self._write, record)
+
     async def request(self, request: ModelRequest) -> ModelResponse:
         canonical = canonical_request(request)
         record: dict[str, Any] = {
@@ -151,16 +161,16 @@ class RecordingModel:
             "request": canonical,
         }
         try:
-            response = await self.inner.request(request)
+            response = await call_off_loop(self.inner.request, request)
         except Exception as error:  # recorded, so the replay fails the same way; cancellation is not
             record["error"] = str(error) or type(error).__name__
-            self._write(record)
+            await self._append(record)
             raise
         from .base import coerce_response
 
         response = coerce_response(response)
         record["response"] = response_to_json(response)
-        self._write(record)
+        await self._append(record)
         return response
 
     async def aclose(self) -> None:
