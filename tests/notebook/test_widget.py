@@ -388,3 +388,18 @@ def test_accepts_an_async_hub_built_on_its_loop(hub):
 def test_rejects_other_objects():
     with pytest.raises(tn.UsageError, match="AgentTree needs a toh_nb.Hub or AsyncHub"):
         AgentTree(object())
+
+
+def test_a_node_shows_what_is_left_of_its_token_budget():
+    async def costly(request):
+        return tn.ModelResponse(text="done", usage=tn.Usage(30, 10))
+
+    with tn.Hub(model=tn.FunctionModel(costly), ids="sequential", token_budget=500) as hub:
+        tree = hub.tree()
+        try:
+            hub.spawn("work", label="capped", token_budget=100)
+            tree.refresh()
+            assert "budget 60 of 100 tokens left" in tree.nodes["agent-1"].info.value
+            assert "budget 460 of 500 tokens left" in tree.nodes["root"].info.value
+        finally:
+            tree.close()

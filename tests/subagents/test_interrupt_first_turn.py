@@ -92,3 +92,21 @@ def test_a_later_follow_up_interrupted_before_it_runs_stays_parked():
             assert await kid.wait(timeout=2) == "turn 3"
 
     asyncio.run(main())
+
+
+def test_interrupting_a_cold_resumed_child_before_its_turn_starts_also_settles_it():
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential") as hub:
+            kid = await hub.start("first", label="worker")
+            assert await kid.wait(timeout=2) == "ok"
+            assert kid.status == "ready"
+            await hub.send(kid.id, "resume me")  # a new activation: this message is its current turn
+            hub.interrupt(kid.id)
+            await kid.wait(timeout=2)
+            assert kid.status == "ready"
+            notices = _notices(hub.root_agent)
+            assert notices[-1] == STOPPED
+            assert render(hub.runtime.store.open(kid.id))[-2:] == [
+                "USER [user]: resume me", '-- turn 2 end: {"kind":"aborted"}']
+
+    asyncio.run(main())
