@@ -16,7 +16,7 @@ import asyncio
 import html
 import math
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .core.budget import DEFAULT_MAX_STEPS, Limits
 from .core.checks import is_int_at_least
@@ -35,7 +35,7 @@ from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
 from .subagents.service import StartRequest, repair_tail, validate_max_depth, validate_tool_filter
-from .subagents.tool import background_starter, make_subagent_tool
+from .subagents.tool import SubagentTool, background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"
 
@@ -168,11 +168,12 @@ class AsyncHub:
 
     def __init__(self, model: Any = None, *, store: Any = None, max_depth: int | str = 3,
                  max_parallel_tool_calls: int = 10, ids: str = "uuid", background_mode: str = "one-shot",
-                 tools: Sequence[Any] = (), delegation_tools: Sequence[dict] | None = None,
+                 tools: Sequence[Any] = (), delegation_tools: Sequence[Any] | None = None,
                  root_id: str | None = None, fsync: str | None = None,
                  max_jobs_per_owner: int = 10, report_delivery: str = "next-step",
                  max_tokens: int | None = None, max_steps: int | None = DEFAULT_MAX_STEPS,
-                 token_budget: int | None = None, turn_timeout: float | None = None) -> None:
+                 token_budget: int | None = None, turn_timeout: float | None = None,
+                 providers: Mapping[str, Any] | None = None) -> None:
         if model is None:
             from .models.demo import DemoModel
 
@@ -198,25 +199,48 @@ class AsyncHub:
             self._service = SubagentService(runtime, report_delivery=report_delivery)
             self._service.register_provider(SpawnProvider())
             self._service.register_provider(ForkProvider())
+            self._register_providers(providers)
             self._service.report_tool = make_report_tool(self._service)
-            configs = delegation_tools if delegation_tools is not None else [
-                {"tool_name": "subagent", "provider": "spawn", "background_mode": background_mode,
-                 "max_depth": max_depth}]
-            for config in configs:
-                if not isinstance(config, dict):
-                    raise UsageError("delegation_tools takes a list of dicts of subagent tool settings")
-                runtime.tools.add(make_subagent_tool(self._service, self._jobs, **config))
+            configs = delegation_tools if delegation_tools is not None else [SubagentTool()]
+            mounted = [item for item in tools if isinstance(item, SubagentTool)]
+            for config in [*configs, *mounted]:
+                if isinstance(config, SubagentTool):
+                    tool = config.build(self._service, self._jobs, background_mode=background_mode,
+                                        max_depth=max_depth)
+                elif isinstance(config, dict):
+                    tool = make_subagent_tool(self._service, self._jobs, **config)
+                else:
+                    raise UsageError("delegation_tools takes a list of tn.SubagentTool (or dicts of its settings), "
+                                     f"got {type(config).__name__}")
+                runtime.tools.add(tool)
             for tool in make_job_tools(self._jobs):
                 runtime.tools.add(tool)
             for tool in make_control_tools(self._service):
                 runtime.tools.add(tool)
             for item in tools:
-                runtime.tools.add(item if isinstance(item, Tool) else FunctionTool(item))
+                if not isinstance(item, SubagentTool):
+                    runtime.tools.add(item if isinstance(item, Tool) else FunctionTool(item))
             self._root = self._make_root(root_id, root_limits, max_tokens)
         except BaseException:
             self._store.close()  # a refused configuration must not keep the store's lock
             raise
         self._closed = False
+
+    def _register_providers(self, providers: Mapping[str, Any] | None) -> None:
+        """``providers={"name": provider}``: each registered under its key (``spawn``/``fork`` are built in)."""
+        if providers is None:
+            return
+        if not isinstance(providers, Mapping):
+            raise UsageError(f"providers must be a dict of name -> provider, got {type(providers).__name__}")
+        for name, provider in providers.items():
+            if not isinstance(name, str) or not name:
+                raise UsageError(f"provider names must be non-empty strings, got {name!r}")
+            own = getattr(provider, "name", None)
+            if own is None:
+                provider.name = name
+            elif own != name:
+                raise UsageError(f'provider registered as "{name}" is named "{own}"; use one name')
+            self._service.register_provider(provider)
 
     def _make_root(self, root_id: str | None, limits: Limits, max_tokens: int | None) -> Any:
         store = self._store
@@ -281,8 +305,11 @@ class AsyncHub:
         return run_result(outcome, self._root.id)
 
     def _request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
-                 model: Any, max_tokens: int | None, budgets: dict) -> StartRequest:
+                 model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
         _check_text(prompt, "prompt")
+        _check_text(provider, "provider")
+        # a provider that manages depth itself (an external harness) gets no cap from this hub
+        capped = self._service.get_provider(provider).capabilities.depth_limit
         if label is not None:
             _check_text(label, "label")
         if persona is not None and not isinstance(persona, str):
@@ -301,7 +328,8 @@ class AsyncHub:
             options["limits"] = limits
         return StartRequest(prompt=prompt, parent=self._root, label=label or _default_label(prompt),
                             agent_options=options or None, persona=persona,
-                            tool_filter=validate_tool_filter(tool_filter), max_depth=self._max_depth, by_user=True)
+                            tool_filter=validate_tool_filter(tool_filter),
+                            max_depth=self._max_depth if capped else None, by_user=True)
 
     async def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
                     persona: str | None = None, tool_filter: Any = None, model: Any = None,
@@ -315,7 +343,8 @@ class AsyncHub:
         if not isinstance(background, bool):
             raise UsageError(f"background must be True or False, got {background!r}")
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
-                                {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout})
+                                {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
+                                provider)
         if background:
             job = self._jobs.start("subagent", request.label, self._root,
                                    background_starter(self._service, provider, request), by_user=True)
@@ -335,7 +364,8 @@ class AsyncHub:
         :meth:`spawn`; they hold for every turn of the child)."""
         self._check_open()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
-                                {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout})
+                                {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
+                                provider)
         child_id, _ = await self._service.start_continuable(provider, request)
         return AsyncChild(self, child_id, request.label)
 

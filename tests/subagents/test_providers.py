@@ -10,6 +10,7 @@ import toh_nb as tn
 from toh_nb.core.content import ToolCall
 from toh_nb.core.errors import SubagentError, UsageError
 from toh_nb.subagents import SpawnProvider, StartRequest
+from toh_nb.subagents.provider import Capabilities
 
 
 def test_registry_refuses_duplicates_and_unknown_providers():
@@ -24,8 +25,10 @@ def test_registry_refuses_duplicates_and_unknown_providers():
 
             class Limited:
                 name = "limited"
-                capabilities = frozenset()
-                inherits_parent_context = False
+                capabilities = Capabilities(continuable=False, persona=False, tool_filter=False, depth_limit=False)
+
+                async def plan(self, child):
+                    raise AssertionError("never planned: every call here is refused first")
 
             remove = service.register_provider(Limited())
             with pytest.raises(SubagentError, match='does not support the "depthLimit" capability'):

@@ -7,8 +7,9 @@ whole family with one ``except``::
     ├── UsageError            wrong arguments to a public API, a closed hub, calling the sync facade
     │   └── ClosedError       from its own loop thread, …; the hub stays usable after one of these
     ├── SubagentError         refusals of the subagent service; ``.code`` is the reference code
-    │                         (UNAUTHORIZED, NOT_RESUMABLE, NO_PROVIDER, DUPLICATE_PROVIDER, …) and the
-    │                         message is the reference's exact text
+    │   │                     (UNAUTHORIZED, NOT_RESUMABLE, NO_PROVIDER, DUPLICATE_PROVIDER, …) and the
+    │   │                     message is the reference's exact text
+    │   └── ProviderError     unknown provider / missing capability (also a UsageError)
     ├── SubagentDepthError    a delegation deeper than ``max_depth`` (``subagent depth 4 exceeds maxDepth 3``)
     ├── JobError              refusals of the job registry (``unknown job subagent-9`` …)
     ├── ToolError             a tool call that cannot run (unknown tool, invalid arguments)
@@ -45,6 +46,11 @@ class SubagentError(TohError):
 
     def __reduce__(self):  # keep pickling (multiprocessing, copy) working with the extra argument
         return (type(self), (str(self), self.code))
+
+
+class ProviderError(SubagentError, UsageError):
+    """An unknown provider name, or a call needing a capability the provider lacks (``.code``
+    ``NO_PROVIDER`` / ``UNSUPPORTED_CAPABILITY``): both a usage error and a subagent refusal."""
 
 
 class SubagentDepthError(TohError):

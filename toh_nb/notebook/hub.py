@@ -113,11 +113,11 @@ class Hub:
 
     def __init__(self, model: Any = None, *, store: Any = None, max_depth: int | str = 3,
                  max_parallel_tool_calls: int = 10, ids: str = "uuid", background_mode: str = "one-shot",
-                 tools: Sequence[Any] = (), delegation_tools: Sequence[dict] | None = None,
+                 tools: Sequence[Any] = (), delegation_tools: Sequence[Any] | None = None,
                  root_id: str | None = None, fsync: str | None = None, max_jobs_per_owner: int = 10,
                  report_delivery: str = "next-step", loop: str = "portal", max_tokens: int | None = None,
                  max_steps: int | None = DEFAULT_MAX_STEPS, token_budget: int | None = None,
-                 turn_timeout: float | None = None) -> None:
+                 turn_timeout: float | None = None, providers: Any = None) -> None:
         if loop not in LOOP_MODES:
             raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
         if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
@@ -130,7 +130,7 @@ class Hub:
                                   delegation_tools=delegation_tools, root_id=root_id, fsync=fsync,
                                   max_jobs_per_owner=max_jobs_per_owner, report_delivery=report_delivery,
                                   max_tokens=max_tokens, max_steps=max_steps, token_budget=token_budget,
-                                  turn_timeout=turn_timeout)
+                                  turn_timeout=turn_timeout, providers=providers)
         try:
             async_hub = runner.call(build)
         except BaseException:

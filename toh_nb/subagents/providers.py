@@ -1,46 +1,47 @@
 """In-process providers: ``spawn`` (a fresh child that sees only its prompt) and ``fork`` (a child
-seeded with the parent's completed turns). Both support every capability and continuable children."""
+seeded with the parent's completed turns). Both support every capability and continuable children, and
+plan synchronously (``plan_now``), so their children exist the moment a delegation returns."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..core.session import TURN_END, Event
-from .service import CAPABILITIES, StartRequest, SubagentRun
+from .provider import Capabilities, ChildInfo, ChildPlan
 
 
 class SpawnProvider:
     """A fresh child: its conversation starts with the prompt alone."""
 
-    inherits_parent_context = False
-    capabilities = frozenset(CAPABILITIES)
+    capabilities = Capabilities()
 
     def __init__(self, name: str = "spawn") -> None:
         self.name = name
 
-    def seed(self, request: StartRequest) -> list[Event]:
+    def seed(self, child: ChildInfo) -> list[Event]:
         return []
 
-    def start_now(self, service: Any, request: StartRequest, descriptor: dict) -> SubagentRun:
-        return service.start_in_process(request, descriptor, self.name, self.seed(request))
+    def plan_now(self, child: ChildInfo) -> ChildPlan:
+        return ChildPlan(seed=self.seed(child))
 
-    async def start(self, service: Any, request: StartRequest, descriptor: dict) -> SubagentRun:
-        return self.start_now(service, request, descriptor)
+    async def plan(self, child: ChildInfo) -> ChildPlan:
+        return self.plan_now(child)
 
-    async def prepare_continuable(self, service: Any, request: StartRequest) -> list[Event]:
-        return self.seed(request)
+    def resume_now(self, child: ChildInfo, session: object) -> ChildPlan:
+        return ChildPlan()  # the log is the whole state: nothing to reconnect
+
+    async def resume(self, child: ChildInfo, session: object) -> ChildPlan:
+        return self.resume_now(child, session)
 
 
 class ForkProvider(SpawnProvider):
     """A child seeded with the parent's events up to its last completed turn (captured once)."""
 
-    inherits_parent_context = True
+    capabilities = Capabilities(inherits_parent_context=True)
 
     def __init__(self, name: str = "fork") -> None:
         super().__init__(name)
 
-    def seed(self, request: StartRequest) -> list[Event]:
-        events = request.parent.session.events
+    def seed(self, child: ChildInfo) -> list[Event]:
+        events = child.request.parent.session.events
         for position in range(len(events) - 1, -1, -1):
             if events[position].kind == TURN_END:
                 return list(events[: position + 1])

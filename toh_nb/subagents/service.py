@@ -1,8 +1,9 @@
 """The subagent service: providers, one-shot runs, continuable activations, control and listing.
 
-One-shot children are started by a provider and handed back as a :class:`SubagentRun` (``result`` and
-an idempotent ``dispose``); the caller always disposes. Continuable children are composed here: the
-provider only contributes seed events (``prepare_continuable``). A continuable child is a durable
+Every child is built here from its provider's plan (``toh_nb.subagents.provider``: seed events, a model
+adapter for agents that live elsewhere, release of their resources). One-shot children are handed back
+as a :class:`SubagentRun` (``result`` and an idempotent ``dispose``); the caller always disposes. A
+continuable child is a durable
 session plus at most one process-local :class:`Activation`. Its residency state is derived, never
 stored: *running* (driver busy or an accepted message not yet claimed), *waiting* (it owns live
 children) or *settled*. When an activation settles it is disposed: the agent leaves the registry (it
@@ -16,15 +17,16 @@ per child, so idle children cost no tasks.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from ..core.agent import Agent, TurnOutcome
 from ..core.checks import is_int_at_least
 from ..core.content import (USER_SOURCE, Message, Source, Text, ToolResultBlock, bound, relay_source, text_of,
                             user_message)
-from ..core.errors import StoreError, SubagentDepthError, SubagentError, UsageError
+from ..core.errors import ProviderError, StoreError, SubagentDepthError, SubagentError, UsageError
 from ..core.runtime import Runtime, RuntimeObserver
 from ..core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Event,
                             SessionHeader,
@@ -32,8 +34,12 @@ from ..core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESUL
 from ..core.tools import ABORTED_BEFORE_DISPATCH
 from . import descriptor as descriptors
 from . import texts
+from .provider import Capabilities, ChildInfo, ChildPlan, check_provider
 
-CAPABILITIES = ("outputSchema", "depthLimit", "toolFilter", "persona")
+#: an external harness's child sees no toh_nb tools (it brings its own)
+NO_TOOLS = {"allow": []}
+#: session event kinds of an external child's recorded activity (``external/tool_call`` …)
+EXTERNAL_PREFIX = "external/"
 #: stop reason of a one-shot run from its turn's end (``error``, ``interrupted`` or unknown: ``error``)
 #: budget stops (``toh_nb.core.budget``) keep their own reason everywhere
 BUDGET_STOPS = {"max-steps": "max-steps", "token-budget": "token-budget", "max-time": "max-time"}
@@ -73,9 +79,10 @@ class SubagentResult:
 class SubagentRun:
     """A one-shot child run. Await ``result``; always ``await dispose()`` (idempotent)."""
 
-    __slots__ = ("id", "run_id", "provider", "agent", "_result", "_disposal", "cancelled")
+    __slots__ = ("id", "run_id", "provider", "agent", "_result", "_disposal", "cancelled", "close")
 
-    def __init__(self, id: str, run_id: str, provider: str, agent: Agent | None) -> None:
+    def __init__(self, id: str, run_id: str, provider: str, agent: Agent | None,
+                 close: Callable[[], Awaitable[None]] | None = None) -> None:
         self.id = id
         self.run_id = run_id
         self.provider = provider
@@ -83,6 +90,8 @@ class SubagentRun:
         self._result: asyncio.Future | None = None
         self._disposal: asyncio.Task | None = None
         self.cancelled = False
+        #: releases what the provider's plan holds (a process, an actor); awaited by dispose
+        self.close = close
 
     @property
     def result(self) -> "asyncio.Future[SubagentResult]":
@@ -101,15 +110,19 @@ class SubagentRun:
         await asyncio.gather(self._result, return_exceptions=True)
         if self.agent is not None:
             self.agent.runtime.unregister(self.agent)
+        if self.close is not None:
+            close, self.close = self.close, None
+            await close()  # a failure here is the run's disposal failure (kept beside the result's)
 
 
 class Activation:
     """One residency epoch of a continuable child."""
 
     __slots__ = ("child", "parent_session", "provider", "run_id", "owned", "accepted", "disposing",
-                 "announced", "epoch_start", "wake_parent", "dropped_unrun")
+                 "announced", "epoch_start", "wake_parent", "dropped_unrun", "close")
 
-    def __init__(self, child: Agent, parent_session: str, provider: str, run_id: str, wake_parent: bool) -> None:
+    def __init__(self, child: Agent, parent_session: str, provider: str, run_id: str, wake_parent: bool,
+                 close: Callable[[], Awaitable[None]] | None = None) -> None:
         self.child = child
         self.parent_session = parent_session
         self.provider = provider
@@ -121,6 +134,7 @@ class Activation:
         self.epoch_start = len(child.session.events)
         self.wake_parent = wake_parent
         self.dropped_unrun = False
+        self.close = close
 
     @property
     def state(self) -> str:
@@ -227,6 +241,8 @@ class SubagentService(RuntimeObserver):
         self.report_tool = None  # set by the hub composition (tool installed into continuable children)
         self.warnings: list[str] = []
         self._settle_waiters: dict[str, list[asyncio.Future]] = {}
+        #: provider resources being released after their activation settled (awaited by close())
+        self._closing: set[asyncio.Task] = set()
         #: closing text of each child's last settled activation in this process (None: it left none)
         self.closing: dict[str, str | None] = {}
         #: per-child agent options given at start (model, max_tokens, budgets); a resume in this process
@@ -237,6 +253,7 @@ class SubagentService(RuntimeObserver):
     # -- providers -----------------------------------------------------------------------------
 
     def register_provider(self, provider: Any) -> Callable[[], None]:
+        check_provider(provider)
         if provider.name in self.providers:
             raise SubagentError(texts.duplicate_provider(provider.name), "DUPLICATE_PROVIDER")
         self.providers[provider.name] = provider
@@ -252,19 +269,13 @@ class SubagentService(RuntimeObserver):
     def get_provider(self, name: str) -> Any:
         provider = self.providers.get(name)
         if provider is None:
-            raise SubagentError(texts.no_provider(name), "NO_PROVIDER")
+            raise ProviderError(texts.no_provider(name), "NO_PROVIDER")
         return provider
 
-    # -- one-shot ------------------------------------------------------------------------------
-
-    async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
-        provider = self._checked_provider(provider_name, request)
-        run = await provider.start(self, request, descriptors.one_shot(provider.name, request.label))
-        self._published(run, request)
-        return run
-
-    def _checked_provider(self, provider_name: str, request: StartRequest) -> Any:
+    def _checked_provider(self, provider_name: str, request: StartRequest, continuable: bool = False) -> Any:
+        """The provider, refusing a call that needs a capability it does not declare."""
         provider = self.get_provider(provider_name)
+        capabilities: Capabilities = provider.capabilities
         wanted = []
         if request.max_depth is not None:
             wanted.append("depthLimit")
@@ -273,18 +284,49 @@ class SubagentService(RuntimeObserver):
         if request.persona is not None:
             wanted.append("persona")
         for capability in wanted:
-            if capability not in provider.capabilities:
-                raise SubagentError(texts.unsupported_capability(provider.name, capability), "UNSUPPORTED_CAPABILITY")
+            if not capabilities.supports(capability):
+                raise ProviderError(texts.unsupported_capability(provider.name, capability), "UNSUPPORTED_CAPABILITY")
+        if continuable and not capabilities.continuable:
+            raise ProviderError(texts.unsupported_continuable(provider.name), "UNSUPPORTED_CAPABILITY")
         return provider
 
-    def start_now(self, provider_name: str, request: StartRequest) -> SubagentRun | None:
-        """Start a one-shot child synchronously when the provider can (in-process providers), so a
-        background job's child exists the moment its id is returned; ``None`` otherwise."""
+    def _child_info(self, child_id: str, mode: str, label: str | None, depth: int, parent_id: str,
+                    request: StartRequest | None) -> ChildInfo:
+        return ChildInfo(child_id, mode, label, depth, parent_id, request, functools.partial(self._record, child_id))
+
+    def _record(self, child_id: str, kind: str, data: dict) -> None:
+        """An external child's activity (a remote tool call, a plan): into its log and the event stream."""
+        agent = self.runtime.agents.get(child_id)
+        if agent is not None and not agent.disposed:
+            agent.session.append(EXTERNAL_PREFIX + kind, turn=agent.turns or None, data=data)
+        self.runtime.bus.emit("subagent/activity", {"id": child_id, "activity": kind, "data": data}, record=False)
+
+    # -- one-shot ------------------------------------------------------------------------------
+
+    def _one_shot_info(self, provider: Any, request: StartRequest) -> ChildInfo:
+        depth = child_depth(request.parent, request.max_depth)
+        self._check_filter(request.tool_filter)
+        return self._child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
+                                request)
+
+    async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
         provider = self._checked_provider(provider_name, request)
-        start_now = getattr(provider, "start_now", None)
-        if start_now is None:
+        info = self._one_shot_info(provider, request)
+        plan_now = getattr(provider, "plan_now", None)
+        plan = plan_now(info) if plan_now is not None else await provider.plan(info)
+        run = self._start_one_shot(provider, request, info, plan)
+        self._published(run, request)
+        return run
+
+    def start_now(self, provider_name: str, request: StartRequest) -> SubagentRun | None:
+        """Start a one-shot child synchronously when the provider can plan synchronously (in-process
+        providers), so a background job's child exists the moment its id is returned; ``None`` otherwise."""
+        provider = self._checked_provider(provider_name, request)
+        plan_now = getattr(provider, "plan_now", None)
+        if plan_now is None:
             return None
-        run = start_now(self, request, descriptors.one_shot(provider.name, request.label))
+        info = self._one_shot_info(provider, request)
+        run = self._start_one_shot(provider, request, info, plan_now(info))
         self._published(run, request)
         return run
 
@@ -293,27 +335,24 @@ class SubagentService(RuntimeObserver):
                                                  "local": run.agent is not None, "parent": request.parent.id,
                                                  "mode": "one-shot", "label": request.label})
 
-    def start_in_process(self, request: StartRequest, descriptor: dict, provider: str,
-                         seed: list[Event] | None = None) -> SubagentRun:
-        """The shared one-shot driver of the in-process providers (spawn, fork)."""
+    def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan) -> SubagentRun:
+        """Build and start a planned one-shot child (the one driver every provider shares)."""
         runtime = self.runtime
-        depth = child_depth(request.parent, request.max_depth)
-        self._check_filter(request.tool_filter)
-        child_id = runtime.ids.agent()
-        seed = seed or []
-        header = SessionHeader(child_id, time.time(), parent_session=request.parent.id, origin="subagent",
-                               delegation_depth=depth, seed_length=len(seed))
+        descriptor = descriptors.one_shot(provider.name, request.label)
+        seed = list(plan.seed)
+        header = SessionHeader(info.id, time.time(), parent_session=request.parent.id, origin="subagent",
+                               delegation_depth=info.depth, seed_length=len(seed))
         session = runtime.store.create(header, seed)
         options = request.agent_options or {}
         child = runtime.create_agent(
-            session, label=request.label, depth=depth, parent=request.parent, mode="one-shot",
-            persona=request.persona, tool_filter=request.tool_filter,
+            session, label=request.label, depth=info.depth, parent=request.parent, mode="one-shot",
+            persona=request.persona, tool_filter=NO_TOOLS if plan.own_tools else request.tool_filter,
             sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
-            model=options.get("model") or request.parent.model,
+            model=plan.model or options.get("model") or request.parent.model,
             max_tokens=options.get("max_tokens", request.parent.max_tokens), limits=options.get("limits"),
             conversation=conversation_of(seed), turns=last_turn_number(seed))
         child.pre_turn = lambda agent: agent.session.append(DESCRIPTOR, turn=agent.turns, data=descriptor)
-        run = SubagentRun(child_id, runtime.ids.run(), provider, child)
+        run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
         turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
         run._result = asyncio.get_running_loop().create_task(self._one_shot_result(run, turn))
         return run
@@ -354,12 +393,9 @@ class SubagentService(RuntimeObserver):
         self._assert_admitting()
         if not request.label:
             raise UsageError("a continuable subagent needs a label")
+        provider = self._checked_provider(provider_name, request, continuable=True)
         depth = child_depth(request.parent, request.max_depth)
         self._check_filter(request.tool_filter)
-        provider = self.get_provider(provider_name)
-        prepare = getattr(provider, "prepare_continuable", None)
-        if prepare is None:
-            raise SubagentError(texts.unsupported_continuable(provider.name), "UNSUPPORTED_CAPABILITY")
         if child_id is not None and (child_id in runtime.agents or runtime.store.exists(child_id)):
             raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
         options = dict(request.agent_options or {})
@@ -367,38 +403,54 @@ class SubagentService(RuntimeObserver):
         record = descriptors.continuable(provider.name, request.label,
                                          agent_model=model_name(options.get("model")),
                                          persona=request.persona, tool_filter=request.tool_filter)
-        seed = list(await prepare(self, request))
-        self._assert_admitting()
         parent = request.parent
-        parent_act = self._activation_of(parent)
-        if parent_act is not None and parent_act.disposing:
-            raise SubagentError(texts.parent_closing(parent.id), "ACTIVATION_CLOSING")
         child_id = child_id or runtime.ids.agent()
-        if child_id in runtime.agents or runtime.store.exists(child_id):
-            raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
-        header = SessionHeader(child_id, time.time(), parent_session=parent.id, origin="subagent",
-                               delegation_depth=depth, seed_length=len(seed))
-        events = seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, record)]
-        session = runtime.store.create(header, events)
+        info = self._child_info(child_id, "continuable", request.label, depth, parent.id, request)
+        plan_now = getattr(provider, "plan_now", None)
+        plan = plan_now(info) if plan_now is not None else await provider.plan(info)
+        try:
+            self._assert_admitting()
+            parent_act = self._activation_of(parent)
+            if parent_act is not None and parent_act.disposing:
+                raise SubagentError(texts.parent_closing(parent.id), "ACTIVATION_CLOSING")
+            if child_id in runtime.agents or runtime.store.exists(child_id):
+                raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
+            seed = list(plan.seed)
+            header = SessionHeader(child_id, time.time(), parent_session=parent.id, origin="subagent",
+                                   delegation_depth=depth, seed_length=len(seed))
+            events = seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, record)]
+            session = runtime.store.create(header, events)
+        except BaseException:
+            await self._close_plan(plan)  # refused after planning: release what the plan holds
+            raise
         if any(options.get(key) is not None for key in ("model", "max_tokens", "limits")):
             self._options[child_id] = options  # kept only when it differs from the defaults (memory per child)
-        child = self._materialize(session, record, parent, depth, options)
-        act = self._activate(child, parent, provider.name, wake_parent=not request.by_user)
+        child = self._materialize(session, record, parent, depth, options, plan)
+        act = self._activate(child, parent, provider.name, wake_parent=not request.by_user, close=plan.close)
         message_id = self._submit(act, request.prompt, USER_SOURCE)
         return child_id, message_id
 
-    def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict) -> Agent:
-        tools = (self.report_tool,) if self.report_tool is not None else ()
+    def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
+                     plan: ChildPlan) -> Agent:
+        tools = (self.report_tool,) if self.report_tool is not None and not plan.own_tools else ()
         return self.runtime.create_agent(
             session, label=record.get("label"), depth=depth, parent=parent, mode="continuable",
-            persona=record.get("persona"), tool_filter=record.get("toolFilter"), extra_tools=tools,
-            sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
-            model=options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
+            persona=record.get("persona"), tool_filter=NO_TOOLS if plan.own_tools else record.get("toolFilter"),
+            extra_tools=tools, sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
+            model=plan.model or options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
             limits=options.get("limits"),
             conversation=conversation_of(session.events), turns=last_turn_number(session.events))
 
-    def _activate(self, child: Agent, parent: Agent, provider: str, wake_parent: bool) -> Activation:
-        act = Activation(child, parent.id, provider, self.runtime.ids.run(), wake_parent)
+    async def _close_plan(self, plan: ChildPlan) -> None:
+        if plan.close is not None:
+            try:
+                await plan.close()
+            except Exception as error:
+                self.warnings.append(f"closing a refused child's provider resources failed: {error}")
+
+    def _activate(self, child: Agent, parent: Agent, provider: str, wake_parent: bool,
+                  close: Callable[[], Awaitable[None]] | None = None) -> Activation:
+        act = Activation(child, parent.id, provider, self.runtime.ids.run(), wake_parent, close)
         self.activations[child.id] = act
         self._acquire(parent, child.id)
         self.runtime.bus.emit("subagent/start", {"run_id": act.run_id, "provider": provider, "id": child.id,
@@ -460,9 +512,9 @@ class SubagentService(RuntimeObserver):
             if act.wake_parent is False and not source.kind == "user":
                 act.wake_parent = True
             return self._submit(act, content, source)
-        return self._cold_resume(parent, child_id, content, source)
+        return await self._cold_resume(parent, child_id, content, source)
 
-    def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
+    async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
         runtime = self.runtime
         try:
             session = runtime.store.open(child_id)
@@ -479,13 +531,24 @@ class SubagentService(RuntimeObserver):
             raise SubagentError(texts.not_resumable(child_id), "NOT_RESUMABLE")
         if child_id in runtime.agents:  # a live agent we do not own is never adopted
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE")
+        provider = self.providers.get(record["provider"])
+        if provider is None:
+            raise SubagentError(texts.provider_not_registered(child_id, record["provider"]), "NOT_RESUMABLE")
+        info = self._child_info(child_id, "continuable", record.get("label"), header.delegation_depth, parent.id,
+                                None)
+        resume_now = getattr(provider, "resume_now", None)
+        plan = resume_now(info, session) if resume_now is not None else await provider.resume(info, session)
+        if resume_now is None and (child_id in runtime.agents or not runtime.is_live(parent) or self.draining):
+            await self._close_plan(plan)  # the world moved while the provider reconnected: start over
+            return await self.followup(parent, child_id, content, source)
         repair_tail(session)
         try:
             options = self._options.get(child_id) or {"max_tokens": parent.max_tokens}
-            child = self._materialize(session, record, parent, header.delegation_depth, options)
+            child = self._materialize(session, record, parent, header.delegation_depth, options, plan)
         except Exception:
+            await self._close_plan(plan)
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
-        act = self._activate(child, parent, record["provider"], wake_parent=source.kind != "user")
+        act = self._activate(child, parent, record["provider"], wake_parent=source.kind != "user", close=plan.close)
         return self._submit(act, content, source)
 
     # -- interrupt ---------------------------------------------------------------------------------
@@ -581,6 +644,10 @@ class SubagentService(RuntimeObserver):
             self.warnings.append(f'subagent "{child.id}" best-effort final session flush failed; the persisted '
                                  f"state may be unavailable or stale on resume: {error}")
         child.disposed = True
+        if act.close is not None:  # the provider's resources (a process, an actor) go with the activation
+            task = asyncio.get_running_loop().create_task(act.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closed_plan)
         if self.activations.get(child.id) is act:
             del self.activations[child.id]
         self.runtime.unregister(child)
@@ -700,8 +767,14 @@ class SubagentService(RuntimeObserver):
 
     # -- teardown --------------------------------------------------------------------------------
 
+    def _closed_plan(self, task: asyncio.Task) -> None:
+        self._closing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.warnings.append(f"releasing a settled child's provider resources failed: {task.exception()}")
+
     async def close(self) -> None:
-        """Drain: stop every activation (child-first, no wake-ups), leaving the logs resumable."""
+        """Drain: stop every activation (child-first, no wake-ups), leaving the logs resumable, and
+        release every provider resource (no process or actor is left behind)."""
         self.draining = True
         agents = [act.child for act in self.activations.values()]
         for agent in agents:
@@ -713,6 +786,8 @@ class SubagentService(RuntimeObserver):
                 act.owned.clear()
                 act.accepted.clear()
                 self._settle(act)
+        if self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
 
 
 UNKNOWN_OUTCOME = "Error: the session ended before this tool call finished; its outcome is unknown"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
 import pydantic
@@ -24,6 +25,48 @@ AGENT_OPTION_KEYS = {"model", "max_tokens", *BUDGET_KEYS}
 
 class ToolFailure(Exception):
     """A failure whose message is already the exact text the model should read after ``Error: ``."""
+
+
+@dataclass(frozen=True)
+class SubagentTool:
+    """One delegation tool the models see: ``tn.Hub(tools=[tn.SubagentTool(name="coder", provider="coder")])``.
+
+    ``name`` is the tool name the model calls; ``provider`` a registered provider (``spawn``, ``fork`` or
+    one given as ``tn.Hub(providers={...})``); ``background_mode`` what ``run_in_background`` starts
+    (``"one-shot"`` job or ``"continuable"`` child; ``None``: the hub's); ``persona``/``tool_filter`` apply
+    to every child it starts; ``max_depth`` (``None``: the hub's; ``"provider-managed"``: no cap, for
+    providers whose children own their recursion budget); ``model``, ``max_tokens``, ``max_steps``,
+    ``token_budget`` and ``turn_timeout`` bound the children it starts. Checked when the hub mounts it.
+    """
+
+    name: str = "subagent"
+    provider: str = "spawn"
+    background_mode: str | None = None
+    enable_run_in_background: bool = True
+    persona: str | None = None
+    tool_filter: dict | None = None
+    max_depth: int | str | None = None
+    model: Any = None
+    max_tokens: int | None = None
+    max_steps: int | None = None
+    token_budget: int | None = None
+    turn_timeout: float | None = None
+
+    def build(self, service: SubagentService, jobs: JobRegistry | None, *, background_mode: str,
+              max_depth: int | str) -> Tool:
+        options = {"model": self.model, "max_tokens": self.max_tokens, "max_steps": self.max_steps,
+                   "token_budget": self.token_budget, "turn_timeout": self.turn_timeout}
+        options = {k: v for k, v in options.items() if v is not None}
+        depth = self.max_depth if self.max_depth is not None else max_depth
+        if self.max_depth is None and depth != "provider-managed":
+            provider = service.get_provider(self.provider)
+            if not provider.capabilities.depth_limit:
+                depth = "provider-managed"  # the hub's cap does not bind a provider that manages depth itself
+        return make_subagent_tool(service, jobs, provider=self.provider, tool_name=self.name,
+                                  enable_run_in_background=self.enable_run_in_background,
+                                  background_mode=self.background_mode or background_mode,
+                                  agent_options=options or None, persona=self.persona, tool_filter=self.tool_filter,
+                                  max_depth=depth)
 
 
 def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, provider: str = "spawn",
@@ -53,14 +96,19 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
     if not isinstance(tool_name, str) or not tool_name:
         raise UsageError("tool_name must be a non-empty string")
     source = service.get_provider(provider)
-    if cap is not None and "depthLimit" not in source.capabilities:
+    capabilities = source.capabilities
+    if persona is not None and not capabilities.persona:
+        raise UsageError(texts.unsupported_capability(provider, "persona"))
+    if tool_filter is not None and not capabilities.tool_filter:
+        raise UsageError(texts.unsupported_capability(provider, "toolFilter"))
+    if cap is not None and not capabilities.depth_limit:
         raise UsageError(f'tool-subagent: provider "{provider}" cannot enforce maxDepth (no depthLimit capability) '
                          "\u2014 set max_depth='provider-managed' to leave the recursion budget to the provider")
     continuable = background_mode == "continuable"
-    if continuable and enable_run_in_background and getattr(source, "prepare_continuable", None) is None:
+    if continuable and enable_run_in_background and not capabilities.continuable:
         raise UsageError(f'tool-subagent: provider "{provider}" does not support `backgroundMode: continuable`')
 
-    fork = getattr(source, "inherits_parent_context", False)
+    fork = capabilities.inherits_parent_context
     description = texts.FORK_BASE if fork else texts.FRESH_BASE
     if not enable_run_in_background:
         description += texts.SUFFIX_NO_BACKGROUND

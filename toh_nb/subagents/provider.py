@@ -1,0 +1,107 @@
+"""The provider seam: how a child agent comes to exist.
+
+The service owns everything a child *is* to the rest of the system — its id, depth, session log,
+inbox, activations, authorization, notices, listing and tables — so every provider's children behave
+the same in the ``subagent`` tool, the job tools, ``send_message``, ``interrupt_agent``, the tables and
+the widget. A provider contributes only what differs, as a :class:`ChildPlan`:
+
+- ``seed``: events the child's log starts with (``fork`` copies the parent's completed turns);
+- ``model``: the child's model. An agent that lives elsewhere (an ACP coding agent, a Ray actor) is a
+  model adapter here: one turn of the child is one prompt to it, cancelled when the turn is cancelled
+  (interrupt, kill, timeout), and what it does meanwhile is recorded with :meth:`ChildInfo.record`;
+- ``own_tools``: the child brings its own tools (an external harness), so toh_nb offers it none;
+- ``close``: releases what the plan holds (a process, an actor) when the child is disposed: a one-shot
+  run at its end, a continuable activation when it settles, everything at ``hub.close()``.
+
+Capabilities are declared, not probed: a call that needs one the provider lacks (a continuable child, a
+persona, a tool filter, a depth limit) is refused with a :class:`~toh_nb.core.errors.ProviderError`
+(a ``UsageError`` and a ``SubagentError``) naming the provider and the capability.
+
+In-process providers implement ``plan_now``/``resume_now`` (synchronous), so a background job's child
+exists the moment its job id is returned and a cold resume is accepted without a suspension; other
+providers implement ``plan``/``resume`` (awaited). ``resume`` rebuilds the plan of a settled continuable
+child from its log (``ChildInfo.request`` is then ``None``); a provider that cannot resume raises
+``SubagentError(message, "NOT_RESUMABLE")`` and the sender reads that message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Literal, Protocol, runtime_checkable
+
+from ..core.session import Event
+
+#: the reference's capability names (``tool-subagent`` ``SubagentProvider.capabilities``)
+REFERENCE_NAMES = {"depth_limit": "depthLimit", "tool_filter": "toolFilter", "persona": "persona",
+                   "continuable": "continuable", "output_schema": "outputSchema"}
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a provider's children can do. ``depth_limit=False`` is the reference's provider-managed depth:
+    the child harness owns its recursion budget and toh_nb sends no cap."""
+
+    continuable: bool = True
+    persona: bool = True
+    tool_filter: bool = True
+    depth_limit: bool = True
+    inherits_parent_context: bool = False
+    output_schema: bool = False
+
+    def supports(self, name: str) -> bool:
+        """``name`` as a field name or the reference's spelling (``depthLimit``)."""
+        for field_name, reference in REFERENCE_NAMES.items():
+            if name in (field_name, reference):
+                return bool(getattr(self, field_name))
+        return False
+
+    def __contains__(self, name: object) -> bool:  # ``"depthLimit" in provider.capabilities``
+        return isinstance(name, str) and self.supports(name)
+
+
+@dataclass(slots=True)
+class ChildPlan:
+    """What a provider contributes to one child (see the module docstring)."""
+
+    seed: list[Event] = field(default_factory=list)
+    model: Any = None
+    own_tools: bool = False
+    close: Callable[[], Awaitable[None]] | None = None
+
+
+@dataclass(slots=True)
+class ChildInfo:
+    """What the service tells a provider about the child it is planning."""
+
+    id: str
+    mode: Literal["one-shot", "continuable"]
+    label: str | None
+    depth: int
+    parent_id: str
+    request: Any  # the StartRequest (prompt, persona, tool filter, options); None on a cold resume
+    record: Callable[[str, dict], None]  # log an external activity into the child's transcript and stream
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A registered way of making children (``tn.Hub(providers={"name": provider})``)."""
+
+    name: str
+    capabilities: Capabilities
+
+    async def plan(self, child: ChildInfo) -> ChildPlan: ...
+
+    async def resume(self, child: ChildInfo, session: Any) -> ChildPlan: ...
+
+
+def check_provider(provider: Any) -> None:
+    """Registration-time shape check (a clear error instead of a failure at the first delegation)."""
+    from ..core.errors import UsageError
+
+    name = getattr(provider, "name", None)
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"a subagent provider needs a non-empty string name, got {name!r}")
+    if not isinstance(getattr(provider, "capabilities", None), Capabilities):
+        raise UsageError(f'subagent provider "{name}" must declare its capabilities as a Capabilities object')
+    if not callable(getattr(provider, "plan", None)) and not callable(getattr(provider, "plan_now", None)):
+        raise UsageError(f'subagent provider "{name}" has neither plan() nor plan_now()')
