@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from .core.budget import DEFAULT_MAX_STEPS, Limits
 from .core.checks import is_int_at_least
+from .core.events import DEFAULT_HISTORY, HubClosed, SubtreeFilter
 from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, TohError, UsageError
 from .core.ids import IdSource, is_valid_id
@@ -54,6 +55,20 @@ def _check_text(value: Any, name: str) -> str:
     if not value.strip():
         raise UsageError(f"{name} must not be empty")
     return value
+
+
+def _agent_id(value: Any) -> str:
+    """An agent id from an id string or a Child/Job handle (a job means the child doing its work)."""
+    if isinstance(value, str):
+        _check_text(value, "agent_id")
+        return value
+    child_id = getattr(value, "child_id", None)
+    if isinstance(child_id, str):
+        return child_id
+    agent_id = getattr(value, "id", None)
+    if isinstance(agent_id, str):
+        return agent_id
+    raise UsageError(f"expected an agent id or a Child/Job handle, got {type(value).__name__}")
 
 
 def _default_label(prompt: str) -> str:
@@ -173,7 +188,7 @@ class AsyncHub:
                  max_jobs_per_owner: int = 10, report_delivery: str = "next-step",
                  max_tokens: int | None = None, max_steps: int | None = DEFAULT_MAX_STEPS,
                  token_budget: int | None = None, turn_timeout: float | None = None,
-                 providers: Mapping[str, Any] | None = None) -> None:
+                 providers: Mapping[str, Any] | None = None, history: int = DEFAULT_HISTORY) -> None:
         if model is None:
             from .models.demo import DemoModel
 
@@ -191,7 +206,9 @@ class AsyncHub:
         try:
             self._ids = IdSource(ids)
             self._ids.skip_past(h.id for h in self._store.headers())
-            runtime = Runtime(model=model, store=self._store, ids=self._ids,
+            if not is_int_at_least(history, 0):
+                raise UsageError(f"history must be an integer >= 0 (events kept for hub.events()), got {history!r}")
+            runtime = Runtime(model=model, store=self._store, ids=self._ids, history=history,
                               max_parallel_tool_calls=max_parallel_tool_calls,
                               limits=Limits(root_limits.max_steps, None, root_limits.turn_timeout))
             self.runtime = runtime
@@ -428,6 +445,49 @@ class AsyncHub:
         ctx = ToolContext(self._root, self.runtime, self._ids.call(), by_user=True)
         return await dispatch(self._root.tools.get, ctx, name, arguments)
 
+    # -- the event stream ------------------------------------------------------------------------
+
+    def event_filter(self, agent: Any = None, kinds: Any = None) -> SubtreeFilter:
+        """The filter ``astream``/``stream`` apply: ``agent`` (an id or a Child/Job handle) and its
+        descendants, and only ``kinds`` (``"turn/end"``, ``"tool/call"``… see ``toh_nb.core.events``)."""
+        root = _agent_id(agent) if agent is not None else None
+        if isinstance(kinds, str):
+            kinds = [kinds]
+        if kinds is not None and not all(isinstance(k, str) for k in kinds):
+            raise UsageError("kinds must be a list of event kind strings, e.g. ['turn/end', 'subagent/end']")
+        members: list[str] = []
+        if root is not None:
+            for agent_obj in self.runtime.agents.values():
+                node = agent_obj.parent
+                while node is not None and node.id != root:
+                    node = node.parent
+                if node is not None:
+                    members.append(agent_obj.id)
+        return SubtreeFilter(root, members, kinds)
+
+    async def astream(self, agent: Any = None, *, kinds: Any = None, history: bool = False):
+        """``async for ev in hub.astream(...)``: typed events as they happen, until the hub closes.
+
+        ``agent`` keeps one agent's subtree (like LangGraph's ``subgraphs=True``), ``kinds`` some kinds
+        only; ``history=True`` first replays the recorded lifecycle events. Nothing is dropped: events
+        wait in the iterator's queue until read."""
+        self._check_open()
+        keep = self.event_filter(agent, kinds)
+        queue: asyncio.Queue = asyncio.Queue()
+        unsubscribe = self.runtime.bus.subscribe(lambda event: queue.put_nowait(event) if keep(event) else None)
+        try:
+            if history:
+                for event in list(self.runtime.bus.history):
+                    if keep(event):
+                        yield event
+            while True:
+                event = await queue.get()
+                yield event
+                if isinstance(event, HubClosed):
+                    return
+        finally:
+            unsubscribe()
+
     # -- tables (plain methods: snapshots of the engine's state) --------------------------------
 
     def job_rows(self) -> list[dict]:
@@ -481,6 +541,7 @@ class AsyncHub:
             await agent.dispose()
             self.runtime.unregister(agent)
         self.runtime.closed = True
+        self.runtime.bus.publish(HubClosed(agent_id=self._root.id, depth=0))
         self._store.close()
         aclose = getattr(self.runtime.model, "aclose", None)  # HTTP connection pools of real models
         if aclose is not None:

@@ -135,14 +135,16 @@ def transcript_rows(session: Any) -> list[dict]:
 
 
 def event_rows(bus: Any) -> list[dict]:
+    """The recorded (lifecycle) events, oldest first, as rows of EVENT_COLUMNS."""
     rows = []
     for event in bus.history:
-        data = event.data
-        rows.append({"time": event.time, "kind": event.kind, "id": data.get("id") or data.get("job"),
-                     "parent": data.get("parent") or data.get("owner"), "label": data.get("label"),
-                     "provider": data.get("provider"), "mode": data.get("mode") or data.get("kind"),
-                     "run_id": data.get("run_id"), "stop_reason": data.get("stop_reason"),
-                     "job": data.get("job"), "status": data.get("status"), "detail": data.get("detail")})
+        own = event.fields()
+        job = own.get("job")
+        rows.append({"time": event.time, "kind": event.kind, "id": job or event.agent_id,
+                     "parent": event.agent_id if job else event.parent_id, "label": own.get("label"),
+                     "provider": own.get("provider"), "mode": own.get("mode") or own.get("job_kind"),
+                     "run_id": own.get("run_id"), "stop_reason": own.get("stop_reason"), "job": job,
+                     "status": own.get("status"), "detail": own.get("detail") or own.get("message")})
     return rows
 
 

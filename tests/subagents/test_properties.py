@@ -72,12 +72,12 @@ async def scenario(ops):
                                    for e in hub.runtime.store.open(s.id).events if e.message is not None}
         history = hub.runtime.bus.history
         for child_id in [h.id for h in hub.runtime.store.headers() if h.origin == "subagent"]:
-            starts = [e.data["run_id"] for e in history if e.kind == "subagent/start" and e.data["id"] == child_id]
-            ends = [e.data["run_id"] for e in history if e.kind == "subagent/end" and e.data["id"] == child_id]
+            starts = [e.run_id for e in history if e.kind == "subagent/start" and e.agent_id == child_id]
+            ends = [e.run_id for e in history if e.kind == "subagent/end" and e.agent_id == child_id]
             assert starts == sorted(set(starts), key=starts.index) and sorted(starts) == sorted(ends)
         notices = [m for m in list(hub.root_agent._next_step) + list(hub.root_agent._next_turn)
                    if m.source.kind == "subagent-settled" and m.source.sender == kid.id]
-        epochs = [e for e in history if e.kind == "subagent/end" and e.data["id"] == kid.id]
+        epochs = [e for e in history if e.kind == "subagent/end" and e.agent_id == kid.id]
         assert len(notices) == len(epochs) >= 1
 
 

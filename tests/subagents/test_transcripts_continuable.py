@@ -80,7 +80,7 @@ def test_continuable_transcript():
 
             def on_event(event):
                 if event.kind == "subagent/end":
-                    ends.append(event.data["id"])
+                    ends.append(event.agent_id)
                     if ends.count("agent-1") == 2:
                         second_epoch_over.set()
 
@@ -119,7 +119,7 @@ def test_continuable_transcript():
             assert child_log.count('DESCRIPTOR {"version":2,"mode":"continuable","provider":"spawn","label":"research task"}') == 1
             grand = hub.runtime.store.open("agent-2")
             assert grand.header.parent_session == "agent-1" and grand.header.delegation_depth == 2
-            lifecycle = [(e.kind, e.data["id"], e.data["run_id"], e.data.get("stop_reason"))
+            lifecycle = [(e.kind, e.agent_id, e.run_id, getattr(e, "stop_reason", None))
                          for e in hub.runtime.bus.history if e.kind.startswith("subagent/")]
             assert lifecycle == [("subagent/start", "agent-1", "run-1", None),
                                  ("subagent/start", "agent-2", "run-2", None),
@@ -231,7 +231,7 @@ def test_interrupt_transcript():
                 "ASSISTANT: child resumed after interrupt and finished",
                 '-- turn 2 end: {"kind":"completed"}',
             ]
-            ends = [(e.data["run_id"], e.data["stop_reason"]) for e in hub.runtime.bus.history if e.kind == "subagent/end"]
+            ends = [(e.run_id, e.stop_reason) for e in hub.runtime.bus.history if e.kind == "subagent/end"]
             assert ends == [("run-1", "aborted"), ("run-2", "completed")]
 
     asyncio.run(main())

@@ -53,7 +53,7 @@ def test_foreground():
             ]
             header = child.header
             assert (header.parent_session, header.origin, header.delegation_depth) == ("root", "subagent", 1)
-            lifecycle = [(e.kind, e.data["id"], e.data.get("stop_reason"), e.data.get("last_assistant_message"))
+            lifecycle = [(e.kind, e.agent_id, getattr(e, "stop_reason", None), getattr(e, "last_assistant_message", None))
                          for e in hub.runtime.bus.history]
             assert lifecycle == [("subagent/start", "agent-1", None, None),
                                  ("subagent/end", "agent-1", "completed", "42")]
@@ -188,7 +188,7 @@ def test_killed_background_child(no_leftover_tasks):
                 "TOOL-RESULT call_53: job subagent-1 had already finished [status: killed]",
             ]  # no completion notice after a kill
             assert render(hub.runtime.store.open("agent-1"))[-1] == '-- turn 1 end: {"kind":"aborted"}'
-            ends = [e.data["stop_reason"] for e in hub.runtime.bus.history if e.kind == "subagent/end"]
+            ends = [e.stop_reason for e in hub.runtime.bus.history if e.kind == "subagent/end"]
             assert ends == ["aborted"]
         no_leftover_tasks()
 
@@ -211,7 +211,7 @@ def test_failed_child_reports_headline_and_diagnostic():
             assert result.text == "parent after failure: Error: subagent run failed\nDiagnostic: simulated provider failure"
             child_log = hub.runtime.store.open("agent-1")
             assert child_log.events[-1].data == {"reason": "error", "error": "simulated provider failure"}
-            assert [e.data["stop_reason"] for e in hub.runtime.bus.history if e.kind == "subagent/end"] == ["error"]
+            assert [e.stop_reason for e in hub.runtime.bus.history if e.kind == "subagent/end"] == ["error"]
 
     asyncio.run(main())
 
@@ -269,8 +269,8 @@ def test_max_depth_refuses_the_fourth_level():
             deepest = hub.runtime.store.open("agent-3")
             assert deepest.header.delegation_depth == 3
             assert "TOOL-RESULT call-4 (isError): Error: subagent depth 4 exceeds maxDepth 3" in render(deepest)
-            starts = [e.data["id"] for e in hub.runtime.bus.history if e.kind == "subagent/start"]
-            ends = [e.data["id"] for e in hub.runtime.bus.history if e.kind == "subagent/end"]
+            starts = [e.agent_id for e in hub.runtime.bus.history if e.kind == "subagent/start"]
+            ends = [e.agent_id for e in hub.runtime.bus.history if e.kind == "subagent/end"]
             assert starts == ["agent-1", "agent-2", "agent-3"] and ends == ["agent-3", "agent-2", "agent-1"]
 
     asyncio.run(main())

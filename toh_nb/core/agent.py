@@ -30,6 +30,7 @@ from . import budget
 from .budget import Limits
 from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock, Usage
 from .errors import ToolError
+from .events import MessageQueued, ModelRequested, ModelResponded, ToolCalled, ToolReturned, TurnEnded, TurnStarted
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
                       Session)
 from .tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, Tool, ToolAborted, ToolContext, ToolResult,
@@ -112,15 +113,24 @@ class Agent:
 
     def followup(self, message: Message) -> None:
         self._next_turn.append(message)
+        self._queued(message)
         self._wake()
 
     def steer(self, message: Message) -> None:
         self._next_step.append(message)
         self._steer_pending = True
+        self._queued(message)
         self._wake()
 
     def inject(self, message: Message) -> None:
         self._next_step.append(message)
+        self._queued(message)
+
+    def _queued(self, message: Message) -> None:
+        if self.runtime.bus.listening:
+            source = message.source.kind if message.source is not None else None
+            self.runtime.bus.publish(MessageQueued(**self._who(), message_id=message.id, source=source,
+                                                   text=message.text))
 
     def submit(self, message: Message) -> "asyncio.Future[TurnOutcome]":
         """``followup`` and return a future for the outcome of the turn that runs ``message``."""
@@ -241,6 +251,9 @@ class Agent:
         self._cancel_cause = aborted_by
         self._abort_opening = None
         self.session.append(TURN_START, turn=turn)
+        bus = self.runtime.bus
+        if bus.listening:
+            bus.publish(TurnStarted(**self._who(), turn=turn))
         if self.pre_turn is not None:
             hook, self.pre_turn = self.pre_turn, None
             hook(self)
@@ -279,7 +292,15 @@ class Agent:
                 if spent is not None:
                     reason, error_message = budget.TOKEN_BUDGET, spent
                     break
+                if bus.listening:
+                    bus.publish(ModelRequested(**self._who(), turn=turn, step=step))
                 response = await self._call_model(turn, step)
+                if bus.listening:
+                    bus.publish(ModelResponded(**self._who(), turn=turn, step=step, text=response.text,
+                                               tool_calls=tuple(c.name for c in response.tool_calls),
+                                               stop_reason=response.stop_reason,
+                                               input_tokens=response.usage.input_tokens,
+                                               output_tokens=response.usage.output_tokens))
                 turn_usage.add(response.usage)
                 self.usage.add(response.usage)
                 self._charge(response.usage)
@@ -356,6 +377,9 @@ class Agent:
         if reason == "aborted" and self._cancel_cause:
             data["cause"] = self._cancel_cause
         self.session.append(TURN_END, turn=turn, data=data)
+        if self.runtime.bus.listening:
+            self.runtime.bus.publish(TurnEnded(**self._who(), turn=turn, reason=reason, error=error,
+                                               input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
         outcome = TurnOutcome(turn, reason, error, list(output), usage)
         if waiter is not None and not waiter.done():
             waiter.set_result(outcome)
@@ -383,10 +407,21 @@ class Agent:
         message = Message("tool", [ToolResultBlock(call.id, call.name, result.text, result.is_error)])
         self.session.append(TOOL_RESULT, turn=turn, message=message)
         self._conversation.append(message)
+        if self.runtime.bus.listening:
+            self.runtime.bus.publish(ToolReturned(**self._who(), turn=turn, call_id=call.id, name=call.name,
+                                                  text=result.text, is_error=result.is_error))
 
     def _log_call(self, turn: int, call: ToolCallBlock) -> None:
         self.session.append(TOOL_CALL, turn=turn, data={"call_id": call.id, "name": call.name,
                                                         "arguments": call.arguments})
+        if self.runtime.bus.listening:
+            self.runtime.bus.publish(ToolCalled(**self._who(), turn=turn, call_id=call.id, name=call.name,
+                                                arguments=call.arguments))
+
+    def _who(self) -> dict:
+        """The common fields of this agent's stream events."""
+        return {"agent_id": self.id, "parent_id": self.parent.id if self.parent is not None else None,
+                "depth": self.depth}
 
     async def _run_tools(self, turn: int, calls: list[ToolCallBlock]) -> None:
         """Run the calls of one assistant message: safe runs in a rolling pool, unsafe ones alone."""

@@ -2,13 +2,13 @@
 
 It holds the id source, the session store, the default model, the global tool registry, the live agent
 registry (``agents``: id → the exact live Agent object, which is what authorization checks compare
-against) and the lifecycle event bus. Services (jobs, subagents) attach themselves as observers and
-receive the agents' inbox and status callbacks.
+against) and the hub's event stream (``bus``, ``toh_nb.core.events``). Services (jobs, subagents) attach
+themselves as observers and receive the agents' inbox and status callbacks synchronously (they keep the
+engine's own state); everything else (widget, tables, progress line, user streams) subscribes to the bus.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Iterable
 
 from ..models.base import ToolSpec
@@ -17,6 +17,7 @@ from .budget import Limits
 from .checks import is_int_at_least
 from .content import Message
 from .errors import ClosedError, UsageError
+from .events import DEFAULT_HISTORY, EventBus, StatusChanged
 from .ids import IdSource
 from .session import ASSISTANT_MESSAGE, Session
 from .tools import Tool, ToolRegistry
@@ -24,57 +25,13 @@ from .tools import Tool, ToolRegistry
 BASE_SYSTEM_PROMPT = "You are an AI agent running in toh_nb, a delegation runtime for notebooks."
 
 
-class LifecycleEvent:
-    """One entry of the hub's event history (``hub.events()``)."""
-
-    __slots__ = ("time", "kind", "data")
-
-    def __init__(self, kind: str, data: dict) -> None:
-        self.time = time.time()
-        self.kind = kind
-        self.data = data
-
-    def __repr__(self) -> str:
-        return f"LifecycleEvent({self.kind} {self.data})"
-
-
-class EventBus:
-    """Lifecycle events: ``subagent/start|end``, ``job/*``. Observe-only; a failing listener is logged."""
-
-    __slots__ = ("history", "_listeners", "errors")
-
-    def __init__(self) -> None:
-        self.history: list[LifecycleEvent] = []
-        self._listeners: list[Callable[[LifecycleEvent], Any]] = []
-        self.errors: list[str] = []
-
-    def subscribe(self, listener: Callable[[LifecycleEvent], Any]) -> Callable[[], None]:
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
-
-    def emit(self, kind: str, data: dict, record: bool = True) -> LifecycleEvent:
-        event = LifecycleEvent(kind, data)
-        if record:
-            self.history.append(event)
-        for listener in tuple(self._listeners):
-            try:
-                listener(event)
-            except Exception as error:  # listeners never affect the run
-                self.errors.append(f"{kind} listener threw: {type(error).__name__}: {error}")
-        return event
-
-
 class Runtime:
     """Shared state of one hub. Create with a model, a store and an id source."""
 
     def __init__(self, *, model: Any, store: Any, ids: IdSource,
                  max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
-                 base_prompt: str = BASE_SYSTEM_PROMPT, limits: Limits | None = None) -> None:
+                 base_prompt: str = BASE_SYSTEM_PROMPT, limits: Limits | None = None,
+                 history: int = DEFAULT_HISTORY) -> None:
         if not is_int_at_least(max_parallel_tool_calls, 1):
             raise UsageError(f"max_parallel_tool_calls must be an integer >= 1, got {max_parallel_tool_calls!r}")
         self.model = model
@@ -88,7 +45,7 @@ class Runtime:
         self.agents: dict[str, Agent] = {}
         #: token budget of every agent created with one (ids outlive the live agent, for the tables)
         self.budgets: dict[str, int] = {}
-        self.bus = EventBus()
+        self.bus = EventBus(history)
         self.observers: list[Any] = []
         self.status_listeners: list[Callable[[Agent], Any]] = []
         self.closed = False
@@ -175,7 +132,10 @@ class Runtime:
             try:
                 listener(agent)
             except Exception as error:
-                self.bus.errors.append(f"status listener threw: {type(error).__name__}: {error}")
+                self.bus.problem("listener", f"status listener threw: {type(error).__name__}: {error}", failed=True)
+        if self.bus.listening:
+            self.bus.publish(StatusChanged(agent_id=agent.id, parent_id=agent.parent.id if agent.parent else None,
+                                           depth=agent.depth, status=agent.status))
 
     def on_claimed(self, agent: Agent, message: Message) -> None:
         for observer in self.observers:

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable
 from ..core.checks import is_int_at_least
 from ..core.content import Message, Source, Text, bound
 from ..core.errors import JobError, describe
+from ..core.events import JobEnded, JobStarted, JobStopping
 from ..core.runtime import RuntimeObserver
 from . import texts
 
@@ -123,8 +124,7 @@ class JobRegistry(RuntimeObserver):
         self._active.setdefault(owner, set()).add(job)
         job.task = asyncio.get_running_loop().create_task(self._supervise(job, work))
         job.task.add_done_callback(lambda task: self._never_started(task, job, work))
-        self.runtime.bus.emit("job/start", {"job": job.id, "kind": kind, "label": label,
-                                            "owner": job.owner_id})
+        self.runtime.bus.publish(JobStarted(agent_id=job.owner_id, job=job.id, job_kind=kind, label=label))
         return job
 
     async def _supervise(self, job: Job, work: Awaitable[JobOutcome]) -> None:
@@ -164,8 +164,8 @@ class JobRegistry(RuntimeObserver):
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-        self.runtime.bus.emit("job/end", {"job": job.id, "kind": job.kind, "label": job.label,
-                                          "owner": job.owner_id, "status": job.status, "detail": job.detail})
+        self.runtime.bus.publish(JobEnded(agent_id=job.owner_id, job=job.id, job_kind=job.kind, label=job.label,
+                                          status=job.status, detail=job.detail, child_id=job.child_id))
         self._notify(job)
 
     def _notify(self, job: Job) -> None:
@@ -220,7 +220,7 @@ class JobRegistry(RuntimeObserver):
             job.reported = True
             if job.task is not None:
                 job.task.cancel(job.kill_reason)
-            self.runtime.bus.emit("job/stopping", {"job": job.id, "reason": job.kill_reason})
+            self.runtime.bus.publish(JobStopping(agent_id=job.owner_id, job=job.id, reason=job.kill_reason))
         return "requested"
 
     async def wait(self, job_id: str, timeout_ms: float, caller: Any) -> Job:

@@ -31,12 +31,14 @@ from __future__ import annotations
 import functools
 import html
 import importlib.util
+import queue
 import weakref
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..core.budget import DEFAULT_MAX_STEPS
 from ..core.checks import is_int_at_least
 from ..core.errors import ClosedError, UsageError
+from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
 from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, _check_text, _check_timeout
 from ..results import AgentListing, RunResult
 from ..subagents.service import validate_tool_filter
@@ -117,7 +119,8 @@ class Hub:
                  root_id: str | None = None, fsync: str | None = None, max_jobs_per_owner: int = 10,
                  report_delivery: str = "next-step", loop: str = "portal", max_tokens: int | None = None,
                  max_steps: int | None = DEFAULT_MAX_STEPS, token_budget: int | None = None,
-                 turn_timeout: float | None = None, providers: Any = None) -> None:
+                 turn_timeout: float | None = None, providers: Any = None,
+                 history: int = DEFAULT_HISTORY) -> None:
         if loop not in LOOP_MODES:
             raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
         if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
@@ -130,7 +133,7 @@ class Hub:
                                   delegation_tools=delegation_tools, root_id=root_id, fsync=fsync,
                                   max_jobs_per_owner=max_jobs_per_owner, report_delivery=report_delivery,
                                   max_tokens=max_tokens, max_steps=max_steps, token_budget=token_budget,
-                                  turn_timeout=turn_timeout, providers=providers)
+                                  turn_timeout=turn_timeout, providers=providers, history=history)
         try:
             async_hub = runner.call(build)
         except BaseException:
@@ -258,6 +261,40 @@ class Hub:
         """Run one tool as the root agent; the ToolResult is exactly what a model would receive."""
         _check_text(name, "name")
         return self._call(functools.partial(self._async.call_tool, name, **arguments))
+
+    # -- the event stream ---------------------------------------------------------------------------
+
+    def stream(self, agent: Any = None, *, kinds: Any = None, history: bool = False,
+               timeout: float | None = None) -> Iterator[HubEvent]:
+        """``for ev in hub.stream(...)``: typed events as they happen (see :meth:`AsyncHub.astream` for
+        ``agent``, ``kinds`` and ``history``). Ends when the hub closes or, with ``timeout``, after that many
+        seconds without an event; the work keeps running on the portal while the loop body runs."""
+        if self._loop_mode == "kernel":
+            raise UsageError('hub.stream() needs the portal loop; with Hub(loop="kernel") use '
+                             "`async for ev in hub.async_hub.astream()`")
+        _check_timeout(timeout)
+        keep = self._call(self._async.event_filter, agent, kinds)
+        events: queue.SimpleQueue = queue.SimpleQueue()
+        bus = self._async.runtime.bus
+
+        def subscribe() -> tuple[list, Any]:
+            backlog = [event for event in bus.history if keep(event)] if history else []
+            return backlog, bus.subscribe(lambda event: events.put(event) if keep(event) else None)
+
+        backlog, unsubscribe = self._call(subscribe)
+        try:
+            yield from backlog
+            while True:
+                try:
+                    event = events.get(timeout=timeout)
+                except queue.Empty:
+                    return
+                yield event
+                if isinstance(event, HubClosed):
+                    return
+        finally:
+            if not self.closed:
+                self._runner.call(unsubscribe)
 
     # -- tables -------------------------------------------------------------------------------------
 

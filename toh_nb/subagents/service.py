@@ -34,6 +34,7 @@ from ..core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESUL
 from ..core.tools import ABORTED_BEFORE_DISPATCH
 from . import descriptor as descriptors
 from . import texts
+from ..core.events import ChildEnded, ChildStarted, ExternalActivity, Interrupted, ProviderChanged
 from .provider import Capabilities, ChildInfo, ChildPlan, check_provider
 
 #: an external harness's child sees no toh_nb tools (it brings its own)
@@ -239,7 +240,6 @@ class SubagentService(RuntimeObserver):
         self._owners: dict[str, set[Activation]] = {}
         self.draining = False
         self.report_tool = None  # set by the hub composition (tool installed into continuable children)
-        self.warnings: list[str] = []
         self._settle_waiters: dict[str, list[asyncio.Future]] = {}
         #: provider resources being released after their activation settled (awaited by close())
         self._closing: set[asyncio.Task] = set()
@@ -257,12 +257,12 @@ class SubagentService(RuntimeObserver):
         if provider.name in self.providers:
             raise SubagentError(texts.duplicate_provider(provider.name), "DUPLICATE_PROVIDER")
         self.providers[provider.name] = provider
-        self.runtime.bus.emit("subagent/provider-added", {"provider": provider.name}, record=False)
+        self.runtime.bus.publish(ProviderChanged(provider=provider.name, registered=True))
 
         def remove() -> None:
             if self.providers.get(provider.name) is provider:
                 del self.providers[provider.name]
-                self.runtime.bus.emit("subagent/provider-removed", {"provider": provider.name}, record=False)
+                self.runtime.bus.publish(ProviderChanged(provider=provider.name, registered=False))
 
         return remove
 
@@ -299,7 +299,11 @@ class SubagentService(RuntimeObserver):
         agent = self.runtime.agents.get(child_id)
         if agent is not None and not agent.disposed:
             agent.session.append(EXTERNAL_PREFIX + kind, turn=agent.turns or None, data=data)
-        self.runtime.bus.emit("subagent/activity", {"id": child_id, "activity": kind, "data": data}, record=False)
+        if self.runtime.bus.listening:
+            parent = agent.parent.id if agent is not None and agent.parent is not None else None
+            self.runtime.bus.publish(ExternalActivity(agent_id=child_id, parent_id=parent,
+                                                      depth=agent.depth if agent is not None else None,
+                                                      activity=kind, data=data))
 
     # -- one-shot ------------------------------------------------------------------------------
 
@@ -331,9 +335,10 @@ class SubagentService(RuntimeObserver):
         return run
 
     def _published(self, run: SubagentRun, request: StartRequest) -> None:
-        self.runtime.bus.emit("subagent/start", {"run_id": run.run_id, "provider": run.provider, "id": run.id,
-                                                 "local": run.agent is not None, "parent": request.parent.id,
-                                                 "mode": "one-shot", "label": request.label})
+        depth = run.agent.depth if run.agent is not None else None
+        self.runtime.bus.publish(ChildStarted(agent_id=run.id, parent_id=request.parent.id, depth=depth,
+                                              run_id=run.run_id, provider=run.provider, mode="one-shot",
+                                              label=request.label, local=run.agent is not None))
 
     def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan) -> SubagentRun:
         """Build and start a planned one-shot child (the one driver every provider shares)."""
@@ -372,11 +377,12 @@ class SubagentService(RuntimeObserver):
         return result
 
     def _emit_end(self, run_id: str, provider: str, child_id: str, stop: str, output: list, agent: Any) -> None:
-        data = {"run_id": run_id, "provider": provider, "id": child_id, "local": agent is not None,
-                "stop_reason": stop}
-        if output:
-            data["last_assistant_message"] = text_of(output, "\n")
-        self.runtime.bus.emit("subagent/end", data)
+        parent = agent.parent.id if agent is not None and agent.parent is not None else None
+        self.runtime.bus.publish(ChildEnded(agent_id=child_id, parent_id=parent,
+                                            depth=agent.depth if agent is not None else None, run_id=run_id,
+                                            provider=provider, stop_reason=stop,
+                                            last_assistant_message=text_of(output, "\n") if output else None,
+                                            local=agent is not None))
 
     def _check_filter(self, tool_filter: dict | None) -> None:
         extra = [self.report_tool.name] if self.report_tool is not None else []
@@ -446,16 +452,16 @@ class SubagentService(RuntimeObserver):
             try:
                 await plan.close()
             except Exception as error:
-                self.warnings.append(f"closing a refused child's provider resources failed: {error}")
+                self.runtime.bus.problem("subagent", f"closing a refused child's provider resources failed: {error}")
 
     def _activate(self, child: Agent, parent: Agent, provider: str, wake_parent: bool,
                   close: Callable[[], Awaitable[None]] | None = None) -> Activation:
         act = Activation(child, parent.id, provider, self.runtime.ids.run(), wake_parent, close)
         self.activations[child.id] = act
         self._acquire(parent, child.id)
-        self.runtime.bus.emit("subagent/start", {"run_id": act.run_id, "provider": provider, "id": child.id,
-                                                 "local": True, "parent": parent.id, "mode": "continuable",
-                                                 "label": child.label})
+        self.runtime.bus.publish(ChildStarted(agent_id=child.id, parent_id=parent.id, depth=child.depth,
+                                              run_id=act.run_id, provider=provider, mode="continuable",
+                                              label=child.label))
         return act
 
     def _submit(self, act: Activation, content: str | list, source: Source) -> str:
@@ -570,6 +576,9 @@ class SubagentService(RuntimeObserver):
         if act.disposing:
             return False
         act.child.cancel("parent", keep_inbox=True)
+        child = act.child
+        self.runtime.bus.publish(Interrupted(agent_id=child.id, parent_id=act.parent_session, depth=child.depth,
+                                             by=caller.id))
         return True
 
     # -- report ----------------------------------------------------------------------------------
@@ -641,8 +650,9 @@ class SubagentService(RuntimeObserver):
         try:
             self.runtime.store.flush(child.session)
         except Exception as error:
-            self.warnings.append(f'subagent "{child.id}" best-effort final session flush failed; the persisted '
-                                 f"state may be unavailable or stale on resume: {error}")
+            self.runtime.bus.problem("subagent", f'subagent "{child.id}" best-effort final session flush failed; '
+                                     f"the persisted state may be unavailable or stale on resume: {error}",
+                                     agent_id=child.id)
         child.disposed = True
         if act.close is not None:  # the provider's resources (a process, an actor) go with the activation
             task = asyncio.get_running_loop().create_task(act.close())
@@ -707,7 +717,8 @@ class SubagentService(RuntimeObserver):
         try:
             self._deliver(parent, message, wake=act.wake_parent, followup=True)
         except Exception as error:
-            self.warnings.append(f'subagent "{act.child.id}" settlement notice was not delivered to its parent: {error}')
+            self.runtime.bus.problem("subagent", f'subagent "{act.child.id}" settlement notice was not delivered '
+                                     f"to its parent: {error}", agent_id=act.child.id)
 
     # -- listing ---------------------------------------------------------------------------------
 
@@ -770,7 +781,8 @@ class SubagentService(RuntimeObserver):
     def _closed_plan(self, task: asyncio.Task) -> None:
         self._closing.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            self.warnings.append(f"releasing a settled child's provider resources failed: {task.exception()}")
+            self.runtime.bus.problem("subagent", f"releasing a settled child's provider resources failed: "
+                                     f"{task.exception()}")
 
     async def close(self) -> None:
         """Drain: stop every activation (child-first, no wake-ups), leaving the logs resumable, and

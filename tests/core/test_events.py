@@ -1,0 +1,151 @@
+"""The typed event stream: ordering per agent, subtree filter, bounded history, nothing lost at scale."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+import toh_nb as tn
+from toh_nb.core import events as ev
+from toh_nb.core.content import ToolCall
+
+
+def _tree_model(req):
+    """Root delegates to two children; the first child delegates to a grandchild."""
+    if req.depth == 0 and req.step == 1:
+        return tn.ModelResponse(tool_calls=[ToolCall("subagent", {"description": "a", "prompt": "go a"}),
+                                            ToolCall("subagent", {"description": "b", "prompt": "go b"})])
+    if req.label == "a" and req.step == 1:
+        return tn.ModelResponse(tool_calls=[ToolCall("subagent", {"description": "a1", "prompt": "go a1"})])
+    return f"{req.label or 'root'} done"
+
+
+async def _collect(hub, **kwargs):
+    seen = []
+
+    async def reader():
+        async for event in hub.astream(**kwargs):
+            seen.append(event)
+
+    task = asyncio.ensure_future(reader())
+    await asyncio.sleep(0)
+    return seen, task
+
+
+def test_events_of_one_agent_come_in_order_and_carry_who_and_when():
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(_tree_model), ids="sequential") as hub:
+            seen, task = await _collect(hub)
+            await hub.run("go")
+        await task
+        return seen
+
+    seen = asyncio.run(main())
+    root = [e.kind for e in seen if e.agent_id == "root" and not isinstance(e, (ev.StatusChanged, ev.HubClosed))]
+    assert root[:4] == ["message/queued", "turn/start", "model/request", "model/response"]
+    assert root[-3:] == ["model/request", "model/response", "turn/end"]
+    assert isinstance(seen[-1], ev.HubClosed)
+    started = {e.label: e for e in seen if isinstance(e, ev.ChildStarted)}
+    grandchild = started["a1"]
+    assert (grandchild.parent_id, grandchild.depth) == (started["a"].agent_id, 2)
+    assert {(e.parent_id, e.depth) for e in seen if e.agent_id == grandchild.agent_id} == {(started["a"].agent_id, 2)}
+    stamps = [e.monotonic for e in seen]
+    assert stamps == sorted(stamps)
+    ends = [e for e in seen if isinstance(e, ev.ChildEnded)]
+    assert sorted((e.agent_id, e.stop_reason) for e in ends) == [("agent-1", "completed"), ("agent-2", "completed"),
+                                                               ("agent-3", "completed")]
+    with pytest.raises(Exception):
+        ends[0].stop_reason = "x"  # immutable
+
+
+def test_subtree_filter_follows_children_started_later_and_kinds_narrow_it():
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(_tree_model), ids="sequential") as hub:
+            gate = asyncio.Event()
+
+            async def slow(req):
+                await gate.wait()
+                return _tree_model(req)
+
+            hub.runtime.model = tn.FunctionModel(slow)
+            kid = await hub.start("go a", label="a")
+            sub, sub_task = await _collect(hub, agent=kid)
+            ends, ends_task = await _collect(hub, kinds=["turn/end"])
+            gate.set()
+            await kid.wait(timeout=5)
+        await sub_task
+        await ends_task
+        return sub, ends
+
+    sub, ends = asyncio.run(main())
+    agents = {e.agent_id for e in sub if not isinstance(e, ev.HubClosed)}
+    assert agents == {"agent-1", "agent-2"}  # the child and the grandchild it started, not the root
+    assert {e.kind for e in ends} == {"turn/end", "hub/closed"}
+
+
+def test_history_is_bounded_and_only_lifecycle_events_are_kept():
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential", history=5) as hub:
+            for n in range(6):
+                await hub.spawn(f"task {n}", label=f"t{n}")
+            return list(hub.runtime.bus.history), hub.event_rows()
+
+    history, rows = asyncio.run(main())
+    assert len(history) == 5 and all(e.lifecycle for e in history)
+    assert [r["kind"] for r in rows][-2:] == ["subagent/start", "subagent/end"]
+    assert rows[-1]["id"] == "agent-6" and rows[-1]["stop_reason"] == "completed"
+    with pytest.raises(tn.UsageError, match="history must be an integer >= 0"):
+        tn.AsyncHub(history=-1)
+
+
+def test_no_event_is_lost_with_a_thousand_concurrent_children():
+    async def model(req):
+        await asyncio.sleep(0)
+        return "done"
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
+            seen, task = await _collect(hub, kinds=["subagent/end", "turn/end"])
+            kids = [await hub.start(f"task {n}", label=f"k{n}") for n in range(1000)]
+            for kid in kids:
+                await kid.wait(timeout=30)
+        await task
+        return seen
+
+    seen = asyncio.run(main())
+    assert len([e for e in seen if e.kind == "subagent/end"]) == 1000
+    assert len({e.agent_id for e in seen if e.kind == "turn/end"}) == 1000
+
+
+def test_a_failing_listener_is_logged_and_streamed_never_breaking_the_run(caplog):
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok")) as hub:
+            problems = []
+            hub.runtime.bus.subscribe(lambda e: problems.append(e) if isinstance(e, ev.ListenerFailed) else None)
+
+            def bad(event):
+                raise RuntimeError("boom")
+
+            hub.runtime.bus.subscribe(bad)
+            result = await hub.spawn("x", label="x")
+            return result, problems
+
+    with caplog.at_level(logging.WARNING, logger="toh_nb"):
+        result, problems = asyncio.run(main())
+    assert result.text == "ok"
+    assert problems and problems[0].message.endswith("listener threw: RuntimeError: boom")
+    assert "listener threw: RuntimeError: boom" in caplog.text
+
+
+def test_sync_stream_on_the_portal():
+    with tn.Hub(tn.FunctionModel(lambda r: "ok"), ids="sequential") as hub:
+        hub.spawn("warm up", label="w")
+        kinds = []
+        job = hub.spawn("x", label="bg", background=True)
+        for event in hub.stream(kinds=["job/end"], history=True, timeout=5):
+            kinds.append((event.kind, getattr(event, "job", None)))
+            if event.kind == "job/end":
+                break
+        assert kinds == [("job/end", job.id)]
