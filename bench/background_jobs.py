@@ -48,7 +48,7 @@ async def engine(n: int, batch: int | None) -> float:
         return c.calls([_job_output(i + 1) for i in numbers])
 
     cap = n if batch is None else 10
-    async with AsyncHub(c.model(reply), ids="sequential", max_jobs_per_owner=cap) as hub:
+    async with AsyncHub(c.model(reply), ids="sequential", max_jobs_per_owner=cap, max_steps=None) as hub:
         start = c.now()
         result = await hub.run("start background jobs and collect them")
         seconds = c.now() - start

@@ -29,7 +29,7 @@ async def engine(n: int, store: str | None = None, fsync: str | None = None) -> 
             return c.calls([c.delegate_call(request.step)]) if request.step <= n else "done"
         return "ok"
 
-    hub = AsyncHub(c.model(reply), ids="sequential", store=store, fsync=fsync)
+    hub = AsyncHub(c.model(reply), ids="sequential", store=store, fsync=fsync, max_steps=None)  # one long turn
     try:
         start = c.now()
         result = await hub.run("delegate, one child at a time")

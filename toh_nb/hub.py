@@ -57,10 +57,10 @@ def _check_text(value: Any, name: str) -> str:
     return value
 
 
-def _agent_id(value: Any) -> str:
+def _agent_id(value: Any, name: str = "agent_id") -> str:
     """An agent id from an id string or a Child/Job handle (a job means the child doing its work)."""
     if isinstance(value, str):
-        _check_text(value, "agent_id")
+        _check_text(value, name)
         return value
     child_id = getattr(value, "child_id", None)
     if isinstance(child_id, str):
@@ -68,7 +68,7 @@ def _agent_id(value: Any) -> str:
     agent_id = getattr(value, "id", None)
     if isinstance(agent_id, str):
         return agent_id
-    raise UsageError(f"expected an agent id or a Child/Job handle, got {type(value).__name__}")
+    raise UsageError(f"{name} must be a string or a Child/Job handle, got {type(value).__name__}")
 
 
 def _default_label(prompt: str) -> str:
@@ -169,6 +169,10 @@ class AsyncChild(ChildFacts):
 
     def interrupt(self) -> None:
         self._hub.interrupt(self.id)
+
+    def kill(self) -> bool:
+        """Stop this child for good (see :meth:`AsyncHub.kill`)."""
+        return self._hub.kill(self.id)
 
     async def wait(self, timeout: float | None = None) -> str | None:
         """Wait until the child is settled; the closing text of its last activation (None if none)."""
@@ -389,24 +393,39 @@ class AsyncHub:
     def child(self, child_id: str) -> AsyncChild:
         """A handle on an existing continuable child (for example after a restart)."""
         self._check_open()
+        child_id = _agent_id(child_id, "child_id")
         for entry in self._service.list_descendants(self._root.id):
             if entry.id == child_id and entry.kind == "child":
                 return AsyncChild(self, child_id, entry.label or "")
         raise UsageError(f'no continuable child "{child_id}" below this hub\'s root')
 
-    async def send(self, agent_id: str, message: str) -> str:
+    def job(self, job_id: str) -> AsyncJob:
+        """A handle on one of the root's background jobs (``subagent-N``), also those its model started."""
+        self._check_open()
+        _check_text(job_id, "job_id")
+        return AsyncJob(self, self._jobs.get(job_id, self._root))
+
+    async def send(self, agent_id: "str | AsyncChild", message: str) -> str:
         """Queue ``message`` as the child's next turn (cold-resuming it if it is ``ready``)."""
         self._check_open()
-        _check_text(agent_id, "agent_id")
+        agent_id = _agent_id(agent_id)
         _check_text(message, "message")
         return await self._service.followup(self._root, agent_id, message, USER_SOURCE)
 
-    def interrupt(self, agent_id: str) -> None:
+    def interrupt(self, agent_id: "str | AsyncChild") -> None:
         self._check_open()
-        _check_text(agent_id, "agent_id")
+        agent_id = _agent_id(agent_id)
         self._service.interrupt(agent_id, self._root)
 
-    async def wait_settled(self, child_id: str, timeout: float | None = None) -> str | None:
+    def kill(self, agent_id: "str | AsyncChild") -> bool:
+        """Stop a continuable child for good: its turn aborts, its queued messages are dropped and it
+        settles (``ready``: a later ``send`` still resumes it). Its parent is told it was stopped. False
+        when it was not running (an accepted no-op, like ``interrupt``)."""
+        self._check_open()
+        return self._service.kill(_agent_id(agent_id), self._root)
+
+    async def wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
+        child_id = _agent_id(child_id)
         timeout = _check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         while child_id in self._service.activations:
@@ -496,8 +515,8 @@ class AsyncHub:
     def agent_rows(self) -> list[dict]:
         return agent_rows(self.runtime, self._root.id)
 
-    def transcript_rows(self, agent_id: str) -> list[dict]:
-        _check_text(agent_id, "agent_id")
+    def transcript_rows(self, agent_id: "str | AsyncChild") -> list[dict]:
+        agent_id = _agent_id(agent_id)
         agent = self.runtime.agents.get(agent_id)
         try:
             session = agent.session if agent is not None else self._store.open(agent_id)

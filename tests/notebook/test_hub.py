@@ -386,3 +386,26 @@ def test_a_dropped_hub_is_closed_on_its_loop():
     del hub
     gc.collect()
     assert wait_until(lambda: inner.closed)
+
+
+def test_handles_are_accepted_wherever_an_id_is_and_kill_stops_a_child():
+    import asyncio as _asyncio
+
+    async def slow(req):
+        if req.label == "slow":
+            await _asyncio.Event().wait()
+        return "ok"
+
+    with tn.Hub(tn.FunctionModel(slow), ids="sequential") as hub:
+        kid = hub.start("work", label="slow")
+        hub.send(kid, "queued behind")          # a Child handle instead of its id
+        assert "turn/start" in set(hub.transcript(kid)["kind"])
+        assert hub.child(kid).id == kid.id
+        assert kid.kill() is True               # aborts the turn, drops the queue, settles
+        assert kid.wait(timeout=5) is None
+        assert kid.status == "ready"
+        assert hub.kill(kid) is False           # nothing left to stop: an accepted no-op
+        job = hub.spawn("bg", label="bg", background=True)
+        assert hub.job(job.id).id == job.id
+        events = hub.events()
+        assert "agent/interrupt" in set(events["kind"])

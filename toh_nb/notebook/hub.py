@@ -225,30 +225,25 @@ class Hub:
                                              turn_timeout=turn_timeout))
         return Child(self, value)
 
-    def child(self, child_id: str) -> "Child":
+    def child(self, child_id: "str | Child") -> "Child":
         """A handle on an existing continuable child of the root (for example after a restart)."""
-        _check_text(child_id, "child_id")
         return Child(self, self._call(self._async.child, child_id))
 
     def job(self, job_id: str) -> "Job":
         """A handle on one of the root's background jobs (``subagent-N``), also those its model started."""
-        _check_text(job_id, "job_id")
+        return Job(self, self._call(self._async.job, job_id))
 
-        def find() -> AsyncJob:
-            return AsyncJob(self._async, self._async._jobs.get(job_id, self._async.root_agent))
-
-        return Job(self, self._call(find))
-
-    def send(self, agent_id: str, message: str) -> str:
+    def send(self, agent_id: "str | Child", message: str) -> str:
         """Queue ``message`` as the child's next turn (cold-resuming a ``ready`` child); the message id."""
-        _check_text(agent_id, "agent_id")
-        _check_text(message, "message")
         return self._call(self._async.send, agent_id, message)
 
-    def interrupt(self, agent_id: str) -> None:
+    def interrupt(self, agent_id: "str | Child") -> None:
         """Stop only the agent's current turn; its queued messages wait for the next ``send``."""
-        _check_text(agent_id, "agent_id")
         self._call(self._async.interrupt, agent_id)
+
+    def kill(self, agent_id: "str | Child") -> bool:
+        """Stop a continuable child for good (its queue dropped; it settles and lists ``ready``)."""
+        return self._call(self._async.kill, agent_id)
 
     def list_agents(self, scope: str = "children") -> AgentListing:
         """The root's continuable children (``scope="descendants"``: the whole tree); ``str()`` is
@@ -307,9 +302,8 @@ class Hub:
         elapsed_s, stop_reason — every agent of the tree, one-shot children included."""
         return agents_frame(self._call(self._async.agent_rows))
 
-    def transcript(self, agent_id: str):
+    def transcript(self, agent_id: "str | Child"):
         """DataFrame, one row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""
-        _check_text(agent_id, "agent_id")
         return transcript_frame(self._call(self._async.transcript_rows, agent_id))
 
     def events(self):
@@ -407,6 +401,10 @@ class Child(ChildFacts):
     def interrupt(self) -> None:
         """Stop only the current turn; queued messages stay parked until the next ``send``."""
         self._hub._call(self._inner.interrupt)
+
+    def kill(self) -> bool:
+        """Stop this child for good: its turn aborts, its queue is dropped, it settles."""
+        return self._hub._call(self._inner.kill)
 
     def wait(self, timeout: float | None = None) -> str | None:
         """Block until the child is settled (or ``timeout`` seconds pass); the closing text of its last

@@ -559,26 +559,43 @@ class SubagentService(RuntimeObserver):
 
     # -- interrupt ---------------------------------------------------------------------------------
 
-    def interrupt(self, target_id: str, caller: Agent) -> bool:
-        """Stop only the target's current turn; queued messages stay parked. No-op if not resident."""
+    def _authorized_target(self, target_id: str, caller: Agent) -> Activation | None:
+        """The target's live activation if ``caller`` (a live ancestor) may stop it; None: a no-op."""
         if not self.runtime.is_live(caller):
             raise SubagentError(texts.stale_ancestor(target_id), "UNAUTHORIZED")
         if caller.id == target_id:
             raise SubagentError(texts.self_interrupt(caller.id), "UNAUTHORIZED")
         act = self.activations.get(target_id)
         if act is None:
-            return False
+            return None
         node = act.child.parent
         while node is not None and node is not caller:
             node = node.parent
         if node is None:
             raise SubagentError(texts.not_descendant(target_id, caller.id), "UNAUTHORIZED")
-        if act.disposing:
+        return None if act.disposing else act
+
+    def interrupt(self, target_id: str, caller: Agent) -> bool:
+        """Stop only the target's current turn; queued messages stay parked. No-op if not resident."""
+        act = self._authorized_target(target_id, caller)
+        if act is None:
             return False
         act.child.cancel("parent", keep_inbox=True)
         child = act.child
         self.runtime.bus.publish(Interrupted(agent_id=child.id, parent_id=act.parent_session, depth=child.depth,
                                              by=caller.id))
+        return True
+
+    def kill(self, target_id: str, caller: Agent) -> bool:
+        """Stop a continuable child for good: abort its turn, drop its queue, let it settle. The same
+        authorization as ``interrupt``; an accepted no-op when it is not resident."""
+        act = self._authorized_target(target_id, caller)
+        if act is None:
+            return False
+        act.child.cancel("parent", keep_inbox=False)
+        self.runtime.bus.publish(Interrupted(agent_id=act.child.id, parent_id=act.parent_session,
+                                             depth=act.child.depth, by=caller.id))
+        self._check(act)
         return True
 
     # -- report ----------------------------------------------------------------------------------
