@@ -14,11 +14,12 @@ import time
 import pytest
 
 from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock, user_message
-from toh_nb.core.errors import ModelError
+from toh_nb.core.errors import ModelError, UsageError
 from toh_nb.models.base import ModelRequest, ModelResponse, ToolSpec
 from toh_nb.hub import AsyncHub
 from toh_nb.models.openai_chat import OpenAIChatModel
 
+from ..helpers import until
 from .chat_server import (ChatServer, delegation_reply, error, hang, raw, stream_text, stream_tool_calls, text,
                           tool_calls)
 
@@ -105,20 +106,37 @@ def test_text_reply_and_request_mapping(server):
 
 def test_optional_fields_omitted_and_extras_passed(server):
     server.push(text("ok"), text("ok"))
-    call(make(server), req(system="", tools=[]))
+    call(make(server, max_tokens=None), req(system="", tools=[]))
     call(make(server, temperature=0.2, extra_body={"top_k": 5}), req())
     plain, extra = server.bodies
     assert "max_tokens" not in plain and "tools" not in plain and "temperature" not in plain
+    assert "tool_choice" not in plain  # never sent without tools
     assert plain["messages"] == [{"role": "user", "content": "hello"}]  # no empty system message
     assert extra["temperature"] == 0.2 and extra["top_k"] == 5
 
 
-def test_assistant_message_with_only_tool_calls_has_null_content(server):
+def test_default_max_tokens_and_the_request_value_wins(server):
+    server.push(text("ok"), text("ok"), text("ok"))
+    call(make(server), req())
+    call(make(server, max_tokens=50), req())
+    call(make(server, max_tokens=50), req(max_tokens=7))
+    assert [b["max_tokens"] for b in server.bodies] == [1024, 50, 7]
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "100"])
+def test_bad_max_tokens_is_a_usage_error(server, bad):
+    with pytest.raises(UsageError, match=f"max_tokens must be an integer >= 1 or None, got {bad!r}"):
+        make(server, max_tokens=bad)
+
+
+def test_assistant_turn_with_only_tool_calls_is_sent_with_empty_content(server):
+    # the stand-in rejects null content with HTTP 500 as llama-cpp-python does; "" passes everywhere
     server.push(text("ok"))
     conversation = [user_message("go"), Message("assistant", [ToolCallBlock("c1", "search", {"q": "y"})]),
                     Message("tool", [ToolResultBlock("c1", "search", "r")])]
-    call(make(server), req(conversation, tools=[SEARCH]))
-    assert server.bodies[0]["messages"][2]["content"] is None
+    assert call(make(server, max_retries=0), req(conversation, tools=[SEARCH])).text == "ok"
+    assistant = server.bodies[0]["messages"][2]
+    assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == "c1"
 
 
 def test_parallel_tool_calls(server):
@@ -173,11 +191,39 @@ def test_non_object_tool_arguments_are_an_error(server):
         call(make(server), req(tools=[SEARCH]))
 
 
-def test_truncated_tool_call_under_length_is_dropped(server):
+def test_tool_calls_cut_by_length_are_dropped(server):
+    # a max_tokens stop ends the turn: no call of that response may run or stay in the conversation
     server.push(tool_calls([("c1", "search", {"q": "ok"}), ("c2", "search", '{"q": "cut')], finish_reason="length"))
-    response = call(make(server), req(tools=[SEARCH], max_tokens=5))
-    assert response.stop_reason == "max_tokens"
-    assert [c.id for c in response.tool_calls] == ["c1"]
+    response = call(make(server), req(tools=[SEARCH], max_tokens=50))
+    assert response.stop_reason == "max_tokens" and response.tool_calls == []
+
+
+def test_cut_tool_json_reported_as_tool_calls_is_a_max_tokens_stop(server):
+    # llama-cpp-python says finish_reason "tool_calls" even when max_tokens cut the arguments
+    server.push(tool_calls([("c1", "search", {"q": "a long query that does not fit"})], usage=(20, 40)))
+    response = call(make(server), req(tools=[SEARCH], max_tokens=12))
+    assert server.bodies[0]["max_tokens"] == 12
+    assert (response.stop_reason, response.tool_calls, response.text) == ("max_tokens", [], "")
+    assert response.usage.output_tokens == 12
+
+
+def test_cut_tool_json_without_usage_is_a_max_tokens_stop(server):
+    server.push(tool_calls([("c1", "search", '{"q": "cut mid-')], usage=None))
+    response = call(make(server), req(tools=[SEARCH]))
+    assert (response.stop_reason, response.tool_calls) == ("max_tokens", [])
+
+
+def test_cut_tool_json_ends_the_turn_max_tokens_through_the_hub(server):
+    server.push(tool_calls([("c1", "subagent", {"description": "d", "prompt": "p" * 80})], usage=(20, 99)))
+    model = make(server)
+
+    async def go():
+        async with AsyncHub(model=model, ids="sequential") as hub:
+            return await hub.spawn("delegate", max_tokens=30)
+
+    result = asyncio.run(go())
+    assert result.stop_reason == "max-tokens" and result.text == ""
+    assert server.bodies[0]["max_tokens"] == 30
 
 
 # -- malformed responses ---------------------------------------------------------------------------
@@ -270,7 +316,7 @@ def test_cancellation_propagates_without_retry(server):
 
     async def go():
         task = asyncio.create_task(model.request(req()))
-        await asyncio.sleep(0.2)
+        await until(lambda: len(server.requests) == 1, "the request to reach the server", timeout=10)
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
