@@ -8,6 +8,7 @@ that the API key never leaks into repr or error messages.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 
@@ -20,8 +21,8 @@ from toh_nb.hub import AsyncHub
 from toh_nb.models.openai_chat import OpenAIChatModel
 
 from ..helpers import until
-from .chat_server import (ChatServer, delegation_reply, error, hang, raw, stream_text, stream_tool_calls, text,
-                          tool_calls)
+from .chat_server import (ChatServer, delegation_reply, error, hang, raw, stream_cut, stream_text, stream_tool_calls,
+                          text, tool_calls)
 
 KEY = "sk-test-SECRET-0123456789"
 SEARCH = ToolSpec("search", "Search the web", {"type": "object", "properties": {"q": {"type": "string"}},
@@ -31,6 +32,13 @@ SEARCH = ToolSpec("search", "Search the web", {"type": "object", "properties": {
 @pytest.fixture
 def server():
     with ChatServer() as s:
+        yield s
+
+
+@pytest.fixture
+def llama():
+    """The stand-in with llama-cpp-python's rules (chatml-function-calling)."""
+    with ChatServer(flavour="llama.cpp") as s:
         yield s
 
 
@@ -198,11 +206,11 @@ def test_tool_calls_cut_by_length_are_dropped(server):
     assert response.stop_reason == "max_tokens" and response.tool_calls == []
 
 
-def test_cut_tool_json_reported_as_tool_calls_is_a_max_tokens_stop(server):
+def test_cut_tool_json_reported_as_tool_calls_is_a_max_tokens_stop(llama):
     # llama-cpp-python says finish_reason "tool_calls" even when max_tokens cut the arguments
-    server.push(tool_calls([("c1", "search", {"q": "a long query that does not fit"})], usage=(20, 40)))
-    response = call(make(server), req(tools=[SEARCH], max_tokens=12))
-    assert server.bodies[0]["max_tokens"] == 12
+    llama.push(tool_calls([("c1", "search", {"q": "a long query that does not fit"})], usage=(20, 40)))
+    response = call(make(llama, tool_choice="search"), req(tools=[SEARCH], max_tokens=12))
+    assert llama.bodies[0]["max_tokens"] == 12
     assert (response.stop_reason, response.tool_calls, response.text) == ("max_tokens", [], "")
     assert response.usage.output_tokens == 12
 
@@ -213,9 +221,9 @@ def test_cut_tool_json_without_usage_is_a_max_tokens_stop(server):
     assert (response.stop_reason, response.tool_calls) == ("max_tokens", [])
 
 
-def test_cut_tool_json_ends_the_turn_max_tokens_through_the_hub(server):
-    server.push(tool_calls([("c1", "subagent", {"description": "d", "prompt": "p" * 80})], usage=(20, 99)))
-    model = make(server)
+def test_cut_tool_json_ends_the_turn_max_tokens_through_the_hub(llama):
+    llama.push(tool_calls([("c1", "subagent", {"description": "d", "prompt": "p" * 80})], usage=(20, 99)))
+    model = make(llama)
 
     async def go():
         async with AsyncHub(model=model, ids="sequential") as hub:
@@ -223,7 +231,7 @@ def test_cut_tool_json_ends_the_turn_max_tokens_through_the_hub(server):
 
     result = asyncio.run(go())
     assert result.stop_reason == "max-tokens" and result.text == ""
-    assert server.bodies[0]["max_tokens"] == 30
+    assert llama.bodies[0]["max_tokens"] == 30 and llama.bodies[0]["tool_choice"] == "auto"
 
 
 # -- malformed responses ---------------------------------------------------------------------------
@@ -477,3 +485,202 @@ def test_delegation_through_the_hub(server):
     assert any(t["function"]["name"] == "subagent" for t in bodies[0].get("tools", []))
     tool_messages = [m for m in bodies[2]["messages"] if m["role"] == "tool"]
     assert tool_messages and tool_messages[0]["tool_call_id"] == "call_sub"
+
+
+# -- tool_choice ------------------------------------------------------------------------------------
+
+
+def test_tool_choice_defaults_to_auto_when_tools_are_offered(server):
+    server.push(text("a"), text("b"))
+    call(make(server), req(tools=[SEARCH]))
+    call(make(server), req(tools=[]))
+    with_tools, without = server.bodies
+    assert with_tools["tool_choice"] == "auto"
+    assert "tool_choice" not in without and "tools" not in without
+
+
+@pytest.mark.parametrize("option, sent", [
+    ("none", "none"), ("required", "required"),
+    ("search", {"type": "function", "function": {"name": "search"}}),
+    ({"type": "function", "function": {"name": "search"}}, {"type": "function", "function": {"name": "search"}}),
+])
+def test_tool_choice_values_are_sent(server, option, sent):
+    server.push(tool_calls([("c1", "search", {"q": "x"})]))
+    call(make(server, tool_choice=option), req(tools=[SEARCH]))
+    assert server.bodies[0]["tool_choice"] == sent
+
+
+def test_tool_choice_none_value_sends_no_field(server):
+    server.push(text("ok"))
+    call(make(server, tool_choice=None), req(tools=[SEARCH]))
+    assert "tool_choice" not in server.bodies[0] and server.bodies[0]["tools"]
+
+
+def test_tool_choice_callable_sees_step_turn_and_depth(server):
+    seen = []
+
+    def choose(request):
+        seen.append((request.depth, request.turn, request.step))
+        return "search" if request.step == 1 else "none"
+
+    server.push(tool_calls([("c1", "search", {"q": "x"})]), text("done"))
+    model = make(server, tool_choice=choose)
+    call(model, req(tools=[SEARCH], step=1))
+    call(model, req(tools=[SEARCH], step=2, turn=3))
+    assert seen == [(0, 1, 1), (0, 3, 2)]
+    assert [b["tool_choice"] for b in server.bodies] == [{"type": "function", "function": {"name": "search"}}, "none"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (42, 'tool_choice must be "auto", "none", "required", a tool name, None or a callable, got int 42'),
+    ("not a name!", 'tool_choice must be "auto", "none", "required", a tool name, None or a callable, '
+                    "got 'not a name!'"),
+    ({"type": "tool", "name": "x"}, 'a dict tool_choice must be {"type": "function", "function": {"name": '
+                                    "\"<tool>\"}}, got {'type': 'tool', 'name': 'x'}"),
+])
+def test_bad_tool_choice_is_a_usage_error_at_construction(server, bad, message):
+    with pytest.raises(UsageError) as info:
+        make(server, tool_choice=bad)
+    assert str(info.value) == message
+
+
+def test_tool_choice_callable_returning_a_bad_value_ends_the_turn_with_that_error(server):
+    model = make(server, tool_choice=lambda request: 7)
+
+    async def go():
+        async with AsyncHub(model=model, ids="sequential") as hub:
+            return await hub.run("hi")
+
+    result = asyncio.run(go())
+    assert result.stop_reason == "error" and server.requests == []
+    assert result.diagnostic == ('tool_choice must be "auto", "none", "required", a tool name, None or a callable, '
+                                 "got int 7")
+
+
+def test_forcing_a_tool_the_request_does_not_offer_is_a_model_error(server):
+    with pytest.raises(ModelError) as info:
+        call(make(server, tool_choice="subagent"), req(tools=[SEARCH]))
+    assert str(info.value) == 'tool_choice forces the tool "subagent", which this request does not offer (offered: search)'
+    assert server.requests == []
+
+
+def test_forced_subagent_at_the_roots_first_step_delegates(llama):
+    # the llama.cpp stand-in only lets the model call a tool when tool_choice allows it; the child's
+    # answer must then reach the root, whose next request carries it
+    llama.forced_arguments["subagent"] = {"description": "sum", "prompt": "add 2+2"}
+    llama.responder = lambda body: text("ignored") if body.get("tools") else delegation_reply(body)
+    model = OpenAIChatModel("m", llama.url, backoff=0.01, timeout=5, profile="llama.cpp",
+                            tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none")
+
+    async def go():
+        async with AsyncHub(model=model, ids="sequential") as hub:
+            return await hub.run("What is 2+2? Delegate it.")
+
+    result = asyncio.run(go())
+    assert (result.stop_reason, result.text) == ("completed", "child said: 4")
+    choices = [(b["messages"][-1]["content"][:20], b.get("tool_choice")) for b in llama.bodies]
+    assert choices == [("What is 2+2? Delegat", {"type": "function", "function": {"name": "subagent"}}),
+                       ("add 2+2", "none"),
+                       ("Result of the subage", "none")]
+    assert llama.bodies[2]["messages"][-1]["content"] == "Result of the subagent call call__0_subagent_cmpl-test:\n4"
+
+
+# -- streams that end early ----------------------------------------------------------------------------
+
+CUT = "the stream ended before the server finished the answer"
+
+
+@pytest.mark.parametrize("cut, detail", [
+    (stream_cut(["par", "tial"]), "no finish_reason after 3 chunk(s)"),              # [DONE], no finish
+    (stream_cut(["par"], done=False), "no finish_reason after 2 chunk(s)"),          # closed after a chunk
+    (raw(b"", content_type="text/event-stream"), "the server sent no chunks at all (an empty answer)"),
+])
+def test_stream_without_finish_reason_is_retried_then_a_model_error(server, cut, detail):
+    server.push(cut, cut, cut)
+    with pytest.raises(ModelError) as info:
+        call(make(server, stream=True, max_retries=2), req())
+    assert str(info.value) == (f"OpenAIChatModel('test-model' at {server.url}): {CUT} ({detail}) "
+                               "(gave up after 3 attempts)")
+    assert len(server.requests) == 3
+
+
+def test_stream_cut_then_complete_stream_succeeds(server):
+    server.push(stream_cut(["half"]), stream_text(["whole"]))
+    assert call(make(server, stream=True), req()).text == "whole"
+    assert len(server.requests) == 2
+
+
+def test_stream_cut_after_shown_text_is_not_retried(server):
+    server.push(stream_cut(["shown "], done=False), stream_text(["never"]))
+    shown = []
+    with pytest.raises(ModelError) as info:
+        call(make(server, stream=True, on_delta=lambda a, p: shown.append(p)), req())
+    assert str(info.value).endswith("— text was already shown, so it was not retried")
+    assert shown == ["shown "] and len(server.requests) == 1
+
+
+def test_cut_streams_of_concurrent_children_end_their_turns_with_error(server):
+    # llama-cpp-python's interrupt_requests cuts the first of two concurrent streams with [DONE]
+    server.responder = lambda body: stream_cut(["I was"])
+    model = make(server, stream=True, max_retries=1)
+
+    async def go():
+        async with AsyncHub(model=model, ids="sequential") as hub:
+            return await asyncio.gather(hub.spawn("one"), hub.spawn("two"))
+
+    for result in asyncio.run(go()):
+        assert (result.stop_reason, result.text) == ("error", "")
+        assert result.diagnostic == (f"OpenAIChatModel('test-model' at {server.url}): {CUT} (no finish_reason after "
+                                     "2 chunk(s)) (gave up after 2 attempts)")
+
+
+# -- closing clients ------------------------------------------------------------------------------------
+
+
+def test_close_leaves_no_task_failing_on_a_closed_loop(server):
+    # the model served a loop that has stopped since (a finished asyncio.run, a stopped portal); its
+    # pooled keep-alive connection belongs to that dead loop. Closing on another loop must not schedule
+    # a close of it there ("Task exception was never retrieved ... Event loop is closed").
+    server.push(text("one"), text("two"))
+    model = make(server)
+    old = asyncio.new_event_loop()
+    assert old.run_until_complete(model.request(req())).text == "one"
+    old.close()
+    reports = []
+
+    async def go():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reports.append(context))
+        assert (await model.request(req())).text == "two"
+        await model.aclose()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        gc.collect()
+        await asyncio.sleep(0)
+
+    asyncio.run(go())
+    assert [(r.get("message"), repr(r.get("exception"))) for r in reports] == []
+    assert old.is_closed()  # kept alive on purpose until here: its client stayed registered
+
+
+def test_close_on_one_loop_closes_a_client_of_another_running_loop(server):
+    import threading
+
+    server.push(text("portal"))
+    model = make(server)
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(model.request(req()), other).result(10)
+        (client,) = model._clients.values()
+
+        async def close_here():
+            await model.aclose()
+            await until(lambda: client.is_closed(), "the other loop's client to close", timeout=10)
+
+        asyncio.run(close_here())
+        assert len(model._clients) == 0
+    finally:
+        other.call_soon_threadsafe(other.stop)
+        thread.join(10)
+        other.close()
