@@ -684,3 +684,18 @@ def test_close_on_one_loop_closes_a_client_of_another_running_loop(server):
         other.call_soon_threadsafe(other.stop)
         thread.join(10)
         other.close()
+
+
+# -- the stand-in is as strict as the servers ------------------------------------------------------------
+
+
+def test_stand_in_rejects_null_assistant_content_like_llama_cpp_python(server):
+    import httpx
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"},
+                                       {"role": "assistant", "content": None, "tool_calls": []}]}
+    answer = httpx.post(server.url + "/chat/completions", json=body, timeout=5)
+    assert answer.status_code == 500
+    message = answer.json()["error"]["message"]
+    assert "('body', 'messages', 1, 'ChatCompletionRequestAssistantMessage', 'content')" in message
+    assert "'msg': 'Input should be a valid string', 'input': None" in message
