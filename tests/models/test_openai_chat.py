@@ -560,7 +560,8 @@ def test_tool_choice_callable_returning_a_bad_value_ends_the_turn_with_that_erro
 def test_forcing_a_tool_the_request_does_not_offer_is_a_model_error(server):
     with pytest.raises(ModelError) as info:
         call(make(server, tool_choice="subagent"), req(tools=[SEARCH]))
-    assert str(info.value) == 'tool_choice forces the tool "subagent", which this request does not offer (offered: search)'
+    assert str(info.value) == ('tool_choice forces the tool "subagent", which this request does not offer '
+                               "(offered: search)")
     assert server.requests == []
 
 

@@ -59,7 +59,8 @@ def delegate(model):
 def test_unknown_profile_lists_the_names():
     with pytest.raises(UsageError) as info:
         OpenAIChatModel("m", profile="llamacpp")
-    assert str(info.value) == "unknown server profile 'llamacpp'; expected one of 'openai', 'llama.cpp', 'ollama', 'vllm'"
+    assert str(info.value) == ("unknown server profile 'llamacpp'; expected one of 'openai', 'llama.cpp', 'ollama', "
+                               "'vllm'")
 
 
 def test_profiles_and_explicit_overrides():
@@ -89,7 +90,8 @@ def test_bad_profile_options_are_usage_errors(kwargs, message):
 
 
 def test_unescape_undoes_exactly_the_template_escapes():
-    assert unescape_html("I&#39;m &#34;here&#34; &lt;b&gt; &amp;amp; &amp;lt; &nbsp;") == 'I\'m "here" <b> &amp; &lt; &nbsp;'
+    escaped = "I&#39;m &#34;here&#34; &lt;b&gt; &amp;amp; &amp;lt; &nbsp;"
+    assert unescape_html(escaped) == 'I\'m "here" <b> &amp; &lt; &nbsp;'
 
 
 # -- llama.cpp quirks, one by one --------------------------------------------------------------------------

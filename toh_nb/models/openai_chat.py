@@ -12,10 +12,13 @@ Pointing it at a server::
     tn.OpenAIChatModel("gpt-4o-mini")                                 # OpenAI; key from OPENAI_API_KEY
     tn.OpenAIChatModel("deepseek-chat", base_url="https://api.deepseek.com",
                        api_key=os.environ["DEEPSEEK_API_KEY"])        # DeepSeek
-    tn.OpenAIChatModel("llama3.1", base_url="http://localhost:11434/v1")   # Ollama (no key needed)
-    tn.OpenAIChatModel("Qwen/Qwen2.5-7B-Instruct",
-                       base_url="http://localhost:8000/v1")           # vLLM (`vllm serve ... --enable-auto-tool-choice`)
-    tn.OpenAIChatModel("local", base_url="http://localhost:8080/v1")  # llama.cpp server (`llama-server --jinja`)
+    tn.OpenAIChatModel("llama3.1", base_url="http://localhost:11434/v1",
+                       profile="ollama")                              # Ollama (no key needed)
+    tn.OpenAIChatModel("Qwen/Qwen2.5-7B-Instruct", base_url="http://localhost:8000/v1",
+                       profile="vllm")                 # vLLM (`vllm serve ... --enable-auto-tool-choice`)
+    tn.OpenAIChatModel("local", base_url="http://localhost:8080/v1")  # llama.cpp's `llama-server --jinja`
+    tn.OpenAIChatModel("smol", base_url="http://localhost:8000/v1",
+                       profile="llama.cpp")            # llama-cpp-python (`python -m llama_cpp.server`)
 
 ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are honoured when ``api_key`` / ``base_url`` are not given.
 Local servers need no key: with a ``base_url`` and no key anywhere a placeholder is sent. Without a
@@ -32,7 +35,8 @@ server's message — never the API key, which is also kept out of ``repr()``/``s
 bounds each attempt (for streams: the wait for each chunk). Cancelling the awaiting task (interrupt,
 kill) cancels the HTTP request at once and never triggers a retry.
 
-Streaming (``stream=True``) asks for ``stream_options={"include_usage": True}``, assembles text and
+Streaming (``stream=True``) asks for ``stream_options={"include_usage": True}`` (unless the profile
+says the server ignores it), assembles text and
 tool-call deltas into the same ``ModelResponse`` as a plain call, and passes each text delta to
 ``on_delta(agent_id, text)`` (sync or async) for live display. A stream that breaks after text was
 shown is not retried (the display would repeat itself): it fails with a ``ModelError``. Servers that
@@ -41,24 +45,24 @@ reject ``stream_options`` (some older local servers) should be used with ``strea
 Malformed tool-call arguments: a tool call whose arguments are not a JSON object raises a
 ``ModelError`` naming the tool and quoting the bad JSON, so the turn ends with a diagnostic that says
 exactly what the model produced (rather than a confusing "invalid arguments" from a tool fed a
-placeholder). The one exception is a response cut off by ``max_tokens`` (``finish_reason="length"``):
-its truncated tool calls are dropped and the response keeps ``stop_reason="max_tokens"``, which is the
-real cause. Servers that report ``finish_reason="stop"`` together with tool calls (some local ones do)
-get ``stop_reason="tool_use"``. A tool call whose arguments were *cut* (the completion used all of its
-``max_tokens``) is a ``max_tokens`` stop even when the server says
-``finish_reason="tool_calls"`` (llama-cpp-python does); JSON that is wrong while the reported usage
-shows tokens to spare stays a ModelError (without a usage count, JSON that stops mid-way counts as cut). A ``max_tokens`` stop never carries tool calls: the turn ends there, so
-calls that would never run are not left in the conversation without results.
+placeholder). The exception is a call *cut* by the token limit: ``finish_reason="length"``, or
+arguments that do not parse while the completion used all of its ``max_tokens`` — even when the
+server says ``finish_reason="tool_calls"``, as llama-cpp-python does. That response is a
+``max_tokens`` stop (the turn ends ``max-tokens``, the real cause) and carries no tool calls at all:
+the turn ends there, so calls that would never run are not left in the conversation without results.
+Unparsable JSON while the reported usage shows tokens to spare stays a ModelError (without a usage
+count, JSON that stops mid-way counts as cut). Servers that report ``finish_reason="stop"`` together
+with tool calls (some local ones do) get ``stop_reason="tool_use"``.
 
 Servers differ (see :mod:`toh_nb.models.profiles`): ``profile="openai" | "llama.cpp" | "ollama" |
 "vllm"`` picks a row of quirks, each overridable by its own keyword (``tool_results_as_text``,
 ``max_tokens_field``, ``stream_usage``, ``stream_with_tools``, ``unescape_html``,
-``tool_choice_required``, ``empty_auto_text``). Whatever the profile: an assistant turn that only calls tools is sent with
-``"content": ""`` (llama-cpp-python rejects ``null`` with HTTP 500); ``tool_choice`` (see
-:mod:`toh_nb.models.tool_choice`) defaults to ``"auto"`` and is sent whenever tools are offered (never
-otherwise); ``max_tokens`` (default 1024) bounds every completion whose request sets no limit of its
-own — without one a small local model can ramble to the end of its context for minutes, and the
-server keeps generating after the client gave up.
+``tool_choice_required``, ``empty_auto_text``). Whatever the profile: an assistant turn that only
+calls tools is sent with ``"content": ""`` (llama-cpp-python rejects ``null`` with HTTP 500);
+``tool_choice`` (see :mod:`toh_nb.models.tool_choice`) defaults to ``"auto"`` and is sent whenever
+tools are offered (never otherwise); ``max_tokens`` (default 1024) bounds every completion whose
+request sets no limit of its own — without one a small local model can ramble to the end of its
+context for minutes, and the server keeps generating after the client gave up.
 
 A stream that ends without a ``finish_reason`` (the server cut it with ``[DONE]``, closed the
 connection, or answered 200 with an empty body) is not an answer: it is a ModelError naming the model,
@@ -427,7 +431,8 @@ class OpenAIChatModel:
             what = f"no response within the {self.timeout}s timeout"
         else:
             cause = exc.__cause__ or exc.__context__
-            what = f"connection failed ({self._scrub(str(cause)) if cause else 'connection error'})"
+            detail = (self._scrub(str(cause)) or type(cause).__name__) if cause else "connection error"
+            what = f"connection failed ({detail})"
         text = f"{self._who}: {what}"
         if shown:
             text += " — the stream broke after text was shown, so it was not retried"
