@@ -700,3 +700,38 @@ def test_stand_in_rejects_null_assistant_content_like_llama_cpp_python(server):
     message = answer.json()["error"]["message"]
     assert "('body', 'messages', 1, 'ChatCompletionRequestAssistantMessage', 'content')" in message
     assert "'msg': 'Input should be a valid string', 'input': None" in message
+
+
+# -- the optional extra and the key ------------------------------------------------------------------------
+
+
+def test_missing_openai_package_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # "import openai" now fails as if not installed
+    with pytest.raises(UsageError) as info:
+        OpenAIChatModel("gpt-4o-mini")
+    assert str(info.value) == ("OpenAIChatModel needs the 'openai' package, which is an optional extra of toh-nb: "
+                               "pip install 'toh-nb[openai]' (the offline models need nothing more)")
+
+
+def test_hub_works_without_the_openai_package():
+    import subprocess
+    import sys
+
+    script = ("import sys; sys.modules['openai'] = None\n"
+              "import toh_nb as tn\n"
+              "with tn.Hub(model=tn.FunctionModel(lambda request: 'fine'), ids='sequential') as hub:\n"
+              "    print(hub.run('hi').text)\n"
+              "with tn.Hub() as hub:\n"
+              "    print(hub.spawn('Say hi', label='demo').stop_reason)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["fine", "completed"]
+
+
+def test_the_key_is_a_secret_str(server):
+    from pydantic import SecretStr
+
+    model = make(server)
+    assert isinstance(model._api_key, SecretStr) and model._api_key.get_secret_value() == KEY

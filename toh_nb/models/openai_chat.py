@@ -20,6 +20,10 @@ Pointing it at a server::
     tn.OpenAIChatModel("smol", base_url="http://localhost:8000/v1",
                        profile="llama.cpp")            # llama-cpp-python (`python -m llama_cpp.server`)
 
+The ``openai`` package is the optional extra ``toh-nb[openai]`` (``Hub()`` and the offline models
+work without it); constructing an OpenAIChatModel without it is a UsageError naming the extra. The key
+is held as a ``pydantic.SecretStr``.
+
 ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are honoured when ``api_key`` / ``base_url`` are not given.
 Local servers need no key: with a ``base_url`` and no key anywhere a placeholder is sent. Without a
 key *and* without a ``base_url`` the first request fails with a :class:`~toh_nb.core.errors.ModelError`
@@ -87,6 +91,8 @@ import random
 import weakref
 from typing import Any, Callable
 
+from pydantic import SecretStr
+
 from ..core.checks import is_int_at_least
 from ..core.content import ToolCall, Usage
 from ..core.errors import ModelError, UsageError
@@ -109,24 +115,18 @@ FINISH_REASONS = {
 }
 
 
-class _Secret:
-    """Holds the API key so that no repr, str or f-string of the model (or its vars) shows it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
+#: why ``openai`` is missing and how to get it (it is the optional extra ``toh-nb[openai]``)
+MISSING_OPENAI = ("OpenAIChatModel needs the 'openai' package, which is an optional extra of toh-nb: "
+                  "pip install 'toh-nb[openai]' (the offline models need nothing more)")
 
 
 def _openai() -> Any:
-    # Imported lazily: the openai package takes a while to import and offline notebooks never need it.
-    import openai
-
+    # Imported lazily: the openai package takes a while to import, is an optional extra, and offline
+    # notebooks never need it.
+    try:
+        import openai
+    except ImportError:
+        raise UsageError(MISSING_OPENAI) from None
     return openai
 
 
@@ -166,7 +166,8 @@ class OpenAIChatModel:
         self.tool_choice = tool_choice
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self._api_key = _Secret(api_key) if api_key else None
+        _openai()  # fail at construction, naming the extra, when the package is missing
+        self._api_key = SecretStr(api_key) if api_key else None
         self.max_retries = max(0, int(max_retries))
         self.timeout = timeout
         self.backoff = backoff
@@ -200,7 +201,7 @@ class OpenAIChatModel:
 
     def _resolve_key(self) -> str:
         if self._api_key is not None:
-            return self._api_key.value
+            return self._api_key.get_secret_value()
         env = os.environ.get("OPENAI_API_KEY")
         if env:
             return env
@@ -215,7 +216,7 @@ class OpenAIChatModel:
         """Strings that must never be written anywhere (used by error messages and RecordingModel)."""
         values = []
         if self._api_key is not None:
-            values.append(self._api_key.value)
+            values.append(self._api_key.get_secret_value())
         env = os.environ.get("OPENAI_API_KEY")
         if env:
             values.append(env)
