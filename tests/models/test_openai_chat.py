@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import time
 
 import pytest
 
@@ -280,11 +279,25 @@ def test_retries_are_bounded(server):
     assert "HTTP 500" in str(info.value) and "still broken" in str(info.value) and "3 attempts" in str(info.value)
 
 
-def test_retry_after_is_capped(server):
-    server.push(error(429, "slow down", headers={"Retry-After": "100"}), text("ok"))
-    started = time.monotonic()
-    assert call(make(server, max_backoff=0.05), req()).text == "ok"
-    assert time.monotonic() - started < 2
+def record_delays(monkeypatch) -> list:
+    """The backoff delays the retry loop sleeps, in order."""
+    delays: list = []
+    original = OpenAIChatModel._delay
+
+    def recording(self, attempt, exc):
+        delays.append(original(self, attempt, exc))
+        return delays[-1]
+
+    monkeypatch.setattr(OpenAIChatModel, "_delay", recording)
+    return delays
+
+
+def test_retry_after_is_honoured_within_the_cap(server, monkeypatch):
+    delays = record_delays(monkeypatch)
+    server.push(error(429, "slow down", headers={"Retry-After": "100"}),
+                error(429, "slow down", headers={"Retry-After": "0.02"}), text("ok"))
+    assert call(make(server, backoff=0.001, max_backoff=0.05), req()).text == "ok"
+    assert delays == [0.05, 0.02]
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
@@ -300,13 +313,12 @@ def test_other_4xx_fail_immediately(server, status):
 
 def test_hang_times_out_with_bounded_retries(server):
     server.push(hang(5), hang(5), hang(5), text("never"))
-    started = time.monotonic()
-    with pytest.raises(ModelError, match="timeout") as info:
+    with pytest.raises(ModelError) as info:
         call(make(server, timeout=0.3, max_retries=2), req())
-    elapsed = time.monotonic() - started
     assert len(server.requests) == 3
     assert info.value.status_code is None and info.value.attempts == 3
-    assert 0.8 < elapsed < 3.5
+    assert str(info.value) == (f"OpenAIChatModel('test-model' at {server.url}): no response within the 0.3s timeout "
+                               "(gave up after 3 attempts)")
 
 
 def test_connection_refused_is_retried_then_model_error():
@@ -325,14 +337,11 @@ def test_cancellation_propagates_without_retry(server):
     async def go():
         task = asyncio.create_task(model.request(req()))
         await until(lambda: len(server.requests) == 1, "the request to reach the server", timeout=10)
-        started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert time.monotonic() - started < 0.5
-        await asyncio.sleep(0.1)
-        assert len(server.requests) == 1  # no retry after cancel
-        response = await model.request(req())  # the model stays usable
+        # the model stays usable; a retry after the cancel would have taken "after" (and this would fail)
+        response = await model.request(req())
         await model.aclose()
         return response
 
