@@ -185,6 +185,17 @@ def test_html_escapes_are_undone_in_text_and_arguments(llama):
     assert call(plain, req(tools=[SEARCH])).text == 'I\'m "fine"'
 
 
+def test_streamed_deltas_are_unescaped_and_join_to_the_final_text(llama):
+    pieces = ["I&#", "39;m ", "&lt;b&", "gt; &amp;", "lt; &", "amp", "; AT&T", " &"]
+    llama.push(stream_text(pieces))
+    deltas = []
+    model = make(llama, profile="llama.cpp", stream=True, on_delta=lambda agent, piece: deltas.append(piece))
+    response = call(model, req())
+    assert response.text == "I'm <b> &lt; & AT&T &"
+    assert "".join(deltas) == response.text
+    assert deltas == ["I", "'m ", "<b", "> &", "lt; ", "& AT", "&T ", "&"]
+
+
 def test_required_from_a_callable_under_llama_cpp_ends_the_turn_with_the_usage_text(llama):
     model = make(llama, profile="llama.cpp", tool_choice=lambda r: "required")
 

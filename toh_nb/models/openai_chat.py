@@ -98,7 +98,7 @@ from ..core.content import ToolCall, Usage
 from ..core.errors import ModelError, UsageError
 from .base import ModelRequest, ModelResponse
 from .partial_json import is_cut_json
-from .profiles import resolve_profile, unescape_html, unescape_values
+from .profiles import DeltaUnescaper, resolve_profile, unescape_html, unescape_values
 from .tool_choice import ToolChoice, check_tool_choice, resolve_tool_choice
 
 log = logging.getLogger(__name__)
@@ -516,6 +516,7 @@ class OpenAIChatModel:
         finish_reason = None
         usage = Usage()
         chunks = 0
+        unescaper = DeltaUnescaper() if self.profile.unescape_html else None
         try:
             async for chunk in stream:
                 chunks += 1
@@ -531,8 +532,10 @@ class OpenAIChatModel:
                         continue
                     if delta.content:
                         text.append(delta.content)
-                        shown[0] = shown[0] or self.on_delta is not None
-                        await self._emit(request.agent_id, delta.content)
+                        piece = unescaper.feed(delta.content) if unescaper is not None else delta.content
+                        if piece:
+                            shown[0] = shown[0] or self.on_delta is not None
+                            await self._emit(request.agent_id, piece)
                     if getattr(delta, "refusal", None):
                         refusal.append(delta.refusal)
                     for tc in delta.tool_calls or []:
@@ -554,6 +557,8 @@ class OpenAIChatModel:
                              f"{self._scrub(str(exc))[:200]}") from None
         finally:
             await stream.close()
+        if unescaper is not None and (rest := unescaper.flush()):
+            await self._emit(request.agent_id, rest)
         if finish_reason is None:
             raise _StreamCut(f"no finish_reason after {chunks} chunk(s)" if chunks else
                              "the server sent no chunks at all (an empty answer)")

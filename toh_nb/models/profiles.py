@@ -129,3 +129,26 @@ def unescape_values(value: Any) -> Any:
     if isinstance(value, dict):
         return {unescape_html(k): unescape_values(v) for k, v in value.items()}
     return value
+
+
+class DeltaUnescaper:
+    """:func:`unescape_html` for streamed text: an escape split across deltas is held back until whole,
+    so the deltas shown join to exactly the final (unescaped) text."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        text = self._held + piece
+        cut = text.rfind("&")
+        if cut != -1 and ";" not in text[cut:] and len(text) - cut < 6:  # maybe the start of an escape
+            text, self._held = text[:cut], text[cut:]
+        else:
+            self._held = ""
+        return unescape_html(text)
+
+    def flush(self) -> str:
+        text, self._held = self._held, ""
+        return text
