@@ -144,6 +144,12 @@ def test_llama_cpp_does_not_stream_requests_that_offer_tools(llama):
     response = call(model, req(tools=[SEARCH]))
     assert [(c.name, c.arguments) for c in response.tool_calls] == [("search", {"q": "x"})]
     assert "stream" not in llama.bodies[0] and deltas == []
+    # with tool_choice "none" the tools cannot be called, and the server streams fine
+    llama.push(stream_text(["a", "b"]))
+    silent = make(llama, profile="llama.cpp", stream=True, tool_choice="none",
+                  on_delta=lambda agent, piece: deltas.append(piece))
+    assert call(silent, req(tools=[SEARCH])).text == "ab"
+    assert llama.bodies[1]["stream"] is True and deltas == ["a", "b"]
 
 
 def test_streamed_tool_call_in_auto_mode_fails_without_the_profile(llama):

@@ -314,7 +314,8 @@ class OpenAIChatModel:
             params[self.profile.max_tokens_field] = limit
         if self.temperature is not None:
             params["temperature"] = self.temperature
-        if self._streams(request):
+        # a server that cannot stream tool calls still streams when the tools cannot be called
+        if self.stream and (self.profile.stream_with_tools or params.get("tool_choice", "none") == "none"):
             params["stream"] = True
             if self.profile.stream_usage:
                 params["stream_options"] = {"include_usage": True}
@@ -324,10 +325,6 @@ class OpenAIChatModel:
 
     def _limit(self, request: ModelRequest) -> int | None:
         return request.max_tokens if request.max_tokens is not None else self.max_tokens
-
-    def _streams(self, request: ModelRequest) -> bool:
-        """Stream this request? Not when it offers tools to a server that cannot stream tool calls."""
-        return self.stream and (self.profile.stream_with_tools or not request.tools)
 
     # -- the call --------------------------------------------------------------------------------
 

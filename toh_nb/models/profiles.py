@@ -17,7 +17,8 @@ Fields (what the adapter does differently when the field says so):
   ``max_completion_tokens``).
 - ``stream_usage`` — whether ``stream_options={"include_usage": True}`` is sent with streams.
 - ``stream_with_tools`` — whether a streamed request may offer tools. When not, a request that offers
-  tools is made without streaming and its text is passed to ``on_delta`` in one piece.
+  tools (with a ``tool_choice`` other than ``"none"``) is made without streaming and its text is passed
+  to ``on_delta`` in one piece.
 - ``unescape_html`` — the server's chat template HTML-escapes earlier turns, so the model parrots
   ``&#39;`` / ``&#34;``; the five escapes of Jinja's autoescape (``&amp; &lt; &gt; &#34; &#39;``) are
   undone in the model's text and in string values of tool-call arguments.
