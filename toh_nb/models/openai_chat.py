@@ -73,11 +73,12 @@ connection, or answered 200 with an empty body) is not an answer: it is a ModelE
 retried like a connection error while no text was shown, so the turn ends ``error`` with that
 diagnostic rather than ``completed`` with partial text.
 
-HTTP clients are per event loop and are closed on the loop that made them: ``aclose()`` closes the
-current loop's client and hands the others to their own (still running) loops; a client whose loop
-has already stopped has no live connections left and is dropped without scheduling anything on a
-foreign loop (the ``openai`` client's own ``__del__`` would do that, and its task fails with
-"Event loop is closed").
+HTTP clients are per event loop and are only ever closed on the loop that made them: ``aclose()``
+(which ``hub.close()`` calls) closes the current loop's client, leaves a client of another running loop
+to that loop, and forgets a client whose loop has closed — its connections died with the loop. The
+clients are built without the ``openai`` SDK's garbage-collection hook, which would schedule the close
+of a forgotten client on whatever loop runs at that moment, where it fails with "Task exception was
+never retrieved … RuntimeError('Event loop is closed')".
 """
 
 from __future__ import annotations
@@ -248,24 +249,20 @@ class OpenAIChatModel:
         return client
 
     async def aclose(self) -> None:
-        """Close every HTTP client this model made, each on its own loop.
+        """Close this loop's HTTP client; forget clients whose loop has closed.
 
-        The running loop's client is closed here; a client of another loop that still runs (the portal
-        thread, a kernel) is closed on that loop; a client whose loop has stopped is dropped: its
-        connections died with the loop, and closing them from this loop would fail.
+        A client belongs to the loop that made it: closing it from another loop fails ("Event loop is
+        closed") or breaks requests still running there. So a client of another loop that still runs
+        (the portal thread, a kernel, another hub) stays open for it; a client whose loop has closed
+        has no live connections left and is simply forgotten.
         """
         running = asyncio.get_running_loop()
-        clients = list(self._clients.items())
-        self._clients.clear()
-        for loop, client in clients:
+        for loop, client in list(self._clients.items()):
             if loop is running:
+                del self._clients[loop]
                 await client.close()
-            elif loop.is_running() and not loop.is_closed():
-                try:
-                    future = asyncio.run_coroutine_threadsafe(client.close(), loop)
-                except RuntimeError:  # it stopped in between
-                    continue
-                future.add_done_callback(_ignore_outcome)
+            elif loop.is_closed():
+                del self._clients[loop]
 
     # -- request mapping -------------------------------------------------------------------------
 
@@ -574,12 +571,6 @@ class OpenAIChatModel:
                 self._delta_warned = True
                 log.warning("OpenAIChatModel on_delta callback failed; further failures are not logged",
                             exc_info=True)
-
-
-def _ignore_outcome(future: Any) -> None:
-    """Retrieve a best-effort close's outcome so that nothing reports it as never retrieved."""
-    if not future.cancelled():
-        future.exception()
 
 
 def _hit_limit(arguments: str, usage: Usage, limit: int | None) -> bool:
