@@ -742,3 +742,14 @@ def test_the_key_is_a_secret_str(server):
 
     model = make(server)
     assert isinstance(model._api_key, SecretStr) and model._api_key.get_secret_value() == KEY
+
+
+def test_connection_error_without_a_message_names_its_type(server):
+    # llama-cpp-python can drop the connection so that the transport's exception has an empty text
+    import openai
+
+    error = openai.APIConnectionError(request=None)
+    error.__cause__ = ConnectionResetError()
+    message = str(make(server)._connection_error(error, 2, False))
+    assert message == (f"OpenAIChatModel('test-model' at {server.url}): connection failed (ConnectionResetError) "
+                       "(gave up after 2 attempts)")
