@@ -34,13 +34,14 @@ The rows, and how each quirk was verified:
   strict stand-in server checks in the tests.
 - ``"llama.cpp"``: llama-cpp-python's server (``python -m llama_cpp.server``) with
   ``--chat_format chatml-function-calling``, the format that gives small GGUF models tool calling.
-  Verified on a real server on this machine (llama-cpp-python 0.3.x, SmolLM2-135M-Instruct Q4_1) and
+  Verified on a real server on this machine (llama-cpp-python 0.3.36, SmolLM2-135M-Instruct Q4_1) and
   in its source (``llama_chat_format.chatml_function_calling``): without ``tool_choice`` the tools are
   dropped from the prompt (the adapter always sends one when tools are offered); ``role: "tool"``
   content is not rendered (→ ``tool_results_as_text``); the template is autoescaped
   (→ ``unescape_html``); ``max_completion_tokens`` and ``stream_options`` are ignored (→ ``max_tokens``,
-  no ``stream_usage``); streaming with ``tool_choice="auto"`` fails with an empty 200 body
-  (→ no ``stream_with_tools``); ``"required"`` is an HTTP 500 (→ not supported); in ``"auto"`` mode a
+  no ``stream_usage``); a streamed ``"auto"`` request whose model picks a tool fails ("Automatic
+  streaming tool choice is not supported": an empty 200 body in the 2026-11-30 real-LLM report, a
+  dropped connection here) (→ no ``stream_with_tools``); ``"required"`` is an HTTP 500 (→ not supported); in ``"auto"`` mode a
   text answer comes back empty — the grammar of its text branch only allows a function name or the end
   token (→ ``empty_auto_text``). Two server behaviours the adapter cannot change: in ``"auto"`` mode
   tool arguments are generated with no token limit (force the tool by name, or use ``"none"``, where
@@ -48,7 +49,18 @@ The rows, and how each quirk was verified:
   ``finish_reason: "tool_calls"`` (the adapter turns cut arguments into a ``max_tokens`` stop). The
   input side of the HTML escaping cannot be undone either: the model reads ``I&#39;m`` in earlier
   turns. llama.cpp's own ``llama-server --jinja`` accepts null content, tool messages and
-  ``max_completion_tokens`` (measured): use ``"openai"`` there.
+  ``max_completion_tokens`` (measured in the 2026-11-30 report): use ``"openai"`` there.
+  Measured on 2026-12-01 (``--chat_format chatml-function-calling --n_ctx 4096``; that build needed
+  ``--n_batch 1 --n_ubatch 1``, it crashed on multi-token batches): null assistant content → HTTP 500
+  "7 validation errors … Input should be a valid string"; tools without ``tool_choice`` → 11 prompt
+  tokens, as with none; a 2-character and a 220-character tool result → 27 prompt tokens both;
+  ``"required"`` → HTTP 500 with an empty message; ``"auto"`` with a text answer → ``content: ""``,
+  ``finish_reason: "stop"``; a forced call with ``max_tokens=3`` → arguments ``{ "``,
+  ``finish_reason: "tool_calls"``; ``max_completion_tokens=3`` → 146 tokens; ``stream_options`` → no
+  usage chunk; two concurrent streams → the first ends after one chunk with no ``finish_reason``. With
+  this profile and ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none"`` a
+  delegation ran end to end: the root called ``subagent``, the child answered, the root's next request
+  carried "Result of the subagent call …" and the root completed (streamed deltas joined to the text).
 - ``"ollama"``: Ollama's ``/v1`` compatibility layer. From its documentation (not run here): accepts
   ``max_tokens`` (``max_completion_tokens`` is not listed), ``stream_options.include_usage``, tools and
   ``role: "tool"`` messages rendered by the model's own template.
@@ -59,7 +71,7 @@ The rows, and how each quirk was verified:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import UsageError
@@ -88,9 +100,6 @@ PROFILES: dict[str, ServerProfile] = {
     "ollama": ServerProfile("ollama"),
     "vllm": ServerProfile("vllm"),
 }
-
-QUIRKS = tuple(f.name for f in fields(ServerProfile) if f.name != "name")
-
 
 def resolve_profile(name: Any, overrides: dict[str, Any]) -> ServerProfile:
     """The profile called ``name`` with the explicit keyword ``overrides`` (those not None) applied."""
