@@ -16,10 +16,34 @@ Usage (see the ``chat_server`` fixture in the tests)::
     with ChatServer() as server:
         server.push(text("hello"))
         model = OpenAIChatModel("test-model", base_url=server.url, api_key="sk-test")
+
+Strict like the servers people run, so adapter regressions cannot hide here (each rule below was
+measured on llama-cpp-python's server, see the adapter's profiles module):
+
+- always: an assistant message with ``"content": null`` is an HTTP 500 with llama-cpp-python's pydantic
+  message; ``max_tokens`` (or ``max_completion_tokens``) is honoured on scripted JSON replies, one
+  character being one token: longer text or tool arguments are cut, the usage says ``max_tokens``
+  tokens and ``finish_reason`` becomes ``"length"`` (``"tool_calls"`` for a cut call in the llama.cpp
+  flavours, which hard-code it);
+- ``flavour="llama.cpp"`` (llama-cpp-python's server, ``chatml-function-calling``): without a
+  ``tool_choice`` (or with ``"none"``) the tools never reach the model: responders see no tools and a
+  scripted tool call comes back as text in the template's call syntax; ``"required"`` is an HTTP 500
+  with an empty message; a forced ``{"type": "function", ...}`` choice always yields a call to that
+  function (the scripted one, or one with ``server.forced_arguments[name]``); in ``"auto"`` mode a text
+  reply comes back empty and a streamed tool call is a 200 with an empty body; ``stream_options`` and
+  ``max_completion_tokens`` are ignored;
+- ``flavour="chatml-function-calling"``: the llama.cpp rules, plus tool messages reach responders with
+  empty content (the template drops it) and the conversation they see is HTML-escaped.
+
+Streams can be cut as real servers cut them: :func:`stream_cut` ends without a ``finish_reason``
+(``done=True``: with ``[DONE]``, as llama-cpp-python's ``interrupt_requests`` does; ``done=False``: the
+connection just closes, e.g. after one chunk). ``Received.seen`` is the body as the "model" saw it
+(after the flavour's rules), ``Received.body`` what the adapter sent.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import threading
 from collections import deque
@@ -40,6 +64,8 @@ class Reply:
     #: seconds to sleep before answering (a hang when longer than the client timeout)
     delay: float = 0.0
     content_type: str = "application/json"
+    #: end an event stream with ``data: [DONE]`` (False: the connection just closes)
+    done: bool = True
 
 
 @dataclass
@@ -47,6 +73,8 @@ class Received:
     path: str
     headers: dict
     body: Any  # decoded JSON, or the raw text if it was not JSON
+    #: the body as the model saw it after the flavour's rules (tools dropped, tool content dropped, …)
+    seen: Any = None
 
 
 def _completion(message: dict, finish_reason: str, usage: tuple[int, int] | None, model: str = "test-model") -> dict:
@@ -116,6 +144,12 @@ def stream_tool_calls(calls: list[tuple[str, str, list[str]]], *, content: list[
     return Reply(events=events)
 
 
+def stream_cut(pieces: list[str], *, done: bool = True) -> Reply:
+    """A text stream that ends without a finish_reason: with ``[DONE]`` or (``done=False``) a bare close."""
+    events = [_chunk({"role": "assistant", "content": ""})] + [_chunk({"content": piece}) for piece in pieces]
+    return Reply(events=events, done=done)
+
+
 def error(status: int, message: str, *, headers: dict | None = None) -> Reply:
     return Reply(status=status, body={"error": {"message": message, "type": "test_error", "code": None}},
                  headers=dict(headers or {}))
@@ -132,8 +166,32 @@ def raw(body: bytes, *, status: int = 200, content_type: str = "application/json
     return Reply(status=status, body=body, content_type=content_type)
 
 
+# -- the strict rules (see the module docstring) ----------------------------------------------------
+
+FLAVOURS = ("openai", "llama.cpp", "chatml-function-calling")
+
+
+def null_content_error(index: int) -> Reply:
+    """llama-cpp-python's answer to ``{"role": "assistant", "content": null}`` (its pydantic union fails)."""
+    message = ("7 validation errors:\n  {'type': 'literal_error', 'loc': ('body', 'messages', %d, "
+               "'ChatCompletionRequestSystemMessage', 'role'), 'msg': \"Input should be 'system'\"}\n  "
+               "{'type': 'string_type', 'loc': ('body', 'messages', %d, 'ChatCompletionRequestAssistantMessage', "
+               "'content'), 'msg': 'Input should be a valid string', 'input': None}" % (index, index))
+    return Reply(status=500, body={"error": {"message": message, "type": "internal_server_error", "param": None,
+                                             "code": None}})
+
+
+def _calls_as_text(calls: list[dict]) -> str:
+    return "".join(f"functions.{c['function']['name']}:\n{c['function']['arguments']}" for c in calls)
+
+
 class ChatServer:
-    def __init__(self) -> None:
+    def __init__(self, flavour: str = "openai") -> None:
+        if flavour not in FLAVOURS:
+            raise ValueError(f"unknown flavour {flavour!r}; expected one of {FLAVOURS}")
+        self.flavour = flavour
+        #: arguments of a call forced by ``tool_choice`` when the scripted reply does not make that call
+        self.forced_arguments: dict[str, dict] = {}
         self.script: deque[Reply] = deque()
         self.responder: Callable[[Any], Reply] | None = None
         self.requests: list[Received] = []
@@ -158,6 +216,70 @@ class ChatServer:
         return error(418, "ChatServer: script exhausted (no reply pushed for this request)")
 
     @property
+    def llama(self) -> bool:
+        return self.flavour != "openai"
+
+    def _seen(self, body: Any) -> Any:
+        """The request as the model sees it under this flavour's template."""
+        if not isinstance(body, dict) or not self.llama:
+            return body
+        seen = dict(body)
+        if seen.get("tool_choice") in (None, "none"):
+            seen.pop("tools", None)
+        if self.flavour == "chatml-function-calling":
+            messages = []
+            for message in seen.get("messages") or []:
+                message = dict(message)
+                if message.get("role") == "tool":
+                    message["content"] = ""
+                elif isinstance(message.get("content"), str):
+                    message["content"] = html.escape(message["content"])
+                messages.append(message)
+            seen["messages"] = messages
+        return seen
+
+    def _answer(self, body: Any) -> Reply:
+        """The reply to ``body`` after the strict rules: rejections, the flavour's tool rules, max_tokens."""
+        if not isinstance(body, dict):
+            return self._next_reply(body)
+        for index, message in enumerate(body.get("messages") or []):
+            if message.get("role") == "assistant" and message.get("content", "") is None:
+                return null_content_error(index)
+        choice = body.get("tool_choice")
+        if self.llama and choice == "required" and body.get("tools"):
+            return Reply(status=500, body={"error": {"message": "", "type": "internal_server_error", "param": None,
+                                                     "code": None}})
+        reply = self._next_reply(self._seen(body))
+        if self.llama and body.get("tools"):
+            reply = self._tool_rules(reply, choice, bool(body.get("stream")))
+        limit = body.get("max_tokens")
+        if limit is None and not self.llama:
+            limit = body.get("max_completion_tokens")
+        return _cut(reply, limit, "tool_calls" if self.llama else "length")
+
+    def _tool_rules(self, reply: Reply, choice: Any, stream: bool) -> Reply:
+        message = _message(reply)
+        if message is None:
+            return reply
+        calls = message.get("tool_calls") or []
+        if choice in (None, "none"):
+            if calls:  # the model never saw the tools: it writes the call syntax it saw in the history
+                return _rewrite(reply, {"role": "assistant", "content": _calls_as_text(calls)}, "stop")
+            return reply
+        if isinstance(choice, dict):
+            name = choice["function"]["name"]
+            chosen = [c for c in calls if c["function"]["name"] == name][:1] or [
+                {"id": f"call__0_{name}_cmpl-test", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(self.forced_arguments.get(name, {}))}}]
+            return _rewrite(reply, {"role": "assistant", "content": None, "tool_calls": chosen}, "tool_calls")
+        if choice == "auto":
+            if calls and stream:  # "Automatic streaming tool choice is not supported": an empty 200 body
+                return Reply(body=b"", content_type="text/event-stream")
+            if not calls:  # the text branch's grammar only allows the end token
+                return _rewrite(reply, {"role": "assistant", "content": ""}, "stop")
+        return reply
+
+    @property
     def bodies(self) -> list[Any]:
         return [r.body for r in self.requests]
 
@@ -176,7 +298,9 @@ class ChatServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"  # one request per connection; streams end at close
+            # HTTP/1.1 keep-alive like real servers (uvicorn): clients pool connections between requests,
+            # which is what makes closing a client on the wrong loop fail. Streams close their connection.
+            protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 pass
@@ -189,12 +313,14 @@ class ChatServer:
                 except ValueError:
                     body = data.decode("utf-8", "replace")
                 with server._lock:
-                    server.requests.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                    server.requests.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body,
+                                                    server._seen(body)))
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     reply = error(404, f"no route {self.path}")
                 else:
-                    reply = server._next_reply(body)
+                    reply = server._answer(body)
                 if reply.delay and server._stopping.wait(reply.delay):
+                    self.close_connection = True
                     return  # shutting down: drop the connection
                 try:
                     self._send(reply)
@@ -203,9 +329,11 @@ class ChatServer:
 
             def _send(self, reply: Reply) -> None:
                 if reply.events is not None:
+                    self.close_connection = True  # the stream ends where the connection does
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "text/event-stream")
                     self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Connection", "close")
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
                     self.end_headers()
@@ -214,10 +342,13 @@ class ChatServer:
                             if server._stopping.wait(event):
                                 return
                             continue
+                        if server.llama and event.get("usage") and not event.get("choices"):
+                            continue  # stream_options is ignored: no usage chunk
                         self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
                         self.wfile.flush()
-                    self.wfile.write(b"data: [DONE]\n\n")
-                    self.wfile.flush()
+                    if reply.done:
+                        self.wfile.write(b"data: [DONE]\n\n")
+                        self.wfile.flush()
                     return
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
@@ -252,13 +383,63 @@ class ChatServer:
         self.stop()
 
 
+def _message(reply: Reply) -> dict | None:
+    """The assistant message of a scripted JSON completion (None for errors, streams and raw bodies)."""
+    body = reply.body
+    if reply.status != 200 or reply.events is not None or not isinstance(body, dict) or not body.get("choices"):
+        return None
+    return body["choices"][0].get("message")
+
+
+def _rewrite(reply: Reply, message: dict, finish_reason: str) -> Reply:
+    body = json.loads(json.dumps(reply.body))
+    body["choices"][0]["message"] = message
+    body["choices"][0]["finish_reason"] = finish_reason
+    return Reply(status=reply.status, body=body, headers=dict(reply.headers), delay=reply.delay)
+
+
+def _cut(reply: Reply, limit: Any, call_finish: str) -> Reply:
+    """Honour ``max_tokens`` on a scripted completion: one character is one token."""
+    message = _message(reply)
+    if message is None or not isinstance(limit, int):
+        return reply
+    calls = message.get("tool_calls") or []
+    size = len(message.get("content") or "") + sum(len(c["function"]["arguments"]) for c in calls)
+    if size <= limit:
+        return reply
+    left = limit
+    content = message.get("content")
+    if content:
+        content, left = content[:left], max(0, left - len(content))
+    cut_calls = []
+    for call in calls:
+        arguments = call["function"]["arguments"]
+        cut_calls.append({**call, "function": {**call["function"], "arguments": arguments[:left]}})
+        left = max(0, left - len(arguments))
+    cut = {**message, "content": content}
+    if calls:
+        cut["tool_calls"] = cut_calls
+    reply = _rewrite(reply, cut, call_finish if calls else "length")
+    usage = reply.body.get("usage")
+    if usage:
+        usage["completion_tokens"] = limit
+        usage["total_tokens"] = usage["prompt_tokens"] + limit
+    return reply
+
+
 def delegation_reply(body: dict) -> Reply:
     """A two-agent script: the root delegates "add 2+2" through `subagent`, the child answers 4, the
-    root reports what the child said (used by the hub delegation tests of the adapter and recordings)."""
+    root reports what the child said (used by the hub delegation tests of the adapter and recordings).
+
+    The child's answer reaches the root as a tool message, or as a user message "Result of the …"
+    (tool results rendered as text); under a template that drops tool content the root hears nothing.
+    """
     last = body["messages"][-1]
+    content = last.get("content") or ""
     if last["role"] == "tool":
-        return text(f"child said: {last['content']}")
-    if "add 2+2" in (last.get("content") or ""):
+        return text(f"child said: {content}")
+    if content.startswith("Result of the subagent call"):
+        return text(f"child said: {content.split(chr(10), 1)[1]}")
+    if "add 2+2" in content:
         return text("4")
     return tool_calls([("call_sub", "subagent", {"description": "sum", "prompt": "add 2+2"})])
-

@@ -8,19 +8,20 @@ that the API key never leaks into repr or error messages.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
-import time
 
 import pytest
 
 from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock, user_message
-from toh_nb.core.errors import ModelError
+from toh_nb.core.errors import ModelError, UsageError
 from toh_nb.models.base import ModelRequest, ModelResponse, ToolSpec
 from toh_nb.hub import AsyncHub
 from toh_nb.models.openai_chat import OpenAIChatModel
 
-from .chat_server import (ChatServer, delegation_reply, error, hang, raw, stream_text, stream_tool_calls, text,
-                          tool_calls)
+from ..helpers import until
+from .chat_server import (ChatServer, delegation_reply, error, hang, raw, stream_cut, stream_text, stream_tool_calls,
+                          text, tool_calls)
 
 KEY = "sk-test-SECRET-0123456789"
 SEARCH = ToolSpec("search", "Search the web", {"type": "object", "properties": {"q": {"type": "string"}},
@@ -30,6 +31,13 @@ SEARCH = ToolSpec("search", "Search the web", {"type": "object", "properties": {
 @pytest.fixture
 def server():
     with ChatServer() as s:
+        yield s
+
+
+@pytest.fixture
+def llama():
+    """The stand-in with llama-cpp-python's rules (chatml-function-calling)."""
+    with ChatServer(flavour="llama.cpp") as s:
         yield s
 
 
@@ -105,20 +113,37 @@ def test_text_reply_and_request_mapping(server):
 
 def test_optional_fields_omitted_and_extras_passed(server):
     server.push(text("ok"), text("ok"))
-    call(make(server), req(system="", tools=[]))
+    call(make(server, max_tokens=None), req(system="", tools=[]))
     call(make(server, temperature=0.2, extra_body={"top_k": 5}), req())
     plain, extra = server.bodies
     assert "max_tokens" not in plain and "tools" not in plain and "temperature" not in plain
+    assert "tool_choice" not in plain  # never sent without tools
     assert plain["messages"] == [{"role": "user", "content": "hello"}]  # no empty system message
     assert extra["temperature"] == 0.2 and extra["top_k"] == 5
 
 
-def test_assistant_message_with_only_tool_calls_has_null_content(server):
+def test_default_max_tokens_and_the_request_value_wins(server):
+    server.push(text("ok"), text("ok"), text("ok"))
+    call(make(server), req())
+    call(make(server, max_tokens=50), req())
+    call(make(server, max_tokens=50), req(max_tokens=7))
+    assert [b["max_tokens"] for b in server.bodies] == [1024, 50, 7]
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "100"])
+def test_bad_max_tokens_is_a_usage_error(server, bad):
+    with pytest.raises(UsageError, match=f"max_tokens must be an integer >= 1 or None, got {bad!r}"):
+        make(server, max_tokens=bad)
+
+
+def test_assistant_turn_with_only_tool_calls_is_sent_with_empty_content(server):
+    # the stand-in rejects null content with HTTP 500 as llama-cpp-python does; "" passes everywhere
     server.push(text("ok"))
     conversation = [user_message("go"), Message("assistant", [ToolCallBlock("c1", "search", {"q": "y"})]),
                     Message("tool", [ToolResultBlock("c1", "search", "r")])]
-    call(make(server), req(conversation, tools=[SEARCH]))
-    assert server.bodies[0]["messages"][2]["content"] is None
+    assert call(make(server, max_retries=0), req(conversation, tools=[SEARCH])).text == "ok"
+    assistant = server.bodies[0]["messages"][2]
+    assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == "c1"
 
 
 def test_parallel_tool_calls(server):
@@ -173,11 +198,39 @@ def test_non_object_tool_arguments_are_an_error(server):
         call(make(server), req(tools=[SEARCH]))
 
 
-def test_truncated_tool_call_under_length_is_dropped(server):
+def test_tool_calls_cut_by_length_are_dropped(server):
+    # a max_tokens stop ends the turn: no call of that response may run or stay in the conversation
     server.push(tool_calls([("c1", "search", {"q": "ok"}), ("c2", "search", '{"q": "cut')], finish_reason="length"))
-    response = call(make(server), req(tools=[SEARCH], max_tokens=5))
-    assert response.stop_reason == "max_tokens"
-    assert [c.id for c in response.tool_calls] == ["c1"]
+    response = call(make(server), req(tools=[SEARCH], max_tokens=50))
+    assert response.stop_reason == "max_tokens" and response.tool_calls == []
+
+
+def test_cut_tool_json_reported_as_tool_calls_is_a_max_tokens_stop(llama):
+    # llama-cpp-python says finish_reason "tool_calls" even when max_tokens cut the arguments
+    llama.push(tool_calls([("c1", "search", {"q": "a long query that does not fit"})], usage=(20, 40)))
+    response = call(make(llama, tool_choice="search"), req(tools=[SEARCH], max_tokens=12))
+    assert llama.bodies[0]["max_tokens"] == 12
+    assert (response.stop_reason, response.tool_calls, response.text) == ("max_tokens", [], "")
+    assert response.usage.output_tokens == 12
+
+
+def test_cut_tool_json_without_usage_is_a_max_tokens_stop(server):
+    server.push(tool_calls([("c1", "search", '{"q": "cut mid-')], usage=None))
+    response = call(make(server), req(tools=[SEARCH]))
+    assert (response.stop_reason, response.tool_calls) == ("max_tokens", [])
+
+
+def test_cut_tool_json_ends_the_turn_max_tokens_through_the_hub(llama):
+    llama.push(tool_calls([("c1", "subagent", {"description": "d", "prompt": "p" * 80})], usage=(20, 99)))
+    model = make(llama)
+
+    async def go():
+        async with AsyncHub(model=model, ids="sequential") as hub:
+            return await hub.spawn("delegate", max_tokens=30)
+
+    result = asyncio.run(go())
+    assert result.stop_reason == "max-tokens" and result.text == ""
+    assert llama.bodies[0]["max_tokens"] == 30 and llama.bodies[0]["tool_choice"] == "auto"
 
 
 # -- malformed responses ---------------------------------------------------------------------------
@@ -226,11 +279,25 @@ def test_retries_are_bounded(server):
     assert "HTTP 500" in str(info.value) and "still broken" in str(info.value) and "3 attempts" in str(info.value)
 
 
-def test_retry_after_is_capped(server):
-    server.push(error(429, "slow down", headers={"Retry-After": "100"}), text("ok"))
-    started = time.monotonic()
-    assert call(make(server, max_backoff=0.05), req()).text == "ok"
-    assert time.monotonic() - started < 2
+def record_delays(monkeypatch) -> list:
+    """The backoff delays the retry loop sleeps, in order."""
+    delays: list = []
+    original = OpenAIChatModel._delay
+
+    def recording(self, attempt, exc):
+        delays.append(original(self, attempt, exc))
+        return delays[-1]
+
+    monkeypatch.setattr(OpenAIChatModel, "_delay", recording)
+    return delays
+
+
+def test_retry_after_is_honoured_within_the_cap(server, monkeypatch):
+    delays = record_delays(monkeypatch)
+    server.push(error(429, "slow down", headers={"Retry-After": "100"}),
+                error(429, "slow down", headers={"Retry-After": "0.02"}), text("ok"))
+    assert call(make(server, backoff=0.001, max_backoff=0.05), req()).text == "ok"
+    assert delays == [0.05, 0.02]
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
@@ -246,13 +313,12 @@ def test_other_4xx_fail_immediately(server, status):
 
 def test_hang_times_out_with_bounded_retries(server):
     server.push(hang(5), hang(5), hang(5), text("never"))
-    started = time.monotonic()
-    with pytest.raises(ModelError, match="timeout") as info:
+    with pytest.raises(ModelError) as info:
         call(make(server, timeout=0.3, max_retries=2), req())
-    elapsed = time.monotonic() - started
     assert len(server.requests) == 3
     assert info.value.status_code is None and info.value.attempts == 3
-    assert 0.8 < elapsed < 3.5
+    assert str(info.value) == (f"OpenAIChatModel('test-model' at {server.url}): no response within the 0.3s timeout "
+                               "(gave up after 3 attempts)")
 
 
 def test_connection_refused_is_retried_then_model_error():
@@ -270,15 +336,12 @@ def test_cancellation_propagates_without_retry(server):
 
     async def go():
         task = asyncio.create_task(model.request(req()))
-        await asyncio.sleep(0.2)
-        started = time.monotonic()
+        await until(lambda: len(server.requests) == 1, "the request to reach the server", timeout=10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert time.monotonic() - started < 0.5
-        await asyncio.sleep(0.1)
-        assert len(server.requests) == 1  # no retry after cancel
-        response = await model.request(req())  # the model stays usable
+        # the model stays usable; a retry after the cancel would have taken "after" (and this would fail)
+        response = await model.request(req())
         await model.aclose()
         return response
 
@@ -431,3 +494,262 @@ def test_delegation_through_the_hub(server):
     assert any(t["function"]["name"] == "subagent" for t in bodies[0].get("tools", []))
     tool_messages = [m for m in bodies[2]["messages"] if m["role"] == "tool"]
     assert tool_messages and tool_messages[0]["tool_call_id"] == "call_sub"
+
+
+# -- tool_choice ------------------------------------------------------------------------------------
+
+
+def test_tool_choice_defaults_to_auto_when_tools_are_offered(server):
+    server.push(text("a"), text("b"))
+    call(make(server), req(tools=[SEARCH]))
+    call(make(server), req(tools=[]))
+    with_tools, without = server.bodies
+    assert with_tools["tool_choice"] == "auto"
+    assert "tool_choice" not in without and "tools" not in without
+
+
+@pytest.mark.parametrize("option, sent", [
+    ("none", "none"), ("required", "required"),
+    ("search", {"type": "function", "function": {"name": "search"}}),
+    ({"type": "function", "function": {"name": "search"}}, {"type": "function", "function": {"name": "search"}}),
+])
+def test_tool_choice_values_are_sent(server, option, sent):
+    server.push(tool_calls([("c1", "search", {"q": "x"})]))
+    call(make(server, tool_choice=option), req(tools=[SEARCH]))
+    assert server.bodies[0]["tool_choice"] == sent
+
+
+def test_tool_choice_none_value_sends_no_field(server):
+    server.push(text("ok"))
+    call(make(server, tool_choice=None), req(tools=[SEARCH]))
+    assert "tool_choice" not in server.bodies[0] and server.bodies[0]["tools"]
+
+
+def test_tool_choice_callable_sees_step_turn_and_depth(server):
+    seen = []
+
+    def choose(request):
+        seen.append((request.depth, request.turn, request.step))
+        return "search" if request.step == 1 else "none"
+
+    server.push(tool_calls([("c1", "search", {"q": "x"})]), text("done"))
+    model = make(server, tool_choice=choose)
+    call(model, req(tools=[SEARCH], step=1))
+    call(model, req(tools=[SEARCH], step=2, turn=3))
+    assert seen == [(0, 1, 1), (0, 3, 2)]
+    assert [b["tool_choice"] for b in server.bodies] == [{"type": "function", "function": {"name": "search"}}, "none"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (42, 'tool_choice must be "auto", "none", "required", a tool name, None or a callable, got int 42'),
+    ("not a name!", 'tool_choice must be "auto", "none", "required", a tool name, None or a callable, '
+                    "got 'not a name!'"),
+    ({"type": "tool", "name": "x"}, 'a dict tool_choice must be {"type": "function", "function": {"name": '
+                                    "\"<tool>\"}}, got {'type': 'tool', 'name': 'x'}"),
+])
+def test_bad_tool_choice_is_a_usage_error_at_construction(server, bad, message):
+    with pytest.raises(UsageError) as info:
+        make(server, tool_choice=bad)
+    assert str(info.value) == message
+
+
+def test_tool_choice_callable_returning_a_bad_value_ends_the_turn_with_that_error(server):
+    model = make(server, tool_choice=lambda request: 7)
+
+    async def go():
+        async with AsyncHub(model=model, ids="sequential") as hub:
+            return await hub.run("hi")
+
+    result = asyncio.run(go())
+    assert result.stop_reason == "error" and server.requests == []
+    assert result.diagnostic == ('tool_choice must be "auto", "none", "required", a tool name, None or a callable, '
+                                 "got int 7")
+
+
+def test_forcing_a_tool_the_request_does_not_offer_is_a_model_error(server):
+    with pytest.raises(ModelError) as info:
+        call(make(server, tool_choice="subagent"), req(tools=[SEARCH]))
+    assert str(info.value) == ('tool_choice forces the tool "subagent", which this request does not offer '
+                               "(offered: search)")
+    assert server.requests == []
+
+
+def test_forced_subagent_at_the_roots_first_step_delegates(llama):
+    # the llama.cpp stand-in only lets the model call a tool when tool_choice allows it; the child's
+    # answer must then reach the root, whose next request carries it
+    llama.forced_arguments["subagent"] = {"description": "sum", "prompt": "add 2+2"}
+    llama.responder = lambda body: text("ignored") if body.get("tools") else delegation_reply(body)
+    model = OpenAIChatModel("m", llama.url, backoff=0.01, timeout=5, profile="llama.cpp",
+                            tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none")
+
+    async def go():
+        async with AsyncHub(model=model, ids="sequential") as hub:
+            return await hub.run("What is 2+2? Delegate it.")
+
+    result = asyncio.run(go())
+    assert (result.stop_reason, result.text) == ("completed", "child said: 4")
+    choices = [(b["messages"][-1]["content"][:20], b.get("tool_choice")) for b in llama.bodies]
+    assert choices == [("What is 2+2? Delegat", {"type": "function", "function": {"name": "subagent"}}),
+                       ("add 2+2", "none"),
+                       ("Result of the subage", "none")]
+    assert llama.bodies[2]["messages"][-1]["content"] == "Result of the subagent call call__0_subagent_cmpl-test:\n4"
+
+
+# -- streams that end early ----------------------------------------------------------------------------
+
+CUT = "the stream ended before the server finished the answer"
+
+
+@pytest.mark.parametrize("cut, detail", [
+    (stream_cut(["par", "tial"]), "no finish_reason after 3 chunk(s)"),              # [DONE], no finish
+    (stream_cut(["par"], done=False), "no finish_reason after 2 chunk(s)"),          # closed after a chunk
+    (raw(b"", content_type="text/event-stream"), "the server sent no chunks at all (an empty answer)"),
+])
+def test_stream_without_finish_reason_is_retried_then_a_model_error(server, cut, detail):
+    server.push(cut, cut, cut)
+    with pytest.raises(ModelError) as info:
+        call(make(server, stream=True, max_retries=2), req())
+    assert str(info.value) == (f"OpenAIChatModel('test-model' at {server.url}): {CUT} ({detail}) "
+                               "(gave up after 3 attempts)")
+    assert len(server.requests) == 3
+
+
+def test_stream_cut_then_complete_stream_succeeds(server):
+    server.push(stream_cut(["half"]), stream_text(["whole"]))
+    assert call(make(server, stream=True), req()).text == "whole"
+    assert len(server.requests) == 2
+
+
+def test_stream_cut_after_shown_text_is_not_retried(server):
+    server.push(stream_cut(["shown "], done=False), stream_text(["never"]))
+    shown = []
+    with pytest.raises(ModelError) as info:
+        call(make(server, stream=True, on_delta=lambda a, p: shown.append(p)), req())
+    assert str(info.value).endswith("— text was already shown, so it was not retried")
+    assert shown == ["shown "] and len(server.requests) == 1
+
+
+def test_cut_streams_of_concurrent_children_end_their_turns_with_error(server):
+    # llama-cpp-python's interrupt_requests cuts the first of two concurrent streams with [DONE]
+    server.responder = lambda body: stream_cut(["I was"])
+    model = make(server, stream=True, max_retries=1)
+
+    async def go():
+        async with AsyncHub(model=model, ids="sequential") as hub:
+            return await asyncio.gather(hub.spawn("one"), hub.spawn("two"))
+
+    for result in asyncio.run(go()):
+        assert (result.stop_reason, result.text) == ("error", "")
+        assert result.diagnostic == (f"OpenAIChatModel('test-model' at {server.url}): {CUT} (no finish_reason after "
+                                     "2 chunk(s)) (gave up after 2 attempts)")
+
+
+# -- closing clients ------------------------------------------------------------------------------------
+
+
+def test_close_leaves_no_task_failing_on_a_closed_loop(server):
+    # the model served a loop that has stopped since (a finished asyncio.run, a stopped portal); its
+    # pooled keep-alive connection belongs to that dead loop. Closing on another loop must not schedule
+    # a close of it there ("Task exception was never retrieved ... Event loop is closed").
+    server.push(text("one"), text("two"))
+    model = make(server)
+    old = asyncio.new_event_loop()
+    assert old.run_until_complete(model.request(req())).text == "one"
+    old.close()
+    reports = []
+
+    async def go():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reports.append(context))
+        assert (await model.request(req())).text == "two"
+        await model.aclose()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        gc.collect()
+        await asyncio.sleep(0)
+
+    asyncio.run(go())
+    assert [(r.get("message"), repr(r.get("exception"))) for r in reports] == []
+    assert old.is_closed()  # kept alive on purpose until here: its client stayed registered
+
+
+def test_close_leaves_the_client_of_another_running_loop_to_that_loop(server):
+    import threading
+
+    server.push(text("portal"), text("still there"))
+    model = make(server)
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(model.request(req()), other).result(10)
+        (client,) = model._clients.values()
+        asyncio.run(model.aclose())  # another loop: the portal's client is not its to close
+        assert not client.is_closed()
+        assert asyncio.run_coroutine_threadsafe(model.request(req()), other).result(10).text == "still there"
+        asyncio.run_coroutine_threadsafe(model.aclose(), other).result(10)
+        assert client.is_closed() and len(model._clients) == 0
+    finally:
+        other.call_soon_threadsafe(other.stop)
+        thread.join(10)
+        other.close()
+
+
+# -- the stand-in is as strict as the servers ------------------------------------------------------------
+
+
+def test_stand_in_rejects_null_assistant_content_like_llama_cpp_python(server):
+    import httpx
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"},
+                                       {"role": "assistant", "content": None, "tool_calls": []}]}
+    answer = httpx.post(server.url + "/chat/completions", json=body, timeout=5)
+    assert answer.status_code == 500
+    message = answer.json()["error"]["message"]
+    assert "('body', 'messages', 1, 'ChatCompletionRequestAssistantMessage', 'content')" in message
+    assert "'msg': 'Input should be a valid string', 'input': None" in message
+
+
+# -- the optional extra and the key ------------------------------------------------------------------------
+
+
+def test_missing_openai_package_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # "import openai" now fails as if not installed
+    with pytest.raises(UsageError) as info:
+        OpenAIChatModel("gpt-4o-mini")
+    assert str(info.value) == ("OpenAIChatModel needs the 'openai' package, which is an optional extra of toh-nb: "
+                               "pip install 'toh-nb[openai]' (the offline models need nothing more)")
+
+
+def test_hub_works_without_the_openai_package():
+    import subprocess
+    import sys
+
+    script = ("import sys; sys.modules['openai'] = None\n"
+              "import toh_nb as tn\n"
+              "with tn.Hub(model=tn.FunctionModel(lambda request: 'fine'), ids='sequential') as hub:\n"
+              "    print(hub.run('hi').text)\n"
+              "with tn.Hub() as hub:\n"
+              "    print(hub.spawn('Say hi', label='demo').stop_reason)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["fine", "completed"]
+
+
+def test_the_key_is_a_secret_str(server):
+    from pydantic import SecretStr
+
+    model = make(server)
+    assert isinstance(model._api_key, SecretStr) and model._api_key.get_secret_value() == KEY
+
+
+def test_connection_error_without_a_message_names_its_type(server):
+    # llama-cpp-python can drop the connection so that the transport's exception has an empty text
+    import openai
+
+    error = openai.APIConnectionError(request=None)
+    error.__cause__ = ConnectionResetError()
+    message = str(make(server)._connection_error(error, 2, False))
+    assert message == (f"OpenAIChatModel('test-model' at {server.url}): connection failed (ConnectionResetError) "
+                       "(gave up after 2 attempts)")

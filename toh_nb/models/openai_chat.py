@@ -12,10 +12,17 @@ Pointing it at a server::
     tn.OpenAIChatModel("gpt-4o-mini")                                 # OpenAI; key from OPENAI_API_KEY
     tn.OpenAIChatModel("deepseek-chat", base_url="https://api.deepseek.com",
                        api_key=os.environ["DEEPSEEK_API_KEY"])        # DeepSeek
-    tn.OpenAIChatModel("llama3.1", base_url="http://localhost:11434/v1")   # Ollama (no key needed)
-    tn.OpenAIChatModel("Qwen/Qwen2.5-7B-Instruct",
-                       base_url="http://localhost:8000/v1")           # vLLM (`vllm serve ... --enable-auto-tool-choice`)
-    tn.OpenAIChatModel("local", base_url="http://localhost:8080/v1")  # llama.cpp server (`llama-server --jinja`)
+    tn.OpenAIChatModel("llama3.1", base_url="http://localhost:11434/v1",
+                       profile="ollama")                              # Ollama (no key needed)
+    tn.OpenAIChatModel("Qwen/Qwen2.5-7B-Instruct", base_url="http://localhost:8000/v1",
+                       profile="vllm")                 # vLLM (`vllm serve ... --enable-auto-tool-choice`)
+    tn.OpenAIChatModel("local", base_url="http://localhost:8080/v1")  # llama.cpp's `llama-server --jinja`
+    tn.OpenAIChatModel("smol", base_url="http://localhost:8000/v1",
+                       profile="llama.cpp")            # llama-cpp-python (`python -m llama_cpp.server`)
+
+The ``openai`` package is the optional extra ``toh-nb[openai]`` (``Hub()`` and the offline models
+work without it); constructing an OpenAIChatModel without it is a UsageError naming the extra. The key
+is held as a ``pydantic.SecretStr``.
 
 ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are honoured when ``api_key`` / ``base_url`` are not given.
 Local servers need no key: with a ``base_url`` and no key anywhere a placeholder is sent. Without a
@@ -32,7 +39,8 @@ server's message — never the API key, which is also kept out of ``repr()``/``s
 bounds each attempt (for streams: the wait for each chunk). Cancelling the awaiting task (interrupt,
 kill) cancels the HTTP request at once and never triggers a retry.
 
-Streaming (``stream=True``) asks for ``stream_options={"include_usage": True}``, assembles text and
+Streaming (``stream=True``) asks for ``stream_options={"include_usage": True}`` (unless the profile
+says the server ignores it), assembles text and
 tool-call deltas into the same ``ModelResponse`` as a plain call, and passes each text delta to
 ``on_delta(agent_id, text)`` (sync or async) for live display. A stream that breaks after text was
 shown is not retried (the display would repeat itself): it fails with a ``ModelError``. Servers that
@@ -41,10 +49,36 @@ reject ``stream_options`` (some older local servers) should be used with ``strea
 Malformed tool-call arguments: a tool call whose arguments are not a JSON object raises a
 ``ModelError`` naming the tool and quoting the bad JSON, so the turn ends with a diagnostic that says
 exactly what the model produced (rather than a confusing "invalid arguments" from a tool fed a
-placeholder). The one exception is a response cut off by ``max_tokens`` (``finish_reason="length"``):
-its truncated tool calls are dropped and the response keeps ``stop_reason="max_tokens"``, which is the
-real cause. Servers that report ``finish_reason="stop"`` together with tool calls (some local ones do)
-get ``stop_reason="tool_use"``.
+placeholder). The exception is a call *cut* by the token limit: ``finish_reason="length"``, or
+arguments that do not parse while the completion used all of its ``max_tokens`` — even when the
+server says ``finish_reason="tool_calls"``, as llama-cpp-python does. That response is a
+``max_tokens`` stop (the turn ends ``max-tokens``, the real cause) and carries no tool calls at all:
+the turn ends there, so calls that would never run are not left in the conversation without results.
+Unparsable JSON while the reported usage shows tokens to spare stays a ModelError (without a usage
+count, JSON that stops mid-way counts as cut). Servers that report ``finish_reason="stop"`` together
+with tool calls (some local ones do) get ``stop_reason="tool_use"``.
+
+Servers differ (see :mod:`toh_nb.models.profiles`): ``profile="openai" | "llama.cpp" | "ollama" |
+"vllm"`` picks a row of quirks, each overridable by its own keyword (``tool_results_as_text``,
+``max_tokens_field``, ``stream_usage``, ``stream_with_tools``, ``unescape_html``,
+``tool_choice_required``, ``empty_auto_text``). Whatever the profile: an assistant turn that only
+calls tools is sent with ``"content": ""`` (llama-cpp-python rejects ``null`` with HTTP 500);
+``tool_choice`` (see :mod:`toh_nb.models.tool_choice`) defaults to ``"auto"`` and is sent whenever
+tools are offered (never otherwise); ``max_tokens`` (default 1024) bounds every completion whose
+request sets no limit of its own — without one a small local model can ramble to the end of its
+context for minutes, and the server keeps generating after the client gave up.
+
+A stream that ends without a ``finish_reason`` (the server cut it with ``[DONE]``, closed the
+connection, or answered 200 with an empty body) is not an answer: it is a ModelError naming the model,
+retried like a connection error while no text was shown, so the turn ends ``error`` with that
+diagnostic rather than ``completed`` with partial text.
+
+HTTP clients are per event loop and are only ever closed on the loop that made them: ``aclose()``
+(which ``hub.close()`` calls) closes the current loop's client, leaves a client of another running loop
+to that loop, and forgets a client whose loop has closed — its connections died with the loop. The
+clients are built without the ``openai`` SDK's garbage-collection hook, which would schedule the close
+of a forgotten client on whatever loop runs at that moment, where it fails with "Task exception was
+never retrieved … RuntimeError('Event loop is closed')".
 """
 
 from __future__ import annotations
@@ -58,9 +92,15 @@ import random
 import weakref
 from typing import Any, Callable
 
+from pydantic import SecretStr
+
+from ..core.checks import is_int_at_least
 from ..core.content import ToolCall, Usage
-from ..core.errors import ModelError
+from ..core.errors import ModelError, UsageError
 from .base import ModelRequest, ModelResponse
+from .partial_json import is_cut_json
+from .profiles import DeltaUnescaper, resolve_profile, unescape_html, unescape_values
+from .tool_choice import ToolChoice, check_tool_choice, resolve_tool_choice
 
 log = logging.getLogger(__name__)
 
@@ -76,25 +116,31 @@ FINISH_REASONS = {
 }
 
 
-class _Secret:
-    """Holds the API key so that no repr, str or f-string of the model (or its vars) shows it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
+#: why ``openai`` is missing and how to get it (it is the optional extra ``toh-nb[openai]``)
+MISSING_OPENAI = ("OpenAIChatModel needs the 'openai' package, which is an optional extra of toh-nb: "
+                  "pip install 'toh-nb[openai]' (the offline models need nothing more)")
 
 
 def _openai() -> Any:
-    # Imported lazily: the openai package takes a while to import and offline notebooks never need it.
-    import openai
-
+    # Imported lazily: the openai package takes a while to import, is an optional extra, and offline
+    # notebooks never need it.
+    try:
+        import openai
+    except ImportError:
+        raise UsageError(MISSING_OPENAI) from None
     return openai
+
+
+#: completion-token limit of a request that sets none itself
+DEFAULT_MAX_TOKENS = 1024
+
+
+class _StreamCut(Exception):
+    """The stream ended (or broke) before the server sent a finish_reason."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 class OpenAIChatModel:
@@ -102,14 +148,27 @@ class OpenAIChatModel:
                  max_retries: int = 3, timeout: float = 60.0, backoff: float = 0.5, max_backoff: float = 30.0,
                  stream: bool = False, on_delta: Callable[[str, str], Any] | None = None,
                  temperature: float | None = None, extra_body: dict | None = None, client: Any = None,
-                 max_tokens_field: str = "max_tokens") -> None:
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS, tool_choice: ToolChoice = "auto",
+                 profile: str = "openai", max_tokens_field: str | None = None,
+                 tool_results_as_text: bool | None = None, stream_usage: bool | None = None,
+                 stream_with_tools: bool | None = None, unescape_html: bool | None = None,
+                 tool_choice_required: bool | None = None, empty_auto_text: bool | None = None) -> None:
         if not isinstance(model, str) or not model:
-            from ..core.errors import UsageError
-
             raise UsageError("OpenAIChatModel needs a model name, e.g. OpenAIChatModel('gpt-4o-mini')")
+        if max_tokens is not None and not is_int_at_least(max_tokens, 1):
+            raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+        #: the server's quirks: the named profile with the explicit keywords applied
+        self.profile = resolve_profile(profile, {
+            "max_tokens_field": max_tokens_field, "tool_results_as_text": tool_results_as_text,
+            "stream_usage": stream_usage, "stream_with_tools": stream_with_tools, "unescape_html": unescape_html,
+            "tool_choice_required": tool_choice_required, "empty_auto_text": empty_auto_text})
+        if not callable(tool_choice):
+            check_tool_choice(tool_choice, required_ok=self.profile.tool_choice_required, profile=self.profile.name)
+        self.tool_choice = tool_choice
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self._api_key = _Secret(api_key) if api_key else None
+        _openai()  # fail at construction, naming the extra, when the package is missing
+        self._api_key = SecretStr(api_key) if api_key else None
         self.max_retries = max(0, int(max_retries))
         self.timeout = timeout
         self.backoff = backoff
@@ -118,14 +177,19 @@ class OpenAIChatModel:
         self.on_delta = on_delta
         self.temperature = temperature
         self.extra_body = dict(extra_body) if extra_body else None
-        #: ``max_tokens`` for most servers; ``max_completion_tokens`` for OpenAI's reasoning models
-        self.max_tokens_field = max_tokens_field
+        #: the limit sent when a request sets none (``ModelRequest.max_tokens`` wins); None sends none
+        self.max_tokens = max_tokens
         if client is not None and hasattr(client, "with_options"):
             client = client.with_options(max_retries=0)  # our loop does the retries
         self._given_client = client
         # One client per event loop: pooled connections belong to the loop that opened them.
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
         self._delta_warned = False
+
+    @property
+    def max_tokens_field(self) -> str:
+        """``max_tokens`` for most servers; ``max_completion_tokens`` for OpenAI's reasoning models."""
+        return self.profile.max_tokens_field
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
@@ -138,7 +202,7 @@ class OpenAIChatModel:
 
     def _resolve_key(self) -> str:
         if self._api_key is not None:
-            return self._api_key.value
+            return self._api_key.get_secret_value()
         env = os.environ.get("OPENAI_API_KEY")
         if env:
             return env
@@ -153,7 +217,7 @@ class OpenAIChatModel:
         """Strings that must never be written anywhere (used by error messages and RecordingModel)."""
         values = []
         if self._api_key is not None:
-            values.append(self._api_key.value)
+            values.append(self._api_key.get_secret_value())
         env = os.environ.get("OPENAI_API_KEY")
         if env:
             values.append(env)
@@ -174,18 +238,31 @@ class OpenAIChatModel:
         client = self._clients.get(loop)
         if client is None:
             key = self._resolve_key()
-            client = _openai().AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0,
-                                           timeout=self.timeout)
+            openai = _openai()
+            # The SDK's default HTTP client schedules its own close on whatever loop runs when it is
+            # garbage-collected — for a client of another (often closed) loop that task fails with
+            # "Event loop is closed". The same client class without that hook: we close ours ourselves.
+            http_client = openai.DefaultAsyncHttpxClient(timeout=self.timeout)
+            client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout,
+                                        http_client=http_client)
             self._clients[loop] = client
         return client
 
     async def aclose(self) -> None:
-        """Close the HTTP client of the running loop (clients of other loops are dropped)."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.pop(loop, None)
-        self._clients.clear()
-        if client is not None:
-            await client.close()
+        """Close this loop's HTTP client; forget clients whose loop has closed.
+
+        A client belongs to the loop that made it: closing it from another loop fails ("Event loop is
+        closed") or breaks requests still running there. So a client of another loop that still runs
+        (the portal thread, a kernel, another hub) stays open for it; a client whose loop has closed
+        has no live connections left and is simply forgotten.
+        """
+        running = asyncio.get_running_loop()
+        for loop, client in list(self._clients.items()):
+            if loop is running:
+                del self._clients[loop]
+                await client.close()
+            elif loop.is_closed():
+                del self._clients[loop]
 
     # -- request mapping -------------------------------------------------------------------------
 
@@ -194,16 +271,27 @@ class OpenAIChatModel:
         messages: list[dict] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
+        as_text = self.profile.tool_results_as_text
+        results: dict | None = None  # the user message holding tool results as text, while it is the last
         for message in request.messages:
             if message.role == "assistant":
+                # "" rather than null even for a turn that only calls tools: llama-cpp-python's request
+                # model requires a string (HTTP 500 on null) and every other server accepts "".
+                entry: dict[str, Any] = {"role": "assistant", "content": message.text or ""}
                 calls = message.tool_calls
-                entry: dict[str, Any] = {"role": "assistant", "content": message.text or (None if calls else "")}
                 if calls:
                     entry["tool_calls"] = [
                         {"id": call.id, "type": "function",
                          "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
                         for call in calls]
                 messages.append(entry)
+            elif message.role == "tool" and as_text:
+                result = f"Result of the {message.tool_name} call {message.tool_call_id}:\n{message.text}"
+                if results is not None and messages[-1] is results:  # one message for one step's results
+                    results["content"] += "\n\n" + result
+                else:
+                    results = {"role": "user", "content": result}
+                    messages.append(results)
             elif message.role == "tool":
                 messages.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text})
             else:
@@ -214,34 +302,60 @@ class OpenAIChatModel:
                 {"type": "function",
                  "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in request.tools]
-        if request.max_tokens is not None:
-            params[self.max_tokens_field] = request.max_tokens
+            choice = resolve_tool_choice(self.tool_choice, request, required_ok=self.profile.tool_choice_required,
+                                         profile=self.profile.name)
+            if choice is not None:
+                params["tool_choice"] = choice
+        limit = self._limit(request)
+        if limit is not None:
+            params[self.profile.max_tokens_field] = limit
         if self.temperature is not None:
             params["temperature"] = self.temperature
-        if self.stream:
+        # a server that cannot stream tool calls still streams when the tools cannot be called
+        if self.stream and (self.profile.stream_with_tools or params.get("tool_choice", "none") == "none"):
             params["stream"] = True
-            params["stream_options"] = {"include_usage": True}
+            if self.profile.stream_usage:
+                params["stream_options"] = {"include_usage": True}
         if self.extra_body:
             params["extra_body"] = dict(self.extra_body)
         return params
 
+    def _limit(self, request: ModelRequest) -> int | None:
+        return request.max_tokens if request.max_tokens is not None else self.max_tokens
+
     # -- the call --------------------------------------------------------------------------------
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        openai = _openai()
         client = self._client()
         params = self.build_params(request)
         params["timeout"] = self.timeout
+        limit = self._limit(request)
+        response = await self._call(client, params, request, limit)
+        if (self.profile.empty_auto_text and params.get("tool_choice") == "auto" and not response.tool_calls
+                and not response.text and response.stop_reason == "end_turn"):
+            # the server chose to answer in text but its "auto" mode cannot produce the text: ask for it
+            first = response.usage
+            response = await self._call(client, {**params, "tool_choice": "none"}, request, limit)
+            response.usage = Usage(first.input_tokens + response.usage.input_tokens,
+                                   first.output_tokens + response.usage.output_tokens)
+        return response
+
+    async def _call(self, client: Any, params: dict, request: ModelRequest, limit: int | None) -> ModelResponse:
+        """One chat completion, with bounded retries of transient failures."""
+        openai = _openai()
         attempts = self.max_retries + 1
         attempt = 0
         while True:
             attempt += 1
             shown = [False]  # did a streamed text delta reach on_delta during this attempt?
             try:
-                if self.stream:
-                    return await self._streamed(client, params, request, shown)
+                if params.get("stream"):
+                    return await self._streamed(client, params, request, shown, limit)
                 completion = await client.chat.completions.create(**params)
-                return self._from_completion(completion)
+                response = self._from_completion(completion, limit)
+                if self.stream and response.text:  # streaming was off for this request (tools): show it whole
+                    await self._emit(request.agent_id, response.text)
+                return response
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 retryable = status == 429 or status >= 500
@@ -254,6 +368,11 @@ class OpenAIChatModel:
                     await asyncio.sleep(self._delay(attempt, None))
                     continue
                 raise self._connection_error(exc, attempt, shown[0]) from None
+            except _StreamCut as exc:
+                if attempt < attempts and not shown[0]:
+                    await asyncio.sleep(self._delay(attempt, None))
+                    continue
+                raise self._cut_error(exc.detail, attempt, shown[0]) from None
             except openai.APIError as exc:  # an error event inside a stream
                 raise ModelError(f"{self._who}: the server reported an error: {self._scrub(str(exc.message))}") from None
             except ValueError as exc:  # the body was not JSON, or JSON of the wrong shape
@@ -307,7 +426,8 @@ class OpenAIChatModel:
             what = f"no response within the {self.timeout}s timeout"
         else:
             cause = exc.__cause__ or exc.__context__
-            what = f"connection failed ({self._scrub(str(cause)) if cause else 'connection error'})"
+            detail = (self._scrub(str(cause)) or type(cause).__name__) if cause else "connection error"
+            what = f"connection failed ({detail})"
         text = f"{self._who}: {what}"
         if shown:
             text += " — the stream broke after text was shown, so it was not retried"
@@ -318,9 +438,20 @@ class OpenAIChatModel:
         error.attempts = attempt  # type: ignore[attr-defined]
         return error
 
+    def _cut_error(self, detail: str, attempt: int, shown: bool) -> ModelError:
+        text = f"{self._who}: the stream ended before the server finished the answer ({detail})"
+        if shown:
+            text += " — text was already shown, so it was not retried"
+        elif attempt > 1:
+            text += f" (gave up after {attempt} attempts)"
+        error = ModelError(text)
+        error.status_code = None  # type: ignore[attr-defined]
+        error.attempts = attempt  # type: ignore[attr-defined]
+        return error
+
     # -- responses -------------------------------------------------------------------------------
 
-    def _from_completion(self, completion: Any) -> ModelResponse:
+    def _from_completion(self, completion: Any, limit: int | None = None) -> ModelResponse:
         choices = getattr(completion, "choices", None)
         if not choices:
             preview = completion if isinstance(completion, str) else getattr(completion, "model_dump", lambda: completion)()
@@ -332,13 +463,15 @@ class OpenAIChatModel:
             raw_calls = [(tc.id, tc.function.name, tc.function.arguments)
                          for tc in (message.tool_calls or []) if getattr(tc, "function", None) is not None]
             return self._response(message.content or "", raw_calls, _usage(getattr(completion, "usage", None)),
-                                  choice.finish_reason, getattr(message, "refusal", None))
+                                  choice.finish_reason, getattr(message, "refusal", None), limit)
         except (AttributeError, TypeError, KeyError) as exc:
             raise ModelError(f"{self._who}: malformed chat completion ({exc})") from None
 
     def _response(self, text: str, raw_calls: list[tuple], usage: Usage, finish_reason: str | None,
-                  refusal: str | None = None) -> ModelResponse:
+                  refusal: str | None = None, limit: int | None = None) -> ModelResponse:
+        unescape = self.profile.unescape_html
         calls: list[ToolCall] = []
+        cut = finish_reason == "length"
         for call_id, name, arguments in raw_calls:
             arguments = arguments or ""
             try:
@@ -346,13 +479,20 @@ class OpenAIChatModel:
             except ValueError:
                 parsed = None
             if not isinstance(parsed, dict):
-                if finish_reason == "length":
-                    continue  # cut off by max_tokens: the stop reason says so
+                if cut or _hit_limit(arguments, usage, limit):
+                    cut = True  # the token limit ended the call mid-way, whatever finish_reason says
+                    continue
                 raise ModelError(f'{self._who}: the model called tool "{name}" with arguments that are not a JSON '
                                  f"object: {arguments[:300]!r}")
+            if unescape:
+                parsed = unescape_values(parsed)
             calls.append(ToolCall(name or "", parsed, call_id or None))
-        stop = FINISH_REASONS.get(finish_reason or "")
-        if stop is None or stop == "end_turn":
+        if unescape:
+            text = unescape_html(text)
+        stop = "max_tokens" if cut else FINISH_REASONS.get(finish_reason or "")
+        if stop == "max_tokens":
+            calls = []  # the turn ends here: calls that will never run must not enter the conversation
+        elif stop is None or stop == "end_turn":
             stop = "tool_use" if calls else "end_turn"
         elif stop == "tool_use" and not calls:
             stop = "end_turn"
@@ -360,15 +500,20 @@ class OpenAIChatModel:
             text, stop = refusal, "refusal"
         return ModelResponse(text=text, tool_calls=calls, usage=usage, stop_reason=stop)
 
-    async def _streamed(self, client: Any, params: dict, request: ModelRequest, shown: list) -> ModelResponse:
+    async def _streamed(self, client: Any, params: dict, request: ModelRequest, shown: list,
+                        limit: int | None) -> ModelResponse:
+        openai = _openai()
         stream = await client.chat.completions.create(**params)
         text: list[str] = []
         refusal: list[str] = []
         slots: dict[int, dict] = {}
         finish_reason = None
         usage = Usage()
+        chunks = 0
+        unescaper = DeltaUnescaper() if self.profile.unescape_html else None
         try:
             async for chunk in stream:
+                chunks += 1
                 if getattr(chunk, "usage", None):
                     usage = _usage(chunk.usage)
                 for choice in getattr(chunk, "choices", None) or []:
@@ -381,8 +526,10 @@ class OpenAIChatModel:
                         continue
                     if delta.content:
                         text.append(delta.content)
-                        shown[0] = shown[0] or self.on_delta is not None
-                        await self._emit(request.agent_id, delta.content)
+                        piece = unescaper.feed(delta.content) if unescaper is not None else delta.content
+                        if piece:
+                            shown[0] = shown[0] or self.on_delta is not None
+                            await self._emit(request.agent_id, piece)
                     if getattr(delta, "refusal", None):
                         refusal.append(delta.refusal)
                     for tc in delta.tool_calls or []:
@@ -397,10 +544,20 @@ class OpenAIChatModel:
                                 slot["name"] = tc.function.name
                             if tc.function.arguments:
                                 slot["arguments"].append(tc.function.arguments)
+        except (openai.APIError, ValueError):
+            raise  # the request loop maps these (timeouts, error events, bad JSON)
+        except Exception as exc:  # the transport broke mid-stream (e.g. a connection closed mid-chunk)
+            raise _StreamCut(f"the connection broke after {chunks} chunk(s): {type(exc).__name__}: "
+                             f"{self._scrub(str(exc))[:200]}") from None
         finally:
             await stream.close()
+        if unescaper is not None and (rest := unescaper.flush()):
+            await self._emit(request.agent_id, rest)
+        if finish_reason is None:
+            raise _StreamCut(f"no finish_reason after {chunks} chunk(s)" if chunks else
+                             "the server sent no chunks at all (an empty answer)")
         raw_calls = [(s["id"], s["name"], "".join(s["arguments"])) for _, s in sorted(slots.items())]
-        return self._response("".join(text), raw_calls, usage, finish_reason, "".join(refusal) or None)
+        return self._response("".join(text), raw_calls, usage, finish_reason, "".join(refusal) or None, limit)
 
     async def _emit(self, agent_id: str, delta: str) -> None:
         if self.on_delta is None:
@@ -414,6 +571,17 @@ class OpenAIChatModel:
                 self._delta_warned = True
                 log.warning("OpenAIChatModel on_delta callback failed; further failures are not logged",
                             exc_info=True)
+
+
+def _hit_limit(arguments: str, usage: Usage, limit: int | None) -> bool:
+    """Were these unparsable arguments cut by the token limit (rather than written wrong)?
+
+    The token count decides when the server reports one: all of ``limit`` used means cut, tokens to
+    spare means the model wrote bad JSON. Without a count (0), JSON that stops mid-way counts as cut.
+    """
+    if usage.output_tokens:
+        return limit is not None and usage.output_tokens >= limit
+    return is_cut_json(arguments)
 
 
 def _usage(usage: Any) -> Usage:
