@@ -72,3 +72,27 @@ def test_run_timeout_aborts_the_turn():
                 await hub.run(42)
 
     asyncio.run(main())
+
+
+def test_close_also_closes_models_given_to_single_children():
+    closed = []
+
+    class Pooled:
+        def __init__(self, name):
+            self.name = name
+
+        async def request(self, req):
+            return tn.ModelResponse(text=self.name)
+
+        async def aclose(self):
+            closed.append(self.name)
+
+    async def main():
+        shared = Pooled("shared")
+        async with tn.AsyncHub(Pooled("hub")) as hub:
+            await hub.spawn("a", model=shared)
+            await hub.spawn("b", model=shared)
+            await hub.start("c", label="c", model=Pooled("kid"))
+
+    asyncio.run(main())
+    assert closed == ["hub", "shared", "kid"]

@@ -246,6 +246,7 @@ class AsyncHub:
             self._store.close()  # a refused configuration must not keep the store's lock
             raise
         self._closed = False
+        self._child_models: list[Any] = []
 
     def _register_providers(self, providers: Mapping[str, Any] | None) -> None:
         """``providers={"name": provider}``: each registered under its key (``spawn``/``fork`` are built in)."""
@@ -340,6 +341,7 @@ class AsyncHub:
             if not hasattr(model, "request"):
                 raise UsageError(f"model must have an async request() method, got {type(model).__name__}")
             options["model"] = model
+            self._child_models.append(model)  # closed with the hub (their HTTP pools)
         if max_tokens is not None:
             if not is_int_at_least(max_tokens, 1):
                 raise UsageError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
@@ -562,9 +564,17 @@ class AsyncHub:
         self.runtime.closed = True
         self.runtime.bus.publish(HubClosed(agent_id=self._root.id, depth=0))
         self._store.close()
-        aclose = getattr(self.runtime.model, "aclose", None)  # HTTP connection pools of real models
-        if aclose is not None:
-            await aclose()
+        models = [self.runtime.model]
+        for model in self._child_models:
+            if all(model is not seen for seen in models):
+                models.append(model)
+        for model in models:  # HTTP connection pools of real models, the hub's and per-child ones
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception as error:
+                    self.runtime.bus.problem("hub", f"closing model {type(model).__name__} failed: {error}")
 
     async def __aenter__(self) -> "AsyncHub":
         return self
