@@ -29,12 +29,13 @@ from typing import Any
 
 from .checks import is_int_at_least
 from .errors import UsageError
+from .states import TurnEnd
 
 DEFAULT_MAX_STEPS = 50
 
-MAX_STEPS = "max-steps"
-TOKEN_BUDGET = "token-budget"
-MAX_TIME = "max-time"
+MAX_STEPS = TurnEnd.MAX_STEPS
+TOKEN_BUDGET = TurnEnd.TOKEN_BUDGET
+MAX_TIME = TurnEnd.MAX_TIME
 #: cancellation cause of a turn stopped by its wall-clock budget
 TIME_CAUSE = "time-limit"
 

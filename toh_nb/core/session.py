@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .content import Message, message_from_json, message_to_json
+from .states import TurnEnd
 
-TURN_END_REASONS = ("completed", "max-tokens", "aborted", "interrupted", "error", "blocked", "max-steps",
-                    "token-budget", "max-time")
+TURN_END_REASONS = tuple(TurnEnd)
 
 TURN_START = "turn/start"
 TURN_END = "turn/end"

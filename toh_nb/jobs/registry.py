@@ -24,9 +24,10 @@ from ..core.content import Message, Source, Text, bound
 from ..core.errors import JobError, describe
 from ..core.events import JobEnded, JobStarted, JobStopping
 from ..core.runtime import RuntimeObserver
+from ..core.states import JobStatus
 from . import texts
 
-TERMINAL = ("completed", "killed", "failed")
+TERMINAL = (JobStatus.COMPLETED, JobStatus.KILLED, JobStatus.FAILED)
 
 
 @dataclass(slots=True)

@@ -28,6 +28,7 @@ from ..core.content import (USER_SOURCE, Message, Source, Text, ToolResultBlock,
                             user_message)
 from ..core.errors import ProviderError, StoreError, SubagentDepthError, SubagentError, UsageError
 from ..core.runtime import Runtime, RuntimeObserver
+from ..core.states import BUDGET_STOPS, EPOCH_STOP, ONE_SHOT_STOP
 from ..core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, Event,
                             SessionHeader,
                             conversation_of, last_turn_number)
@@ -42,13 +43,8 @@ NO_TOOLS = {"allow": []}
 #: session event kinds of an external child's recorded activity (``external/tool_call`` …)
 EXTERNAL_PREFIX = "external/"
 #: stop reason of a one-shot run from its turn's end (``error``, ``interrupted`` or unknown: ``error``)
-#: budget stops (``toh_nb.core.budget``) keep their own reason everywhere
-BUDGET_STOPS = {"max-steps": "max-steps", "token-budget": "token-budget", "max-time": "max-time"}
-TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted", "blocked": "refusal",
-                **BUDGET_STOPS}
-#: stop reason of a continuable epoch (and of a root turn): an interrupted turn was stopped
-EPOCH_TURN_TO_STOP = {"completed": "completed", "max-tokens": "max-tokens", "aborted": "aborted",
-                      "interrupted": "aborted", "error": "error", "blocked": "refusal", **BUDGET_STOPS}
+TURN_TO_STOP = ONE_SHOT_STOP
+EPOCH_TURN_TO_STOP = EPOCH_STOP
 
 
 @dataclass(slots=True)
