@@ -10,7 +10,14 @@ from __future__ import annotations
 from enum import StrEnum
 
 
-class TurnEnd(StrEnum):
+class _Vocabulary(StrEnum):
+    """Shown exactly as the plain string it equals (stored notebook outputs, reprs of tuples)."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class TurnEnd(_Vocabulary):
     """Why a turn ended (the ``turn/end`` record of a session log)."""
 
     COMPLETED = "completed"
@@ -24,7 +31,7 @@ class TurnEnd(StrEnum):
     MAX_TIME = "max-time"
 
 
-class StopReason(StrEnum):
+class StopReason(_Vocabulary):
     """How a run or an activation ended (``RunResult.stop_reason``, notices, ``subagent/end``)."""
 
     COMPLETED = "completed"
@@ -37,7 +44,7 @@ class StopReason(StrEnum):
     MAX_TIME = "max-time"
 
 
-class AgentStatus(StrEnum):
+class AgentStatus(_Vocabulary):
     """A continuable child as ``list_agents`` shows it."""
 
     RUNNING = "running"
@@ -45,7 +52,7 @@ class AgentStatus(StrEnum):
     READY = "ready"
 
 
-class JobStatus(StrEnum):
+class JobStatus(_Vocabulary):
     """A background job's state."""
 
     RUNNING = "running"
