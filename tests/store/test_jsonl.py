@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import toh_nb.store.jsonl as jsonl_module
+import toh_nb.store.writer as writer_module
 from toh_nb.core.content import Message, Source, Text, ToolCallBlock, ToolResultBlock, Usage, user_message
 from toh_nb.core.errors import StoreError, UsageError
 from toh_nb.core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START,
@@ -505,13 +506,13 @@ def test_lock_held_by_another_process_names_its_pid(store_dir):
 @pytest.fixture
 def syncs(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = jsonl_module._datasync
+    real = writer_module._datasync
 
     def counting(fd: int) -> None:
         calls.append(fd)
         real(fd)
 
-    monkeypatch.setattr(jsonl_module, "_datasync", counting)
+    monkeypatch.setattr(writer_module, "_datasync", counting)
     return calls
 
 

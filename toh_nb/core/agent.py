@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from ..models.base import ModelRequest, ModelResponse, ToolSpec, coerce_response
 from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock, Usage
-from .errors import ToolError
+from .errors import StoreError, ToolError
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
                       Session)
 from .tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, Tool, ToolContext, ToolResult, error_text,
@@ -270,16 +270,42 @@ class Agent:
             error_message = str(error) or type(error).__name__
         finally:
             self._in_turn = False
-        self._end_turn(turn, reason, error_message, output, turn_usage, waiter)
+        end = self._log_turn_end(turn, reason, error_message)
+        try:
+            reason, error_message = await self._acknowledged(end, reason, error_message)
+        finally:
+            self._finish_turn(turn, reason, error_message, output, turn_usage, waiter)
 
-    def _end_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
-                  waiter: asyncio.Future | None) -> None:
+    async def _acknowledged(self, end: Any, reason: str, error: str | None) -> tuple[str, str | None]:
+        """Wait until the store has recorded the turn before its outcome reaches anyone (a JSONL
+        store writes on its own thread; see toh_nb.store.jsonl). A failed write ends the turn
+        ``error`` with the store's message (file and OS error) as its diagnostic."""
+        acknowledged = getattr(self.runtime.store, "acknowledged", None)
+        pending = acknowledged(self.session) if acknowledged is not None else None
+        if pending is None:
+            return reason, error
+        try:
+            await pending
+        except StoreError as failure:
+            reason, error = "error", str(failure)
+            end.data = {"reason": reason, "error": error}  # still unwritten: written so on recovery
+        return reason, error
+
+    def _log_turn_end(self, turn: int, reason: str, error: str | None) -> Any:
         data: dict = {"reason": reason}
         if error is not None:
             data["error"] = error
         if reason == "aborted" and self._cancel_cause:
             data["cause"] = self._cancel_cause
-        self.session.append(TURN_END, turn=turn, data=data)
+        return self.session.append(TURN_END, turn=turn, data=data)
+
+    def _end_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
+                  waiter: asyncio.Future | None) -> None:
+        self._log_turn_end(turn, reason, error)
+        self._finish_turn(turn, reason, error, output, usage, waiter)
+
+    def _finish_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
+                     waiter: asyncio.Future | None) -> None:
         outcome = TurnOutcome(turn, reason, error, list(output), usage)
         if waiter is not None and not waiter.done():
             waiter.set_result(outcome)

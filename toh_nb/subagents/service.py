@@ -300,7 +300,9 @@ class SubagentService(RuntimeObserver):
         seed = seed or []
         header = SessionHeader(child_id, time.time(), parent_session=request.parent.id, origin="subagent",
                                delegation_depth=depth, seed_length=len(seed))
-        session = runtime.store.create(header, seed)
+        # the descriptor is written with the header, atomically: a child killed during its start
+        # leaves a log that says what it was, never one that looks corrupt
+        session = runtime.store.create(header, seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, descriptor)])
         options = request.agent_options or {}
         child = runtime.create_agent(
             session, label=request.label, depth=depth, parent=request.parent, mode="one-shot",
@@ -309,7 +311,6 @@ class SubagentService(RuntimeObserver):
             model=options.get("model") or request.parent.model,
             max_tokens=options.get("max_tokens", request.parent.max_tokens),
             conversation=conversation_of(seed), turns=last_turn_number(seed))
-        child.pre_turn = lambda agent: agent.session.append(DESCRIPTOR, turn=agent.turns, data=descriptor)
         run = SubagentRun(child_id, runtime.ids.run(), provider, child)
         turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
         run._result = asyncio.get_running_loop().create_task(self._one_shot_result(run, turn))
@@ -570,7 +571,7 @@ class SubagentService(RuntimeObserver):
         child = act.child
         stop, output = self._epoch_outcome(act)
         try:
-            self.runtime.store.flush(child.session)
+            self.runtime.store.flush(child.session, wait=False)  # never block the loop on a sync
         except Exception as error:
             self.warnings.append(f'subagent "{child.id}" best-effort final session flush failed; the persisted '
                                  f"state may be unavailable or stale on resume: {error}")
@@ -658,10 +659,9 @@ class SubagentService(RuntimeObserver):
             return ListEntry("diagnostic", header.id, reason="unavailable", parent=header.parent_session,
                              depth=depth, descendants_form=descendants), True
         if record is None:
-            if live:
-                return None, True  # still in its creation window
-            return ListEntry("diagnostic", header.id, reason="corrupt", parent=header.parent_session, depth=depth,
-                             descendants_form=descendants), True
+            # no descriptor: a clean prefix of a one-shot child's log (an older version wrote it in
+            # the first turn), never a continuable one (written with its header): not listed
+            return None, False
         if record["mode"] != "continuable":
             return None, False
         return ListEntry("child", header.id, label=record.get("label"), status=self.status_of(header.id),

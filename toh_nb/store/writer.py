@@ -1,0 +1,429 @@
+"""The JSONL store's writer thread: every write, fsync and log creation of one store happens here.
+
+Why a thread: the event loop that drives the agents is shared by every hub of the process, so a slow
+or stalled disk (a busy network file system, an fsync queued behind other writers, a full disk
+being retried) must delay only the log, never the loop. The loop thread hands each operation to a
+queue and returns at once; one thread per store drains the queue in order. Draining in batches
+also makes the log cheap: the events queued for one session while the thread was busy reach the
+file with one ``write()``, and a newly created log is written together with the events that
+followed it in the same batch. Serialization (``Event.to_json`` and the JSON encoder) happens here
+too, off the loop thread.
+
+Acknowledgement is explicit: :meth:`LogWriter.barrier` queues a marker and calls back once every
+operation queued before it has been handled: written (policies ``batch``/``never``) or written and
+``fdatasync``-ed (``always``), or failed. A failed write keeps the session's unwritten events in a
+backlog, in order, and retries them (before anything newer of that session) each time the thread
+runs again; the session's barriers fail with the same :class:`~toh_nb.core.errors.StoreError`
+(naming the file and the OS error) until a retry succeeds, so nothing acknowledged is ever skipped
+and a log never gets a gap.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import threading
+import time
+from collections import OrderedDict, deque
+from typing import Any, Callable
+
+from ..core.errors import StoreError
+
+__all__ = ["LogWriter", "encode"]
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC
+CREATE_FLAGS = WRITE_FLAGS | os.O_CREAT | os.O_EXCL
+_NO_HARDLINKS = {e for e in (errno.EPERM, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", None),
+                             getattr(errno, "ENOSYS", None), errno.EMLINK) if e is not None}
+
+SUFFIX = ".jsonl"
+TMP_PREFIX = "."
+TMP_SUFFIX = ".jsonl.tmp"
+
+# queue item kinds (the first element of each tuple)
+_CREATE, _APPEND, _BARRIER, _REPAIR, _FORGET, _STOP = range(6)
+
+Done = Callable[["StoreError | None"], None]
+
+
+def encode(record: dict) -> bytes:
+    """One compact, ASCII, newline-terminated JSON line (``\\n`` inside strings is escaped)."""
+    return (_ENCODER.encode(record) + "\n").encode("ascii")
+
+
+def _datasync(fd: int) -> None:
+    """``fdatasync`` where there is one (a module-level seam so tests can count or fail syncs)."""
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``write()`` until every byte is out; an error carries how many bytes did go out."""
+    view = memoryview(data)
+    written = 0
+    while written < len(data):
+        try:
+            written += os.write(fd, view[written:])
+        except OSError as error:
+            error.toh_written = written  # type: ignore[attr-defined]
+            raise
+
+
+def publish(tmp: str, name: str, dir_fd: int) -> None:
+    """Give the complete temporary log its final name, never replacing an existing file."""
+    try:
+        # link, not rename: fails with EEXIST instead of replacing a file that appeared behind our back
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as error:
+        if error.errno not in _NO_HARDLINKS:
+            raise
+        # a file system without hard links (vfat, some network mounts): check, then rename
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return
+        raise FileExistsError(errno.EEXIST, "file exists", name) from None
+    os.unlink(tmp, dir_fd=dir_fd)
+
+
+class LogWriter:
+    """The queue and thread that write one store directory (see the module docstring).
+
+    Created by :class:`~toh_nb.store.jsonl.JsonlStore`; every method except the ``_``-prefixed ones
+    is called from other threads (the loop's or a synchronous caller's) and only queues work.
+    """
+
+    def __init__(self, directory: str, dir_fd: int, fsync: str, batch_interval: float, max_open: int) -> None:
+        self.directory = directory
+        self.fsync = fsync
+        self.batch_interval = batch_interval
+        self.max_open = max_open
+        self._dir_fd = dir_fd
+        self._queue: deque = deque()
+        self._wake = threading.Event()
+        self._pid = os.getpid()
+        # state below is touched only by the writer thread
+        self._fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
+        self._dirty: set[str] = set()  # written since their last sync
+        self._dir_dirty = False  # a log was created since the last directory sync
+        self._last_sync = time.monotonic()
+        self._repair: dict[str, tuple] = {}
+        self._backlog: dict[str, list] = {}  # id -> queued items that could not be written yet
+        self._faults: dict[str, StoreError] = {}  # id -> why its backlog is not written (sticky)
+        self._once: dict[str, StoreError] = {}  # id -> an error for its next barrier only
+        self._created: set[str] = set()  # logs whose file exists (written by this writer)
+        self.leftover: list[str] = []  # ids whose events were still unwritten when the thread stopped
+        self._thread = threading.Thread(target=self._run, name=f"toh_nb store writer {directory}", daemon=True)
+        self._thread.start()
+
+    # -- queueing (any thread) -----------------------------------------------------------------
+
+    def _submit(self, item: tuple) -> None:
+        self._queue.append(item)
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def create(self, session: Any, seed: list) -> None:
+        self._submit((_CREATE, session, seed))
+
+    def append(self, session: Any, event: Any) -> None:
+        self._submit((_APPEND, session, event))
+
+    def repair(self, session_id: str, repair: tuple) -> None:
+        """What the next append to a log read from disk must do first (drop a torn tail, add a newline)."""
+        self._submit((_REPAIR, session_id, repair))
+
+    def forget(self, session_id: str) -> None:
+        """Drop whatever of this session is still unwritten (a refused synchronous ``create``)."""
+        self._submit((_FORGET, session_id))
+
+    def barrier(self, session_id: str | None, done: Done, sync: bool = False) -> None:
+        """Call ``done(error_or_None)`` (on the writer thread) once everything queued before is handled.
+
+        ``session_id`` narrows the error to one session (``None``: any session's); ``sync`` also
+        fsyncs (that session's log, or all) first, whatever the policy.
+        """
+        self._submit((_BARRIER, session_id, done, sync))
+
+    def wait(self, session_id: str | None, sync: bool = False) -> None:
+        """Block the calling thread until :meth:`barrier` answers; raise its error."""
+        if threading.current_thread() is self._thread:  # pragma: no cover - a bug, never a deadlock
+            raise StoreError("the store writer cannot wait for itself")
+        answered = threading.Event()
+        box: list = []
+
+        def done(error: "StoreError | None") -> None:
+            box.append(error)
+            answered.set()
+
+        self.barrier(session_id, done, sync)
+        answered.wait()
+        if box[0] is not None:
+            raise box[0]
+
+    def stop(self) -> None:
+        """Handle everything queued (one last retry of any backlog), sync unless ``never``, close
+        the descriptors and end the thread. In a forked child (no thread there) it only closes."""
+        if os.getpid() != self._pid:
+            return
+        if threading.current_thread() is self._thread:  # the store was collected on this thread
+            self._submit((_STOP,))
+            return
+        if self._thread.is_alive():
+            self._submit((_STOP,))
+            self._thread.join()
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        queue = self._queue
+        wake = self._wake
+        while True:
+            if not queue:
+                wake.clear()
+                if not queue:
+                    timeout = self.batch_interval if self.fsync == "batch" and (self._dirty or self._dir_dirty) else None
+                    wake.wait(timeout)
+                    if not queue:  # the batch interval passed with nothing new: sync what is pending
+                        self._sync_all(None)
+                        continue
+            items = []
+            while queue:
+                items.append(queue.popleft())
+            stop = self._process(items)
+            del items  # hold no session (and so no store) while idle: an abandoned store is collected
+            if stop:
+                return
+
+    def _process(self, items: list) -> bool:
+        groups: dict[str, list] = {}
+        barriers = []
+        stop = False
+        for item in items:
+            kind = item[0]
+            if kind == _APPEND or kind == _CREATE:
+                session_id = item[1].header.id
+                group = groups.get(session_id)
+                if group is None:
+                    groups[session_id] = [item]
+                else:
+                    group.append(item)
+            elif kind == _BARRIER:
+                barriers.append(item)
+            elif kind == _REPAIR:
+                self._repair[item[1]] = item[2]
+            elif kind == _FORGET:
+                groups.pop(item[1], None)
+                self._backlog.pop(item[1], None)
+                self._faults.pop(item[1], None)
+            else:
+                stop = True
+        for session_id in self._backlog:  # retry what a failure left behind
+            groups.setdefault(session_id, [])
+        touched = []
+        for session_id, group in groups.items():
+            if self._write(session_id, group):
+                touched.append(session_id)
+        if self.fsync == "always":
+            self._sync_dir_quietly()
+            for session_id in touched:
+                self._sync_quietly(session_id)
+        elif self.fsync == "batch" and time.monotonic() - self._last_sync >= self.batch_interval:
+            self._sync_all(None)
+        for _, session_id, done, sync in barriers:
+            if sync:
+                self._sync_all(session_id)
+            if session_id is None:
+                error = next(iter(self._faults.values()), None) or self._pop_any_once()
+            else:
+                error = (self._faults.get(session_id) or self._once.pop(session_id, None)
+                         or self._once.pop("", None))
+            try:
+                done(error)
+            except Exception:  # pragma: no cover - a callback must never kill the writer
+                pass
+        if stop:
+            self._shutdown()
+        return stop
+
+    def _pop_any_once(self) -> "StoreError | None":
+        if not self._once:
+            return None
+        return self._once.pop(next(iter(self._once)))
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _path(self, session_id: str) -> str:
+        return os.path.join(self.directory, session_id + SUFFIX)
+
+    def _write(self, session_id: str, group: list) -> bool:
+        """Write a session's pending items (its backlog first); True when something was written."""
+        backlog = self._backlog.pop(session_id, None)
+        if backlog:
+            group = backlog + group
+        if not group:
+            return False
+        kept = []
+        chunks = []
+        create = group[0][0] == _CREATE and session_id not in self._created
+        for item in group:
+            try:
+                if item[0] == _CREATE:
+                    if session_id in self._created:
+                        continue
+                    chunks.append(encode(item[1].header.to_json()))
+                    chunks.extend(encode(event.to_json()) for event in item[2])
+                else:
+                    chunks.append(encode(item[2].to_json()))
+            except (TypeError, ValueError) as error:
+                seq = item[2].seq if item[0] == _APPEND else 0
+                self._once[session_id] = StoreError(
+                    f'cannot store event {seq} of session "{session_id}": {error}')
+                continue  # never written: the log stays parseable without it
+            kept.append(item)
+        if not chunks:
+            return False
+        data = b"".join(chunks)
+        try:
+            if create:
+                self._create_file(session_id, data)
+            else:
+                self._append_file(session_id, data)
+        except FileExistsError as error:  # not a passing condition: never retried
+            self._faults.pop(session_id, None)
+            self._once[session_id] = StoreError(f'session "{session_id}" already exists (file {error.filename})')
+            return False
+        except OSError as error:
+            self._backlog[session_id] = kept
+            verb = "create" if create else "append to"
+            self._faults[session_id] = StoreError(
+                f'cannot {verb} session log "{session_id}" ({self._path(session_id)}): {error}')
+            return False
+        self._faults.pop(session_id, None)
+        if create and self.fsync == "always":
+            return False  # synced before it was published
+        self._dirty.add(session_id)
+        return True
+
+    def _create_file(self, session_id: str, data: bytes) -> None:
+        dir_fd = self._dir_fd
+        name = session_id + SUFFIX
+        tmp = TMP_PREFIX + session_id + TMP_SUFFIX
+        fd = None
+        try:
+            try:
+                fd = os.open(tmp, CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+            except FileExistsError:  # left by a crash or an earlier failed attempt (we hold the lock)
+                os.unlink(tmp, dir_fd=dir_fd)
+                fd = os.open(tmp, CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+            write_all(fd, data)
+            if self.fsync == "always":
+                _datasync(fd)
+            publish(tmp, name, dir_fd)
+        except OSError as error:
+            if fd is not None:
+                os.close(fd)
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+            if isinstance(error, FileExistsError) and error.filename is None:
+                error.filename = name
+            raise
+        self._created.add(session_id)
+        self._dir_dirty = True
+        self._remember_fd(session_id, fd)
+
+    def _append_file(self, session_id: str, data: bytes) -> None:
+        fd = self._fd(session_id)
+        repair = self._repair.get(session_id)
+        if repair is not None:
+            if repair[0] == "truncate":
+                os.ftruncate(fd, repair[1])
+            else:
+                data = b"\n" + data
+            del self._repair[session_id]
+        try:
+            write_all(fd, data)
+        except OSError as error:
+            written = getattr(error, "toh_written", 0)
+            if written:
+                try:  # drop the partial lines first on the next attempt
+                    self._repair[session_id] = ("truncate", os.lseek(fd, 0, os.SEEK_END) - written)
+                except OSError:
+                    pass
+            elif repair is not None and repair[0] == "newline":
+                self._repair[session_id] = repair  # the newline did not go out either
+            raise
+        self._created.add(session_id)
+
+    def _remember_fd(self, session_id: str, fd: int) -> None:
+        fds = self._fds
+        fds[session_id] = fd
+        while len(fds) > self.max_open:
+            _, old = fds.popitem(last=False)
+            os.close(old)  # still in _dirty if unsynced: the next sync reopens it
+
+    def _fd(self, session_id: str) -> int:
+        fd = self._fds.get(session_id)
+        if fd is not None:
+            self._fds.move_to_end(session_id)
+            return fd
+        fd = os.open(session_id + SUFFIX, WRITE_FLAGS, dir_fd=self._dir_fd)
+        self._remember_fd(session_id, fd)
+        return fd
+
+    # -- syncing -------------------------------------------------------------------------------
+
+    def _sync_dir_quietly(self) -> None:
+        if not self._dir_dirty:
+            return
+        try:
+            os.fsync(self._dir_fd)
+            self._dir_dirty = False
+        except OSError as error:
+            self._once.setdefault("", StoreError(f"cannot sync store directory {self.directory}: {error}"))
+
+    def _sync_quietly(self, session_id: str) -> None:
+        fd = self._fds.get(session_id)
+        try:
+            if fd is not None:
+                _datasync(fd)
+            else:  # evicted from the LRU since it was written: fsync through a fresh descriptor
+                fd = os.open(session_id + SUFFIX, WRITE_FLAGS, dir_fd=self._dir_fd)
+                try:
+                    _datasync(fd)
+                finally:
+                    os.close(fd)
+        except FileNotFoundError:
+            pass  # removed from outside since it was written: nothing left to sync
+        except OSError as error:
+            self._once[session_id] = StoreError(f'cannot sync session log "{session_id}" '
+                                                f"({self._path(session_id)}): {error}")
+            return
+        self._dirty.discard(session_id)
+
+    def _sync_all(self, session_id: str | None) -> None:
+        self._sync_dir_quietly()
+        if session_id is None:
+            for dirty in list(self._dirty):
+                self._sync_quietly(dirty)
+            self._last_sync = time.monotonic()
+        elif session_id in self._dirty:
+            self._sync_quietly(session_id)
+
+    def _shutdown(self) -> None:
+        if self.fsync != "never":
+            self._sync_all(None)
+        self.leftover = sorted(self._backlog)
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
