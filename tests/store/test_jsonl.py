@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -23,6 +24,8 @@ from toh_nb.core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_
                                  USER_MESSAGE, Event, SessionHeader)
 from toh_nb.store import SessionStore, open_store
 from toh_nb.store.jsonl import JsonlStore
+
+from ..helpers import until
 
 HERE = Path(__file__).resolve().parent
 
@@ -541,12 +544,15 @@ def test_fsync_batch_syncs_when_the_interval_elapsed_and_on_flush_and_close(stor
     store.close()
     assert len(syncs) == 2
 
+    # the interval's syncs run on the store's sync thread, after the append returned
     eager = JsonlStore(store_dir, fsync="batch", batch_interval=0)
     reopened = eager.open("agent-1")
     reopened.append(TURN_START, turn=7)
+    asyncio.run(until(lambda: len(syncs) == 3, "the sync thread to sync the appended log"))
     reopened.append(TURN_START, turn=8)
-    assert len(syncs) == 4
+    asyncio.run(until(lambda: len(syncs) == 4, "the sync thread to sync it again"))
     eager.close()
+    assert len(syncs) == 4  # nothing was pending any more
 
 
 def test_fsync_never_syncs_only_on_explicit_flush(store_dir, syncs):

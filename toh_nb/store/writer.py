@@ -118,6 +118,8 @@ class LogWriter:
         self._once: dict[str, StoreError] = {}  # id -> an error for its next barrier only
         self._created: set[str] = set()  # logs whose file exists (written by this writer)
         self.leftover: list[str] = []  # ids whose events were still unwritten when the thread stopped
+        #: ``batch``: fsyncs run on a second thread, so a slow sync never delays a write or an acknowledgement
+        self._syncer = _Syncer(self) if fsync == "batch" else None
         self._thread = threading.Thread(target=self._run, name=f"toh_nb store writer {directory}", daemon=True)
         self._thread.start()
 
@@ -187,11 +189,7 @@ class LogWriter:
             if not queue:
                 wake.clear()
                 if not queue:
-                    timeout = self.batch_interval if self.fsync == "batch" and (self._dirty or self._dir_dirty) else None
-                    wake.wait(timeout)
-                    if not queue:  # the batch interval passed with nothing new: sync what is pending
-                        self._sync_all(None)
-                        continue
+                    wake.wait()
             items = []
             while queue:
                 items.append(queue.popleft())
@@ -202,7 +200,7 @@ class LogWriter:
 
     def _process(self, items: list) -> bool:
         groups: dict[str, list] = {}
-        barriers = []
+        waiting: dict[str | None, list] = {}  # barriers by session (None: the whole store)
         stop = False
         for item in items:
             kind = item[0]
@@ -214,7 +212,7 @@ class LogWriter:
                 else:
                     group.append(item)
             elif kind == _BARRIER:
-                barriers.append(item)
+                waiting.setdefault(item[1], []).append(item)
             elif kind == _REPAIR:
                 self._repair[item[1]] = item[2]
             elif kind == _FORGET:
@@ -225,19 +223,27 @@ class LogWriter:
                 stop = True
         for session_id in self._backlog:  # retry what a failure left behind
             groups.setdefault(session_id, [])
-        touched = []
         for session_id, group in groups.items():
-            if self._write(session_id, group):
-                touched.append(session_id)
-        if self.fsync == "always":
-            self._sync_dir_quietly()
-            for session_id in touched:
-                self._sync_quietly(session_id)
-        elif self.fsync == "batch" and time.monotonic() - self._last_sync >= self.batch_interval:
-            self._sync_all(None)
-        for _, session_id, done, sync in barriers:
+            self._write(session_id, group)
+            barriers = waiting.pop(session_id, None)
+            if barriers:  # answered at once: an acknowledgement never waits for other logs' writes
+                self._answer(session_id, barriers)
+        for session_id, barriers in waiting.items():
+            self._answer(session_id, barriers)
+        if stop:
+            self._shutdown()
+        return stop
+
+    def _answer(self, session_id: str | None, barriers: list) -> None:
+        for _, _, done, sync in barriers:
             if sync:
                 self._sync_all(session_id)
+            elif self.fsync == "always":  # group commit: one sync per log that owes an acknowledgement
+                if session_id is None:
+                    self._sync_all(None)
+                elif session_id in self._dirty:
+                    self._sync_dir_quietly()
+                    self._sync_quietly(session_id)
             if session_id is None:
                 error = next(iter(self._faults.values()), None) or self._pop_any_once()
             else:
@@ -247,9 +253,6 @@ class LogWriter:
                 done(error)
             except Exception:  # pragma: no cover - a callback must never kill the writer
                 pass
-        if stop:
-            self._shutdown()
-        return stop
 
     def _pop_any_once(self) -> "StoreError | None":
         if not self._once:
@@ -305,9 +308,10 @@ class LogWriter:
                 f'cannot {verb} session log "{session_id}" ({self._path(session_id)}): {error}')
             return False
         self._faults.pop(session_id, None)
-        if create and self.fsync == "always":
-            return False  # synced before it was published
-        self._dirty.add(session_id)
+        if self._syncer is not None:
+            self._syncer.add(session_id, create)
+        elif not (create and self.fsync == "always"):  # else synced before it was published
+            self._dirty.add(session_id)
         return True
 
     def _create_file(self, session_id: str, data: bytes) -> None:
@@ -409,6 +413,9 @@ class LogWriter:
         self._dirty.discard(session_id)
 
     def _sync_all(self, session_id: str | None) -> None:
+        if self._syncer is not None:
+            self._syncer.sync_now(session_id)
+            return
         self._sync_dir_quietly()
         if session_id is None:
             for dirty in list(self._dirty):
@@ -418,6 +425,8 @@ class LogWriter:
             self._sync_quietly(session_id)
 
     def _shutdown(self) -> None:
+        if self._syncer is not None:
+            self._syncer.stop()  # its last pass ends first; what is still pending is synced below
         if self.fsync != "never":
             self._sync_all(None)
         self.leftover = sorted(self._backlog)
@@ -427,3 +436,95 @@ class LogWriter:
             except OSError:
                 pass
         self._fds.clear()
+
+
+class _Syncer:
+    """The ``batch`` policy's fsync thread: at most every ``batch_interval`` seconds it fdatasyncs the
+    logs written since its last pass (through descriptors of its own) and the directory.
+
+    Keeping fsync off the writer thread means a slow disk sync (milliseconds per log on a busy
+    disk) never delays writes, and so never delays an acknowledgement, which under ``batch`` needs
+    only ``write()``. Under sustained load a pass may take longer than the interval: the window a
+    machine crash can lose is then one pass long. ``flush()``/``close()`` sync on the writer thread
+    through :meth:`sync_now`, after any pass in progress.
+    """
+
+    def __init__(self, writer: LogWriter) -> None:
+        self._writer = writer
+        self._lock = threading.Lock()  # guards _pending and _dir
+        self._pass = threading.Lock()  # held while syncing: flush() waits for a pass in progress
+        self._pending: set[str] = set()
+        self._dir = False
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=f"toh_nb store syncer {writer.directory}",
+                                        daemon=True)
+        self._thread.start()
+
+    def add(self, session_id: str, created: bool) -> None:
+        with self._lock:
+            self._pending.add(session_id)
+            self._dir = self._dir or created
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join()
+
+    def sync_now(self, session_id: str | None) -> None:
+        """Sync now, on the calling thread: one log (and the directory) or everything pending."""
+        with self._pass:
+            with self._lock:
+                if session_id is None:
+                    pending, self._pending = self._pending, set()
+                else:
+                    pending = {session_id} & self._pending
+                    self._pending.discard(session_id)
+                sync_dir, self._dir = self._dir, False
+            self._sync(pending, sync_dir, report=True)
+
+    def _run(self) -> None:
+        interval = self._writer.batch_interval
+        last = time.monotonic()
+        while not self._stopping:
+            self._wake.wait()
+            delay = last + interval - time.monotonic()
+            if delay > 0 and not self._stopping:
+                time.sleep(min(delay, 0.05))
+                continue
+            self._wake.clear()
+            with self._pass:
+                with self._lock:
+                    pending, self._pending = self._pending, set()
+                    sync_dir, self._dir = self._dir, False
+                last = time.monotonic()
+                self._sync(pending, sync_dir, report=False)
+
+    def _sync(self, pending: set[str], sync_dir: bool, report: bool) -> None:
+        writer = self._writer
+        if sync_dir:
+            try:
+                os.fsync(writer._dir_fd)
+            except OSError as error:
+                if report:
+                    writer._once.setdefault("", StoreError(f"cannot sync store directory {writer.directory}: {error}"))
+        for session_id in pending:
+            try:
+                fd = os.open(session_id + SUFFIX, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=writer._dir_fd)
+            except FileNotFoundError:
+                continue  # removed from outside since it was written: nothing left to sync
+            except OSError as error:
+                if report:
+                    writer._once[session_id] = StoreError(
+                        f'cannot sync session log "{session_id}" ({writer._path(session_id)}): {error}')
+                continue
+            try:
+                _datasync(fd)
+            except OSError as error:
+                if report:
+                    writer._once[session_id] = StoreError(
+                        f'cannot sync session log "{session_id}" ({writer._path(session_id)}): {error}')
+            finally:
+                os.close(fd)

@@ -648,7 +648,6 @@ class SubagentService(RuntimeObserver):
     def _entry(self, header: SessionHeader, descendants: bool, depth: int) -> tuple[ListEntry | None, bool]:
         """(row or None, is_continuable_or_unknown) for one child header."""
         store = self.runtime.store
-        live = header.id in self.runtime.agents
         problem = store.diagnostic(header.id)
         if problem == "corrupt":
             return ListEntry("diagnostic", header.id, reason="corrupt", parent=header.parent_session, depth=depth,
