@@ -344,8 +344,8 @@ def test_foreign_files_and_leftover_temporary_logs(store_dir):
         assert store.headers() == [] and store.corrupt_ids() == [] and len(store) == 0
         assert not (store_dir / ".agent-1.jsonl.tmp").exists()  # an interrupted create is cleaned up
         store.create(header("agent-1"))
-    assert sorted(p.name for p in store_dir.iterdir()) == [".hidden.jsonl", ".lock", "a..b.jsonl", "agent-1.jsonl",
-                                                          "notes.txt"]
+    assert sorted(p.name for p in store_dir.iterdir()) == [".hidden.jsonl", ".lock", ".toh-index.json", "a..b.jsonl",
+                                                          "agent-1.jsonl", "notes.txt"]
 
 
 # -- id safety ---------------------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def test_a_parent_id_is_data_not_a_path(store_dir, tmp_path):
     with JsonlStore(store_dir) as store:
         store.create(header("agent-1", parent="../../evil"))
         assert [h.id for h in store.children_of("../../evil")] == ["agent-1"]
-    assert _tree(tmp_path) == ["store", "store/.lock", "store/agent-1.jsonl"]
+    assert _tree(tmp_path) == ["store", "store/.lock", "store/.toh-index.json", "store/agent-1.jsonl"]
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
@@ -465,6 +465,7 @@ def test_closing_a_forked_copy_keeps_the_parents_lock(store_dir):
 def test_a_closed_store_never_reads_relative_to_the_working_directory(store_dir, tmp_path, monkeypatch):
     with JsonlStore(store_dir) as store:
         store.create(header("agent-1"))
+    (store_dir / ".toh-index.json").unlink()  # so that the log is unverified: diagnostic() must read it
     store = JsonlStore(store_dir)
     store.close()
     monkeypatch.chdir(tmp_path)
@@ -642,3 +643,51 @@ def test_kill_9_never_loses_an_acknowledged_event(tmp_path):
         assert store.corrupt_ids() == []
         store.close()
     assert len(acknowledged) > 20
+
+
+# -- the listing index ------------------------------------------------------------------------------------
+
+
+def _children_with_descriptors(store_dir: Path, count: int) -> None:
+    with JsonlStore(store_dir) as store:
+        store.create(header("root", 0.5))
+        for i in range(count):
+            kid = store.create(header(f"agent-{i}", 1.0 + i, "root"), [
+                Event(0, DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "label": f"kid {i}"})])
+            kid.append(TURN_START, turn=1)
+            kid.append(TURN_END, turn=1, data={"reason": "completed"})
+
+
+def test_reopening_lists_headers_and_descriptors_without_reading_the_logs(store_dir, monkeypatch):
+    _children_with_descriptors(store_dir, 5)
+    reads = []
+    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: reads.append(("parse", sid)))
+    monkeypatch.setattr(JsonlStore, "_read_header", lambda self, name, sid: reads.append(("header", sid)))
+    with JsonlStore(store_dir) as store:
+        assert [h.id for h in store.children_of("root")] == [f"agent-{i}" for i in range(5)]
+        assert [store.diagnostic(f"agent-{i}") for i in range(5)] == [None] * 5
+        assert [store.descriptor(f"agent-{i}")["label"] for i in range(5)] == [f"kid {i}" for i in range(5)]
+    assert reads == []
+
+
+def test_a_log_changed_after_close_is_read_and_checked_again(store_dir):
+    _children_with_descriptors(store_dir, 3)
+    path = log_path(store_dir, "agent-1")
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[2] = b"{not json\n"
+    path.write_bytes(b"".join(lines))
+    with JsonlStore(store_dir) as store:
+        assert [store.diagnostic(f"agent-{i}") for i in range(3)] == [None, "corrupt", None]
+    with JsonlStore(store_dir) as store:  # a corrupt log is never vouched for by the index
+        assert store.diagnostic("agent-1") == "corrupt"
+
+
+@pytest.mark.parametrize("content", [b"", b"{torn", b'{"version":1,"logs":[]}', b'{"version":99,"logs":{}}',
+                                     b'{"version":1,"logs":{"agent-0":[[1,2,3],{"id":"agent-0"},null]}}'])
+def test_a_torn_stale_or_foreign_index_is_ignored(store_dir, content):
+    _children_with_descriptors(store_dir, 2)
+    (store_dir / ".toh-index.json").write_bytes(content)
+    with JsonlStore(store_dir) as store:
+        assert [h.id for h in store.children_of("root")] == ["agent-0", "agent-1"]
+        assert store.descriptor("agent-0")["label"] == "kid 0"
+        assert store.diagnostic("agent-1") is None

@@ -89,6 +89,7 @@ from ..core.checks import is_int_at_least
 from ..core.errors import StoreError, UsageError
 from ..core.ids import is_valid_id
 from ..core.session import DESCRIPTOR, Event, Session, SessionHeader
+from . import index as listing_index
 from .writer import TMP_PREFIX as _TMP_PREFIX
 from .writer import TMP_SUFFIX as _TMP_SUFFIX
 from .writer import LogWriter
@@ -332,6 +333,7 @@ class JsonlStore:
         #: after close: ids of sessions whose last events could not be written (never acknowledged)
         self.unwritten: list[str] = []
         self._descriptors: dict[str, dict] = {}  # id -> last descriptor (listing reads no transcript)
+        self._had_index = False
         self._headers: dict[str, SessionHeader] = {}
         self._keys: dict[str, tuple] = {}  # id -> creation-order key
         self._children: dict[str | None, list[str]] = {}
@@ -436,6 +438,8 @@ class JsonlStore:
             if self._writer is not None:
                 self._writer.stop()
                 self.unwritten = list(self._writer.leftover)
+                if os.getpid() == self._pid:
+                    self._save_index()
         finally:
             with self._mutex:
                 self._release_descriptors()
@@ -462,14 +466,21 @@ class JsonlStore:
     def _scan(self) -> None:
         headers = self._headers
         children = self._children
-        with os.scandir(self._dir_fd) as entries:
-            names = [entry.name for entry in entries]
-        for name in names:
+        known = listing_index.load(self._dir_fd)
+        self._had_index = bool(known)
+        with os.scandir(self._dir_fd) as scanned:
+            entries = list(scanned)
+        for entry in entries:
+            name = entry.name
             if name.endswith(SUFFIX):
                 session_id = name[: -len(SUFFIX)]
                 if not _is_safe_id(session_id):
                     continue  # not a name this store writes; never touched
-                header, reason = self._read_header(name, session_id)
+                header = self._from_index(entry, known.get(session_id)) if known else None
+                if header is not None:
+                    reason = ""
+                else:
+                    header, reason = self._read_header(name, session_id)
                 if header is None:  # its id stays reserved whatever the file is
                     self._bad_headers[session_id] = reason
                     unreadable = reason.startswith(_CANNOT_READ)
@@ -486,6 +497,54 @@ class JsonlStore:
                     pass
         for ids in children.values():
             ids.sort(key=self._keys.__getitem__)
+
+    def _from_index(self, entry: os.DirEntry, record: list | None) -> SessionHeader | None:
+        """The header of a log the index vouches for (unchanged since a store verified it), else None."""
+        if not isinstance(record, list) or len(record) != 3:
+            return None
+        try:
+            found = entry.stat(follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(found.st_mode) or listing_index.identity(found) != record[0]:
+            return None
+        try:
+            header = SessionHeader.from_json(record[1])
+        except (KeyError, TypeError, ValueError):
+            return None
+        session_id = entry.name[: -len(SUFFIX)]
+        if header.id != session_id:
+            return None
+        self._verified.add(session_id)
+        if isinstance(record[2], dict):
+            self._descriptors[session_id] = record[2]
+        return header
+
+    def _save_index(self) -> None:
+        """Record every log this store verified and left clean (see :mod:`toh_nb.store.index`)."""
+        logs: dict[str, list] = {}
+        unwritten = set(self.unwritten)
+        for session_id, header in self._headers.items():
+            if session_id not in self._verified or session_id in self._diag or session_id in unwritten:
+                continue
+            try:
+                found = os.stat(session_id + SUFFIX, dir_fd=self._dir_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(found.st_mode):
+                logs[session_id] = [listing_index.identity(found), header.to_json(), self._descriptors.get(session_id)]
+        if logs or self._had_index:
+            listing_index.save(self._dir_fd, logs)
+
+    def descriptor(self, session_id: str) -> dict | None:
+        """A child's descriptor without loading its transcript when the store already knows it
+        (written by this store, read before, or vouched for by the index); else the log is read."""
+        if not _is_safe_id(session_id):
+            return None
+        known = self._descriptors.get(session_id)
+        if known is not None or (session_id in self._verified and session_id in self._headers):
+            return known
+        return self.open(session_id).descriptor
 
     def _read_header(self, name: str, session_id: str) -> tuple[SessionHeader | None, str]:
         try:
@@ -573,6 +632,8 @@ class JsonlStore:
 
     def _adopt(self, header: SessionHeader, parsed: _Parsed) -> Session:
         session = Session(header, parsed.events, sink=self._refuse if self.read_only else self._append)
+        if session.descriptor is not None:
+            self._descriptors[header.id] = session.descriptor
         self._live[header.id] = session
         recent = self._recent
         recent[header.id] = session

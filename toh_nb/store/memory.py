@@ -48,6 +48,9 @@ class MemoryStore:
         """Nothing to wait for: an in-memory event is recorded when it is appended."""
         return None
 
+    def descriptor(self, session_id: str) -> dict | None:
+        return self._sessions[session_id].descriptor
+
     def reserved_ids(self) -> list[str]:
         return list(self._sessions)
 

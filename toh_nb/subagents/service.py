@@ -653,7 +653,10 @@ class SubagentService(RuntimeObserver):
             return ListEntry("diagnostic", header.id, reason="corrupt", parent=header.parent_session, depth=depth,
                              descendants_form=descendants), True
         try:
-            record = descriptors.identity(store.open(header.id).descriptor)
+            # a store that can answer without loading the transcript does (a 10,000-child listing)
+            descriptor_of = getattr(store, "descriptor", None)
+            descriptor = descriptor_of(header.id) if descriptor_of is not None else store.open(header.id).descriptor
+            record = descriptors.identity(descriptor)
         except (KeyError, StoreError, OSError, ValueError):
             return ListEntry("diagnostic", header.id, reason="unavailable", parent=header.parent_session,
                              depth=depth, descendants_form=descendants), True
