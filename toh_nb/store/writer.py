@@ -50,6 +50,11 @@ _CREATE, _APPEND, _BARRIER, _REPAIR, _FORGET, _STOP = range(6)
 
 Done = Callable[["StoreError | None"], None]
 
+#: how often an idle writer looks for events queued without an acknowledgement (seconds)
+POLL = 0.02
+#: a queue this long wakes the writer at once (bounds the memory of a long turn's unwritten events)
+_EAGER_QUEUE = 256
+
 
 def encode(record: dict) -> bytes:
     """One compact, ASCII, newline-terminated JSON line (``\\n`` inside strings is escaped)."""
@@ -130,11 +135,20 @@ class LogWriter:
         if not self._wake.is_set():
             self._wake.set()
 
+    def _queue_lazily(self, item: tuple) -> None:
+        """Queue without waking the thread: the next acknowledgement (every turn ends with one) or
+        the thread's next poll (``POLL`` seconds) takes it. One wake-up per turn instead of one per
+        event keeps the writer from contending with the loop thread for the GIL mid-turn."""
+        queue = self._queue
+        queue.append(item)
+        if len(queue) >= _EAGER_QUEUE and not self._wake.is_set():
+            self._wake.set()
+
     def create(self, session: Any, seed: list) -> None:
-        self._submit((_CREATE, session, seed))
+        self._queue_lazily((_CREATE, session, seed))
 
     def append(self, session: Any, event: Any) -> None:
-        self._submit((_APPEND, session, event))
+        self._queue_lazily((_APPEND, session, event))
 
     def repair(self, session_id: str, repair: tuple) -> None:
         """What the next append to a log read from disk must do first (drop a torn tail, add a newline)."""
@@ -189,7 +203,9 @@ class LogWriter:
             if not queue:
                 wake.clear()
                 if not queue:
-                    wake.wait()
+                    wake.wait(POLL)
+                    if not queue:
+                        continue
             items = []
             while queue:
                 items.append(queue.popleft())
