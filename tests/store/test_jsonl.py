@@ -520,6 +520,18 @@ def syncs(monkeypatch) -> list[int]:
     return calls
 
 
+def test_fsync_always_syncs_the_directory_before_acknowledging_a_new_log(store_dir, monkeypatch):
+    dir_syncs = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: dir_syncs.append(fd) or real(fd))
+    store = JsonlStore(store_dir, fsync="always")
+    store.create(header("agent-1"))
+    assert len(dir_syncs) == 1  # the new name is durable when create returns
+    store.create(header("agent-2")).append(TURN_START, turn=1)
+    assert len(dir_syncs) == 2
+    store.close()
+
+
 def test_fsync_always_syncs_every_append(store_dir, syncs):
     store = JsonlStore(store_dir, fsync="always")
     session = store.create(header("agent-1"))

@@ -257,9 +257,10 @@ class LogWriter:
             elif self.fsync == "always":  # group commit: one sync per log that owes an acknowledgement
                 if session_id is None:
                     self._sync_all(None)
-                elif session_id in self._dirty:
-                    self._sync_dir_quietly()
-                    self._sync_quietly(session_id)
+                else:
+                    self._sync_dir_quietly()  # a log created since the last sync: its name too
+                    if session_id in self._dirty:
+                        self._sync_quietly(session_id)
             if session_id is None:
                 error = next(iter(self._faults.values()), None) or self._pop_any_once()
             else:
