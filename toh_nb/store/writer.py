@@ -26,6 +26,7 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
+from queue import Empty, SimpleQueue
 from typing import Any, Callable
 
 from ..core.errors import StoreError
@@ -110,7 +111,9 @@ class LogWriter:
         self.max_open = max_open
         self._dir_fd = dir_fd
         self._queue: deque = deque()
-        self._wake = threading.Event()
+        # a wake-up token per acknowledgement: SimpleQueue.put never blocks the loop thread (a
+        # threading.Event's condition lock is contended by the waiting thread: measured ms under load)
+        self._wake: SimpleQueue = SimpleQueue()
         self._pid = os.getpid()
         # state below is touched only by the writer thread
         self._fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
@@ -132,8 +135,7 @@ class LogWriter:
 
     def _submit(self, item: tuple) -> None:
         self._queue.append(item)
-        if not self._wake.is_set():
-            self._wake.set()
+        self._wake.put(None)
 
     def _queue_lazily(self, item: tuple) -> None:
         """Queue without waking the thread: the next acknowledgement (every turn ends with one) or
@@ -141,8 +143,8 @@ class LogWriter:
         event keeps the writer from contending with the loop thread for the GIL mid-turn."""
         queue = self._queue
         queue.append(item)
-        if len(queue) >= _EAGER_QUEUE and not self._wake.is_set():
-            self._wake.set()
+        if len(queue) == _EAGER_QUEUE:
+            self._wake.put(None)
 
     def create(self, session: Any, seed: list) -> None:
         self._queue_lazily((_CREATE, session, seed))
@@ -201,11 +203,14 @@ class LogWriter:
         wake = self._wake
         while True:
             if not queue:
-                wake.clear()
+                try:
+                    wake.get(timeout=POLL)
+                except Empty:
+                    pass
+                while not wake.empty():  # tokens for items about to be drained below
+                    wake.get_nowait()
                 if not queue:
-                    wake.wait(POLL)
-                    if not queue:
-                        continue
+                    continue
             items = []
             while queue:
                 items.append(queue.popleft())
