@@ -147,7 +147,7 @@ class LogWriter:
             self._wake.put(None)
 
     def create(self, session: Any, seed: list) -> None:
-        self._queue_lazily((_CREATE, session, seed))
+        self._submit((_CREATE, session, seed))  # eager: the file is made while the first turn runs
 
     def append(self, session: Any, event: Any) -> None:
         self._queue_lazily((_APPEND, session, event))
