@@ -5,6 +5,7 @@ Layout of a store directory::
     <dir>/.lock                 held with flock(LOCK_EX) by the one writing store; holds its pid
     <dir>/<session_id>.jsonl    header line ({"type": "session", ...}), then one event per line
     <dir>/.<session_id>.jsonl.tmp   only while a log is being created (removed on the next scan)
+    <dir>/.toh-index.json       the listing index written at close (:mod:`toh_nb.store.index`)
 
 Every line is compact JSON (ASCII, ``\\n``-terminated) and reaches the file with one ``write`` call,
 so a crash can tear at most the last line of a log. Reading treats a torn or corrupt *last* line as
@@ -17,8 +18,11 @@ other sessions of the store are unaffected.
 Writing happens on one writer thread per store (:mod:`toh_nb.store.writer`): appends, log
 creation, serialization and fsyncs never run on the event-loop thread, so a slow or stalled disk
 delays only the log, never the agents. Appending from a running event loop queues the event and
-returns at once; appending from a thread with no running loop (scripts, tests, the crash helper)
-waits for the writer, so direct use of the store keeps synchronous semantics.
+returns at once (the writer takes it with the next acknowledgement, or within 20 ms); appending
+from a thread with no running loop (scripts, tests, the crash helper) waits for the writer, so
+direct use of the store keeps synchronous semantics. Reads (``open`` of a log not in memory, the
+scan at construction) still run on the calling thread; with the listing index a reopened store
+reads no transcript until one is asked for.
 
 What "acknowledged" means: an event is acknowledged when :meth:`JsonlStore.acknowledged` (an
 awaitable the engine awaits at the end of every turn, before the turn's outcome reaches anyone) or a
@@ -39,10 +43,11 @@ Durability (``fsync=``):
   survives a machine crash. The slowest policy.
 - ``"batch"`` (default): an acknowledgement waits until the events are handed to the OS with
   ``write()``, so a *process* crash (exception, ``kill -9``, kernel OOM kill) never loses an
-  acknowledged event. The writer ``fdatasync``-s written logs at most ``batch_interval`` seconds
-  after they were written (also when appends stop), and on :meth:`JsonlStore.flush` /
-  :meth:`JsonlStore.close`. Only a *machine* crash (power loss, kernel panic) can lose events:
-  at most those of the last ``batch_interval`` seconds.
+  acknowledged event. A sync thread of the store ``fdatasync``-s the logs written since its last
+  pass every ``batch_interval`` seconds (also when appends stop), never delaying a write; so do
+  :meth:`JsonlStore.flush` / :meth:`JsonlStore.close`. Only a *machine* crash (power loss, kernel
+  panic) can lose events: those of the last ``batch_interval`` seconds, or of the last sync pass
+  when the disk syncs slower than that.
 - ``"never"``: ``write()`` before acknowledgement (same process-crash safety as ``"batch"``); the
   store never fsyncs on its own, only when :meth:`JsonlStore.flush` asks for it.
 
