@@ -210,3 +210,19 @@ def test_close_names_sessions_it_could_not_write(tmp_path, disk):
     store.close()
     assert store.unwritten == ["agent-1"]
     assert kinds(tmp_path / "agent-1.jsonl") == ["header"]
+
+
+def test_a_writer_failure_answers_the_acknowledgement_instead_of_hanging(tmp_path, monkeypatch):
+    store = JsonlStore(tmp_path)
+    session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+
+    def broken(self, session_id, group):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(writer_module.LogWriter, "_write", broken)
+    with pytest.raises(StoreError, match=rf"the store writer of {tmp_path} failed: RuntimeError: boom"):
+        session.append(TURN_START, turn=1)
+    monkeypatch.undo()
+    session.append(TURN_END, turn=1, data={"reason": "completed"})  # the thread still runs
+    store.close()
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_END]

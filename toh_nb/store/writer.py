@@ -214,7 +214,10 @@ class LogWriter:
             items = []
             while queue:
                 items.append(queue.popleft())
-            stop = self._process(items)
+            try:
+                stop = self._process(items)
+            except Exception as error:  # a bug must not leave every later acknowledgement hanging
+                stop = self._failed(items, error)
             del items  # hold no session (and so no store) while idle: an abandoned store is collected
             if stop:
                 return
@@ -251,6 +254,22 @@ class LogWriter:
                 self._answer(session_id, barriers)
         for session_id, barriers in waiting.items():
             self._answer(session_id, barriers)
+        if stop:
+            self._shutdown()
+        return stop
+
+    def _failed(self, items: list, error: Exception) -> bool:
+        """Answer every acknowledgement of a batch the writer could not handle; keep running."""
+        failure = StoreError(f"the store writer of {self.directory} failed: {type(error).__name__}: {error}")
+        stop = False
+        for item in items:
+            if item[0] == _BARRIER:
+                try:
+                    item[2](failure)
+                except Exception:  # pragma: no cover
+                    pass
+            elif item[0] == _STOP:
+                stop = True
         if stop:
             self._shutdown()
         return stop
@@ -305,7 +324,7 @@ class LogWriter:
                     chunks.extend(encode(event.to_json()) for event in item[2])
                 else:
                     chunks.append(encode(item[2].to_json()))
-            except (TypeError, ValueError) as error:
+            except Exception as error:  # e.g. TypeError/ValueError: content that is not JSON
                 seq = item[2].seq if item[0] == _APPEND else 0
                 self._once[session_id] = StoreError(
                     f'cannot store event {seq} of session "{session_id}": {error}')
