@@ -155,3 +155,19 @@ def test_a_one_shot_childs_descriptor_is_written_with_its_header(tmp_path):
         "subagent/descriptor", "one-shot", "once")
     assert records[2]["kind"] == "turn/start"
     assert time.time() >= records[1]["time"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_the_sync_facade_opens_a_store_holding_a_fifo_and_other_hubs_keep_working(tmp_path):
+    make_unusual_files(tmp_path / "runs")
+    box: list = []
+
+    def use() -> None:
+        with tn.Hub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path / "runs"), ids="sequential") as hub, \
+                tn.Hub(tn.FunctionModel(lambda r: "fine"), ids="sequential") as other:
+            box.append((hub.spawn("x").text, other.spawn("y").text, str(hub.list_agents())))
+
+    thread = threading.Thread(target=use, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert box == [("ok", "fine", "(no subagents)")]
