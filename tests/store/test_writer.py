@@ -226,3 +226,21 @@ def test_a_writer_failure_answers_the_acknowledgement_instead_of_hanging(tmp_pat
     session.append(TURN_END, turn=1, data={"reason": "completed"})  # the thread still runs
     store.close()
     assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_END]
+
+
+def test_a_log_name_taken_behind_the_stores_back_is_never_appended_to(tmp_path):
+    async def main():
+        store = JsonlStore(tmp_path)
+        foreign = tmp_path / "agent-1.jsonl"
+        foreign.write_bytes(b"someone else's file\n")  # appears after the scan
+        session = store.create(SessionHeader("agent-1", 1.0, origin="root"))  # queued from the loop
+        session.append(TURN_START, turn=1)
+        with pytest.raises(StoreError, match=r'session "agent-1" already exists \(file agent-1.jsonl\)'):
+            await store.acknowledged(session)
+        session.append(TURN_END, turn=1, data={"reason": "completed"})
+        with pytest.raises(StoreError, match='session "agent-1" already exists'):
+            await store.acknowledged(session)
+        await asyncio.to_thread(store.close)
+        assert foreign.read_bytes() == b"someone else's file\n"
+
+    asyncio.run(main())

@@ -125,6 +125,7 @@ class LogWriter:
         self._faults: dict[str, StoreError] = {}  # id -> why its backlog is not written (sticky)
         self._once: dict[str, StoreError] = {}  # id -> an error for its next barrier only
         self._created: set[str] = set()  # logs whose file exists (written by this writer)
+        self._refused: dict[str, StoreError] = {}  # logs whose name was taken behind our back
         self.leftover: list[str] = []  # ids whose events were still unwritten when the thread stopped
         #: ``batch``: fsyncs run on a second thread, so a slow sync never delays a write or an acknowledgement
         self._syncer = _Syncer(self) if fsync == "batch" else None
@@ -240,6 +241,7 @@ class LogWriter:
             elif kind == _REPAIR:
                 self._repair[item[1]] = item[2]
             elif kind == _FORGET:
+                self._refused.pop(item[1], None)
                 groups.pop(item[1], None)
                 self._backlog.pop(item[1], None)
                 self._faults.pop(item[1], None)
@@ -305,13 +307,17 @@ class LogWriter:
     def _path(self, session_id: str) -> str:
         return os.path.join(self.directory, session_id + SUFFIX)
 
-    def _write(self, session_id: str, group: list) -> bool:
-        """Write a session's pending items (its backlog first); True when something was written."""
+    def _write(self, session_id: str, group: list) -> None:
+        """Write a session's pending items (its backlog first)."""
+        refused = self._refused.get(session_id)
+        if refused is not None:  # its log could never be created: never append to another's file
+            self._once[session_id] = refused
+            return
         backlog = self._backlog.pop(session_id, None)
         if backlog:
             group = backlog + group
         if not group:
-            return False
+            return
         kept = []
         chunks = []
         create = group[0][0] == _CREATE and session_id not in self._created
@@ -331,29 +337,30 @@ class LogWriter:
                 continue  # never written: the log stays parseable without it
             kept.append(item)
         if not chunks:
-            return False
+            return
         data = b"".join(chunks)
         try:
             if create:
                 self._create_file(session_id, data)
             else:
                 self._append_file(session_id, data)
-        except FileExistsError as error:  # not a passing condition: never retried
+        except FileExistsError:  # not a passing condition: never retried
             self._faults.pop(session_id, None)
-            self._once[session_id] = StoreError(f'session "{session_id}" already exists (file {error.filename})')
-            return False
+            refused = self._refused[session_id] = StoreError(
+                f'session "{session_id}" already exists (file {session_id + SUFFIX})')
+            self._once[session_id] = refused
+            return
         except OSError as error:
             self._backlog[session_id] = kept
             verb = "create" if create else "append to"
             self._faults[session_id] = StoreError(
                 f'cannot {verb} session log "{session_id}" ({self._path(session_id)}): {error}')
-            return False
+            return
         self._faults.pop(session_id, None)
         if self._syncer is not None:
             self._syncer.add(session_id, create)
         elif not (create and self.fsync == "always"):  # else synced before it was published
             self._dirty.add(session_id)
-        return True
 
     def _create_file(self, session_id: str, data: bytes) -> None:
         dir_fd = self._dir_fd
@@ -370,15 +377,13 @@ class LogWriter:
             if self.fsync == "always":
                 _datasync(fd)
             publish(tmp, name, dir_fd)
-        except OSError as error:
+        except OSError:
             if fd is not None:
                 os.close(fd)
             try:
                 os.unlink(tmp, dir_fd=dir_fd)
             except OSError:
                 pass
-            if isinstance(error, FileExistsError) and error.filename is None:
-                error.filename = name
             raise
         self._created.add(session_id)
         self._dir_dirty = True
