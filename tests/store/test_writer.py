@@ -242,5 +242,8 @@ def test_a_log_name_taken_behind_the_stores_back_is_never_appended_to(tmp_path):
             await store.acknowledged(session)
         await asyncio.to_thread(store.close)
         assert foreign.read_bytes() == b"someone else's file\n"
+        assert store.unwritten == ["agent-1"]
+        with JsonlStore(tmp_path) as again:  # the index never vouches for the foreign file
+            assert again.diagnostic("agent-1") == "corrupt"
 
     asyncio.run(main())

@@ -475,7 +475,7 @@ class LogWriter:
             self._syncer.stop()  # its last pass ends first; what is still pending is synced below
         if self.fsync != "never":
             self._sync_all(None)
-        self.leftover = sorted(self._backlog)
+        self.leftover = sorted(set(self._backlog) | set(self._refused))
         for fd in self._fds.values():
             try:
                 os.close(fd)
