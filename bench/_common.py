@@ -131,6 +131,10 @@ def describe(fig: dict) -> str:
             parts.append(f"| floor {fig['floor_seconds']:.4f} s {fig['floor_rate_per_s']:>12,.0f}/s  ×{fig['ratio']}")
     if "target" in fig:
         parts.append(f"| target {fig['target']:,} {'met' if fig['meets_target'] else 'MISSED'}")
+    if "fsyncs_per_s" in fig:
+        parts.append(f"| {fig['fsyncs_per_s']:,.0f} fsyncs/s")
+    if "target_seconds" in fig:
+        parts.append(f"| target <= {fig['target_seconds']} s {'met' if fig['meets_target'] else 'MISSED'}")
     if "phases" in fig:
         parts.append("| " + " ".join(f"{k} {v:.3f}s" for k, v in fig["phases"].items()))
     if fig.get("peak_rss_mb") is not None:

@@ -31,7 +31,7 @@ from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
 from .results import AgentListing, RunResult, item_html, run_result
 from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
-from .store import open_store
+from .store import open_store, reserved_ids
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
@@ -209,7 +209,7 @@ class AsyncHub:
         self._store = open_store(store, **store_options)
         try:
             self._ids = IdSource(ids)
-            self._ids.skip_past(h.id for h in self._store.headers())
+            self._ids.skip_past(reserved_ids(self._store))
             if not is_int_at_least(history, 0):
                 raise UsageError(f"history must be an integer >= 0 (events kept for hub.events()), got {history!r}")
             runtime = Runtime(model=model, store=self._store, ids=self._ids, history=history,

@@ -30,6 +30,9 @@ CASES = {
     "continuable_jsonl": ("continuable.py", ["--store", "{tmp}"], ["continuable_jsonl"]),
     "memory": ("memory.py", [], ["memory"]),
     "facade": ("facade.py", ["--n", "200"], ["facade", "facade_hub"]),
+    "store": ("store.py", ["--always-n", "20", "--fsync-n", "20", "--children", "20", "--mb", "1", "--dir", "{tmp}"],
+              ["disk_fsync", "store_sequential_memory", "store_sequential_never", "store_sequential_batch",
+               "store_sequential_always", "store_reopen"]),
 }
 # figures allowed to be reported as skipped (their subject is optional or being written)
 MAY_SKIP = {"sequential_jsonl", "continuable_jsonl", "facade_hub"}
@@ -80,6 +83,12 @@ def test_script_prints_its_figures(outputs, case):
         if fig["name"].startswith("facade"):
             assert 0 < fig["median_us"] <= fig["p99_us"]
             assert fig["floor_median_us"] > 0
+        elif fig["name"].startswith(("disk_", "store_")):  # absolute figures (store.py): no floor
+            assert fig["rate_per_s"] > 0
+            if fig["name"] == "store_sequential_always":
+                assert fig["fsyncs_per_s"] > 0
+            if fig["name"] == "store_reopen":
+                assert set(fig["phases"]) == {"generate", "cold", "warm"} and fig["store_bytes"] > 0
         elif fig["name"].startswith("memory"):
             assert fig["bytes_per_child"] > 0 and fig["floor_bytes_per_child"] > 0
             assert fig["top_sites"] and all(":" in site for site, _ in fig["top_sites"])

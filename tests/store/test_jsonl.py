@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -16,12 +17,15 @@ from pathlib import Path
 import pytest
 
 import toh_nb.store.jsonl as jsonl_module
+import toh_nb.store.writer as writer_module
 from toh_nb.core.content import Message, Source, Text, ToolCallBlock, ToolResultBlock, Usage, user_message
 from toh_nb.core.errors import StoreError, UsageError
 from toh_nb.core.session import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START,
                                  USER_MESSAGE, Event, SessionHeader)
 from toh_nb.store import SessionStore, open_store
 from toh_nb.store.jsonl import JsonlStore
+
+from ..helpers import until
 
 HERE = Path(__file__).resolve().parent
 
@@ -340,8 +344,8 @@ def test_foreign_files_and_leftover_temporary_logs(store_dir):
         assert store.headers() == [] and store.corrupt_ids() == [] and len(store) == 0
         assert not (store_dir / ".agent-1.jsonl.tmp").exists()  # an interrupted create is cleaned up
         store.create(header("agent-1"))
-    assert sorted(p.name for p in store_dir.iterdir()) == [".hidden.jsonl", ".lock", "a..b.jsonl", "agent-1.jsonl",
-                                                          "notes.txt"]
+    assert sorted(p.name for p in store_dir.iterdir()) == [".hidden.jsonl", ".lock", ".toh-index.json", "a..b.jsonl",
+                                                          "agent-1.jsonl", "notes.txt"]
 
 
 # -- id safety ---------------------------------------------------------------------------------------
@@ -378,7 +382,7 @@ def test_a_parent_id_is_data_not_a_path(store_dir, tmp_path):
     with JsonlStore(store_dir) as store:
         store.create(header("agent-1", parent="../../evil"))
         assert [h.id for h in store.children_of("../../evil")] == ["agent-1"]
-    assert _tree(tmp_path) == ["store", "store/.lock", "store/agent-1.jsonl"]
+    assert _tree(tmp_path) == ["store", "store/.lock", "store/.toh-index.json", "store/agent-1.jsonl"]
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
@@ -461,6 +465,7 @@ def test_closing_a_forked_copy_keeps_the_parents_lock(store_dir):
 def test_a_closed_store_never_reads_relative_to_the_working_directory(store_dir, tmp_path, monkeypatch):
     with JsonlStore(store_dir) as store:
         store.create(header("agent-1"))
+    (store_dir / ".toh-index.json").unlink()  # so that the log is unverified: diagnostic() must read it
     store = JsonlStore(store_dir)
     store.close()
     monkeypatch.chdir(tmp_path)
@@ -505,14 +510,26 @@ def test_lock_held_by_another_process_names_its_pid(store_dir):
 @pytest.fixture
 def syncs(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = jsonl_module._datasync
+    real = writer_module._datasync
 
     def counting(fd: int) -> None:
         calls.append(fd)
         real(fd)
 
-    monkeypatch.setattr(jsonl_module, "_datasync", counting)
+    monkeypatch.setattr(writer_module, "_datasync", counting)
     return calls
+
+
+def test_fsync_always_syncs_the_directory_before_acknowledging_a_new_log(store_dir, monkeypatch):
+    dir_syncs = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: dir_syncs.append(fd) or real(fd))
+    store = JsonlStore(store_dir, fsync="always")
+    store.create(header("agent-1"))
+    assert len(dir_syncs) == 1  # the new name is durable when create returns
+    store.create(header("agent-2")).append(TURN_START, turn=1)
+    assert len(dir_syncs) == 2
+    store.close()
 
 
 def test_fsync_always_syncs_every_append(store_dir, syncs):
@@ -540,12 +557,15 @@ def test_fsync_batch_syncs_when_the_interval_elapsed_and_on_flush_and_close(stor
     store.close()
     assert len(syncs) == 2
 
+    # the interval's syncs run on the store's sync thread, after the append returned
     eager = JsonlStore(store_dir, fsync="batch", batch_interval=0)
     reopened = eager.open("agent-1")
     reopened.append(TURN_START, turn=7)
+    asyncio.run(until(lambda: len(syncs) == 3, "the sync thread to sync the appended log"))
     reopened.append(TURN_START, turn=8)
-    assert len(syncs) == 4
+    asyncio.run(until(lambda: len(syncs) == 4, "the sync thread to sync it again"))
     eager.close()
+    assert len(syncs) == 4  # nothing was pending any more
 
 
 def test_fsync_never_syncs_only_on_explicit_flush(store_dir, syncs):
@@ -635,3 +655,51 @@ def test_kill_9_never_loses_an_acknowledged_event(tmp_path):
         assert store.corrupt_ids() == []
         store.close()
     assert len(acknowledged) > 20
+
+
+# -- the listing index ------------------------------------------------------------------------------------
+
+
+def _children_with_descriptors(store_dir: Path, count: int) -> None:
+    with JsonlStore(store_dir) as store:
+        store.create(header("root", 0.5))
+        for i in range(count):
+            kid = store.create(header(f"agent-{i}", 1.0 + i, "root"), [
+                Event(0, DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "label": f"kid {i}"})])
+            kid.append(TURN_START, turn=1)
+            kid.append(TURN_END, turn=1, data={"reason": "completed"})
+
+
+def test_reopening_lists_headers_and_descriptors_without_reading_the_logs(store_dir, monkeypatch):
+    _children_with_descriptors(store_dir, 5)
+    reads = []
+    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: reads.append(("parse", sid)))
+    monkeypatch.setattr(JsonlStore, "_read_header", lambda self, name, sid: reads.append(("header", sid)))
+    with JsonlStore(store_dir) as store:
+        assert [h.id for h in store.children_of("root")] == [f"agent-{i}" for i in range(5)]
+        assert [store.diagnostic(f"agent-{i}") for i in range(5)] == [None] * 5
+        assert [store.descriptor(f"agent-{i}")["label"] for i in range(5)] == [f"kid {i}" for i in range(5)]
+    assert reads == []
+
+
+def test_a_log_changed_after_close_is_read_and_checked_again(store_dir):
+    _children_with_descriptors(store_dir, 3)
+    path = log_path(store_dir, "agent-1")
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[2] = b"{not json\n"
+    path.write_bytes(b"".join(lines))
+    with JsonlStore(store_dir) as store:
+        assert [store.diagnostic(f"agent-{i}") for i in range(3)] == [None, "corrupt", None]
+    with JsonlStore(store_dir) as store:  # a corrupt log is never vouched for by the index
+        assert store.diagnostic("agent-1") == "corrupt"
+
+
+@pytest.mark.parametrize("content", [b"", b"{torn", b'{"version":1,"logs":[]}', b'{"version":99,"logs":{}}',
+                                     b'{"version":1,"logs":{"agent-0":[[1,2,3],{"id":"agent-0"},null]}}'])
+def test_a_torn_stale_or_foreign_index_is_ignored(store_dir, content):
+    _children_with_descriptors(store_dir, 2)
+    (store_dir / ".toh-index.json").write_bytes(content)
+    with JsonlStore(store_dir) as store:
+        assert [h.id for h in store.children_of("root")] == ["agent-0", "agent-1"]
+        assert store.descriptor("agent-0")["label"] == "kid 0"
+        assert store.diagnostic("agent-1") is None

@@ -44,9 +44,11 @@ def test_foreground():
                 "TOOL-RESULT call_3: (no background jobs)",
             ]
             child = hub.runtime.store.open("agent-1")
+            # the descriptor is written with the header (atomically), so it precedes the first turn
+            # (the reference appends it inside turn 1; a child killed there would look corrupt)
             assert render(child) == [
-                "-- turn 1 start",
                 'DESCRIPTOR {"version":2,"mode":"one-shot","provider":"spawn","label":"answer a question"}',
+                "-- turn 1 start",
                 "USER [user]: CHILD: What is 6*7? Reply with the number only.",
                 "ASSISTANT: 42",
                 '-- turn 1 end: {"kind":"completed"}',

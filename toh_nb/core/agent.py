@@ -23,13 +23,13 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..models.base import ModelRequest, ModelResponse, ToolSpec, call_off_loop, coerce_response
 from . import budget
 from .budget import Limits
 from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock, Usage
-from .errors import ToolError
+from .errors import StoreError, ToolError
 from .events import MessageQueued, ModelRequested, ModelResponded, ToolCalled, ToolReturned, TurnEnded, TurnStarted
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
                       Session)
@@ -56,7 +56,7 @@ class Agent:
     __slots__ = (
         "id", "runtime", "session", "label", "depth", "parent", "model", "max_tokens", "system", "tools",
         "tool_specs", "mode", "path", "status", "usage", "turns", "started", "disposed",
-        "max_parallel_tool_calls", "pre_turn", "opening", "_abort_opening", "_next_turn", "_next_step", "_steer_pending",
+        "max_parallel_tool_calls", "opening", "_abort_opening", "_next_turn", "_next_step", "_steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "_conversation", "_waiters",
         "_turn_waiters", "limits", "subtree_tokens", "__weakref__",
     )
@@ -88,8 +88,6 @@ class Agent:
         self.turns = turns
         self.started = time.time()
         self.disposed = False
-        #: called once at the start of the next turn, before its input is logged (one-shot descriptor)
-        self.pre_turn: Callable[["Agent"], None] | None = None
         #: id of a message that opens a busy period as its current turn (a child's first prompt): an
         #: interrupt before that turn starts ends it ``aborted`` instead of parking it as a queued message
         self.opening: str | None = None
@@ -254,9 +252,6 @@ class Agent:
         bus = self.runtime.bus
         if bus.listening:
             bus.publish(TurnStarted(**self._who(), turn=turn))
-        if self.pre_turn is not None:
-            hook, self.pre_turn = self.pre_turn, None
-            hook(self)
         waiter = None
         if first is not None:
             if first.id is not None and first.id == self.opening:
@@ -340,7 +335,26 @@ class Agent:
             self._in_turn = False
             if timer is not None:
                 timer.cancel()
-        self._end_turn(turn, reason, error_message, output, turn_usage, waiter)
+        end = self._log_turn_end(turn, reason, error_message)
+        try:
+            reason, error_message = await self._acknowledged(end, reason, error_message)
+        finally:
+            self._finish_turn(turn, reason, error_message, output, turn_usage, waiter)
+
+    async def _acknowledged(self, end: Any, reason: str, error: str | None) -> tuple[str, str | None]:
+        """Wait until the store has recorded the turn before its outcome reaches anyone (a JSONL
+        store writes on its own thread; see toh_nb.store.jsonl). A failed write ends the turn
+        ``error`` with the store's message (file and OS error) as its diagnostic."""
+        acknowledged = getattr(self.runtime.store, "acknowledged", None)
+        pending = acknowledged(self.session) if acknowledged is not None else None
+        if pending is None:
+            return reason, error
+        try:
+            await pending
+        except StoreError as failure:
+            reason, error = "error", str(failure)
+            end.data = {"reason": reason, "error": error}  # still unwritten: written so on recovery
+        return reason, error
 
     # -- budgets -------------------------------------------------------------------------------
 
@@ -369,14 +383,21 @@ class Agent:
             node = node.parent
         return None
 
-    def _end_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
-                  waiter: asyncio.Future | None) -> None:
+    def _log_turn_end(self, turn: int, reason: str, error: str | None) -> Any:
         data: dict = {"reason": reason}
         if error is not None:
             data["error"] = error
         if reason == "aborted" and self._cancel_cause:
             data["cause"] = self._cancel_cause
-        self.session.append(TURN_END, turn=turn, data=data)
+        return self.session.append(TURN_END, turn=turn, data=data)
+
+    def _end_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
+                  waiter: asyncio.Future | None) -> None:
+        self._log_turn_end(turn, reason, error)
+        self._finish_turn(turn, reason, error, output, usage, waiter)
+
+    def _finish_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
+                     waiter: asyncio.Future | None) -> None:
         if self.runtime.bus.listening:
             self.runtime.bus.publish(TurnEnded(**self._who(), turn=turn, reason=reason, error=error,
                                                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))

@@ -3,7 +3,16 @@
 from .base import SessionStore
 from .memory import MemoryStore
 
-__all__ = ["SessionStore", "MemoryStore", "open_store"]
+__all__ = ["SessionStore", "MemoryStore", "open_store", "reserved_ids"]
+
+
+def reserved_ids(store: SessionStore) -> list[str]:
+    """Every id the store holds, including logs it cannot read (corrupt, a FIFO, a directory …):
+    new ids must skip all of them, or a sequential id would collide with an unreadable log."""
+    reserved = getattr(store, "reserved_ids", None)
+    if reserved is not None:
+        return list(reserved())
+    return [h.id for h in store.headers()]
 
 
 def open_store(store: "str | SessionStore | None", **options) -> SessionStore:

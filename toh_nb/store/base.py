@@ -19,6 +19,13 @@ class SessionStore(Protocol):
     ``create`` starts a new log (header plus seed events); ``open`` returns the log of an existing
     session for a cold resume (raising ``KeyError`` when there is none); ``children_of`` lists the
     headers whose ``parent_session`` is the given id, in creation order, for ``list_agents``.
+    ``flush(session, wait=False)`` only requests a sync (the engine calls it on the loop thread).
+
+    Optional (looked up with ``getattr``, so older stores keep working): ``acknowledged(session)``
+    returns an awaitable that resolves once the session's events so far are recorded (``None``: no
+    wait); ``reserved_ids()`` lists every id the store holds, unreadable ones included, so new
+    sequential ids never collide; ``descriptor(id)`` returns a child's last descriptor without
+    loading its transcript.
     """
 
     def create(self, header: SessionHeader, seed: Iterable[Event] = ()) -> Session: ...
@@ -33,6 +40,6 @@ class SessionStore(Protocol):
 
     def diagnostic(self, session_id: str) -> str | None: ...
 
-    def flush(self, session: Session | None = None) -> None: ...
+    def flush(self, session: Session | None = None, wait: bool = True) -> None: ...
 
     def close(self) -> None: ...

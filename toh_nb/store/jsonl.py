@@ -5,6 +5,7 @@ Layout of a store directory::
     <dir>/.lock                 held with flock(LOCK_EX) by the one writing store; holds its pid
     <dir>/<session_id>.jsonl    header line ({"type": "session", ...}), then one event per line
     <dir>/.<session_id>.jsonl.tmp   only while a log is being created (removed on the next scan)
+    <dir>/.toh-index.json       the listing index written at close (:mod:`toh_nb.store.index`)
 
 Every line is compact JSON (ASCII, ``\\n``-terminated) and reaches the file with one ``write`` call,
 so a crash can tear at most the last line of a log. Reading treats a torn or corrupt *last* line as
@@ -14,23 +15,51 @@ file stays parseable. A bad line anywhere *before* the last one cannot come from
 session is ``"corrupt"``, ``open(id)`` raises :class:`~toh_nb.core.errors.StoreError`, and the
 other sessions of the store are unaffected.
 
+Writing happens on one writer thread per store (:mod:`toh_nb.store.writer`): appends, log
+creation, serialization and fsyncs never run on the event-loop thread, so a slow or stalled disk
+delays only the log, never the agents. Appending from a running event loop queues the event and
+returns at once (the writer takes it with the next acknowledgement, or within 20 ms); appending
+from a thread with no running loop (scripts, tests, the crash helper) waits for the writer, so
+direct use of the store keeps synchronous semantics. Reads (``open`` of a log not in memory, the
+scan at construction) still run on the calling thread; with the listing index a reopened store
+reads no transcript until one is asked for.
+
+What "acknowledged" means: an event is acknowledged when :meth:`JsonlStore.acknowledged` (an
+awaitable the engine awaits at the end of every turn, before the turn's outcome reaches anyone) or a
+synchronous append/``create`` returns. ``kid.send(...)``/``start`` acknowledge only acceptance into
+the child's inbox, as the reference does; the turn they start is recorded and acknowledged when it
+ends, so ``await kid.wait()`` / a ``RunResult`` / a settlement notice means every event of that turn
+(and the header and descriptor before it) is in the log as the policy promises. A write that fails
+(disk full, I/O error) keeps the unwritten events in order and retries them on every later
+operation of the store; until a retry succeeds, acknowledgements of that session fail with a
+:class:`~toh_nb.core.errors.StoreError` naming the file and the OS error, and the engine ends the
+turn ``error`` with that text as its diagnostic. Once space is freed the next operation writes the
+backlog, so nothing is lost.
+
 Durability (``fsync=``):
 
-- ``"always"``: every append (and every ``create``) is ``fdatasync``-ed before it returns, so an
-  event whose append returned survives a machine crash. The slowest policy.
-- ``"batch"`` (default): every line is handed to the OS with ``write()`` before the append returns,
-  so a *process* crash (exception, ``kill -9``, kernel OOM kill) never loses an acknowledged event.
-  ``fdatasync`` runs from the append path on the first append at least ``batch_interval`` seconds
-  after the previous sync, and on :meth:`JsonlStore.flush` / :meth:`JsonlStore.close`. Only a
-  *machine* crash (power loss, kernel panic) can lose events, and only those appended after the
-  last sync point: while appends keep coming that is at most the last ``batch_interval`` seconds of
-  events; after appends stop, the final < ``batch_interval`` of them stay unsynced until the next
-  append, ``flush()`` or ``close()`` (or the kernel's own writeback, typically within 30 s).
-- ``"never"``: ``write()`` only (same process-crash safety as ``"batch"``); the store never fsyncs
-  on its own, only when :meth:`JsonlStore.flush` is called explicitly.
+- ``"always"``: an acknowledgement waits until the events are ``fdatasync``-ed (group commit:
+  every event the writer took in one batch shares one sync per log), so an acknowledged event
+  survives a machine crash. The slowest policy.
+- ``"batch"`` (default): an acknowledgement waits until the events are handed to the OS with
+  ``write()``, so a *process* crash (exception, ``kill -9``, kernel OOM kill) never loses an
+  acknowledged event. A sync thread of the store ``fdatasync``-s the logs written since its last
+  pass every ``batch_interval`` seconds (also when appends stop), never delaying a write; so do
+  :meth:`JsonlStore.flush` / :meth:`JsonlStore.close`. Only a *machine* crash (power loss, kernel
+  panic) can lose events: those of the last ``batch_interval`` seconds, or of the last sync pass
+  when the disk syncs slower than that.
+- ``"never"``: ``write()`` before acknowledgement (same process-crash safety as ``"batch"``); the
+  store never fsyncs on its own, only when :meth:`JsonlStore.flush` asks for it.
 
-A log is created atomically: header and seed are written to ``.<id>.jsonl.tmp`` and linked to
-``<id>.jsonl`` only when complete, so a crash during ``create`` leaves no half-written log.
+A log is created atomically: header and seed (which for a child includes its descriptor) are
+written to ``.<id>.jsonl.tmp`` and linked to ``<id>.jsonl`` only when complete, so a crash during
+``create`` leaves no half-written log. Reading treats a log that is a clean prefix of a valid one
+(header only, header + descriptor, a torn last line) as never ``"corrupt"``.
+
+Only regular files are read: every log is opened with ``O_NONBLOCK`` and checked with ``fstat``
+before a byte is read, so a FIFO, device, socket or directory named ``<id>.jsonl`` never blocks the
+store; it is reported by :meth:`JsonlStore.diagnostic` as ``"unreadable"`` with a problem naming
+what it is, and its id stays reserved (as does any ``<valid id>.jsonl`` name, corrupt or not).
 
 File handles: appends go through an LRU of at most ``max_open`` (default 64) open ``O_APPEND``
 descriptors, so 10,000 sessions never hold 10,000 descriptors; an evicted session's next append
@@ -49,13 +78,14 @@ second writing store on the same directory, in this or another process, raises `
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import errno
 import json
 import os
 import re
+import stat
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from typing import Iterable
@@ -63,7 +93,11 @@ from typing import Iterable
 from ..core.checks import is_int_at_least
 from ..core.errors import StoreError, UsageError
 from ..core.ids import is_valid_id
-from ..core.session import Event, Session, SessionHeader
+from ..core.session import DESCRIPTOR, Event, Session, SessionHeader
+from . import index as listing_index
+from .writer import TMP_PREFIX as _TMP_PREFIX
+from .writer import TMP_SUFFIX as _TMP_SUFFIX
+from .writer import LogWriter
 
 try:  # POSIX; without fcntl (Windows) the single-writer lock is not enforced
     import fcntl
@@ -81,33 +115,39 @@ UNREADABLE = "unreadable"  # the file could not be read (vanished, permissions);
 
 SUFFIX = ".jsonl"
 LOCK_NAME = ".lock"
-_TMP_PREFIX = "."
-_TMP_SUFFIX = ".jsonl.tmp"
 _HEADER_LIMIT = 1 << 20  # a header line longer than this is not a header
 _RECENT = 32  # loaded sessions kept strongly (see JsonlStore._recent)
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC
-_CREATE_FLAGS = _WRITE_FLAGS | os.O_CREAT | os.O_EXCL
-_READ_FLAGS = os.O_RDONLY | _O_CLOEXEC
-_datasync = getattr(os, "fdatasync", os.fsync)
-_NO_HARDLINKS = {e for e in (errno.EPERM, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", None),
-                             getattr(errno, "ENOSYS", None), errno.EMLINK) if e is not None}
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+#: never blocks on open (a FIFO without a writer would), follows a symlinked log for reading
+_READ_FLAGS = os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
 _DIGITS = re.compile(r"(\d+)")
+
+
+def _no_running_loop() -> bool:
+    """True on a thread with no running event loop: there an append may wait for the writer."""
+    return asyncio._get_running_loop() is None
+
+
+def _resolve(future: "asyncio.Future[None]", error: "StoreError | None") -> None:
+    if not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+
+def _ignore(error: "StoreError | None") -> None:
+    return None
 
 
 def _is_safe_id(value: object) -> bool:
     """:func:`~toh_nb.core.ids.is_valid_id`, also refusing a trailing newline (its ``$`` accepts "x\\n")."""
     return is_valid_id(value) and not value.endswith("\n")  # type: ignore[union-attr]
-
-
-def _encode(record: dict) -> bytes:
-    """One compact, ASCII, newline-terminated JSON line (``\\n`` inside strings is escaped)."""
-    return (_ENCODER.encode(record) + "\n").encode("ascii")
 
 
 def _order_key(header: SessionHeader) -> tuple:
@@ -210,33 +250,39 @@ def _parse_log(data: bytes, session_id: str) -> _Parsed:
     return out
 
 
-def _publish(tmp: str, name: str, dir_fd: int) -> None:
-    """Give the complete temporary log its final name, never replacing an existing file."""
+_CANNOT_READ = "cannot read the log"
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in _FILE_KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _open_regular(name: str, dir_fd: int | None) -> int:
+    """Open a log for reading without ever blocking, or raise ``OSError`` naming what it is instead."""
     try:
-        # link, not rename: fails with EEXIST instead of replacing a file that appeared behind our back
-        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-    except OSError as error:
-        if error.errno not in _NO_HARDLINKS:
-            raise
-        # a file system without hard links (vfat, some network mounts): check, then rename
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as error:  # e.g. ENXIO for a socket: say what it is when that is the reason
         try:
-            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            return
-        raise FileExistsError(errno.EEXIST, "file exists", name) from None
-    os.unlink(tmp, dir_fd=dir_fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    written = 0
-    while written < len(data):
-        try:
-            written += os.write(fd, view[written:])
-        except OSError as error:
-            error.toh_written = written  # type: ignore[attr-defined]
+            mode = os.stat(name, dir_fd=dir_fd).st_mode
+        except OSError:
+            raise error from None
+        if stat.S_ISREG(mode):
             raise
+        raise OSError(errno.EINVAL, f"not a regular file ({_kind_of(mode)})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"not a regular file ({_kind_of(mode)})")
+    return fd
 
 
 class JsonlStore:
@@ -288,17 +334,17 @@ class JsonlStore:
         self._pid = os.getpid()  # a forked child must not unlock its parent's flock
         self._lock_fd: int | None = None
         self._dir_fd: int | None = None
-        self._fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
-        self._dirty: set[str] = set()  # written since the last sync
-        self._dir_dirty = False  # a log was created since the last directory sync
-        self._last_sync = time.monotonic()
+        self._writer: LogWriter | None = None
+        #: after close: ids of sessions whose last events could not be written (never acknowledged)
+        self.unwritten: list[str] = []
+        self._descriptors: dict[str, dict] = {}  # id -> last descriptor (listing reads no transcript)
+        self._had_index = False
         self._headers: dict[str, SessionHeader] = {}
         self._keys: dict[str, tuple] = {}  # id -> creation-order key
         self._children: dict[str | None, list[str]] = {}
         self._bad_headers: dict[str, str] = {}  # id -> problem (header unreadable)
         self._diag: dict[str, tuple[str, str]] = {}  # id -> (diagnostic, problem)
         self._verified: set[str] = set()  # fully read (or written) by this store
-        self._repair: dict[str, tuple] = {}
         self._live: "weakref.WeakValueDictionary[str, Session]" = weakref.WeakValueDictionary()
         #: sessions loaded from disk lately, held strongly so that the usual listing sequence
         #: ``diagnostic(id)`` then ``open(id)`` parses a log once (bounded; the runtime holds the rest)
@@ -320,6 +366,8 @@ class JsonlStore:
             if not self.read_only:
                 self._take_lock()
             self._scan()
+            if not self.read_only:
+                self._writer = LogWriter(self.directory, self._dir_fd, fsync, self.batch_interval, max_open)
         except BaseException:
             self._closed = True
             self._release_descriptors()
@@ -365,12 +413,6 @@ class JsonlStore:
         self._lock_fd = fd
 
     def _release_descriptors(self) -> None:
-        for fd in self._fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds.clear()
         if self._lock_fd is not None:
             try:
                 # LOCK_UN acts on the open file description, which a forked child shares with us:
@@ -385,19 +427,26 @@ class JsonlStore:
             self._dir_fd = None
 
     def close(self) -> None:
-        """Sync pending data (unless ``fsync="never"``), close every descriptor, release the lock.
+        """Write everything queued (one last retry of anything a failure left unwritten), sync it
+        (unless ``fsync="never"``), stop the writer thread, close every descriptor, release the lock.
 
         Idempotent. Afterwards the index stays readable (``headers``, ``children_of``, live sessions
-        from ``open``) but ``create`` and appends raise ``StoreError``.
+        from ``open``) but ``create`` and appends raise ``StoreError``. Events that could still not
+        be written were never acknowledged (their turns ended ``error``); :attr:`unwritten` names
+        their sessions.
         """
         with self._mutex:
             if self._closed:
                 return
-            try:
-                if self.fsync != "never" and not self.read_only and os.getpid() == self._pid:
-                    self._sync_locked()
-            finally:
-                self._closed = True
+            self._closed = True
+        try:
+            if self._writer is not None:
+                self._writer.stop()
+                self.unwritten = list(self._writer.leftover)
+                if os.getpid() == self._pid:
+                    self._save_index()
+        finally:
+            with self._mutex:
                 self._release_descriptors()
 
     def __enter__(self) -> "JsonlStore":
@@ -422,17 +471,25 @@ class JsonlStore:
     def _scan(self) -> None:
         headers = self._headers
         children = self._children
-        with os.scandir(self._dir_fd) as entries:
-            names = [entry.name for entry in entries]
-        for name in names:
+        known = listing_index.load(self._dir_fd)
+        self._had_index = bool(known)
+        with os.scandir(self._dir_fd) as scanned:
+            entries = list(scanned)
+        for entry in entries:
+            name = entry.name
             if name.endswith(SUFFIX):
                 session_id = name[: -len(SUFFIX)]
                 if not _is_safe_id(session_id):
                     continue  # not a name this store writes; never touched
-                header, reason = self._read_header(name, session_id)
-                if header is None:
+                header = self._from_index(entry, known.get(session_id)) if known else None
+                if header is not None:
+                    reason = ""
+                else:
+                    header, reason = self._read_header(name, session_id)
+                if header is None:  # its id stays reserved whatever the file is
                     self._bad_headers[session_id] = reason
-                    self._diag[session_id] = (CORRUPT, f"line 1: {reason}")
+                    unreadable = reason.startswith(_CANNOT_READ)
+                    self._diag[session_id] = (UNREADABLE, reason) if unreadable else (CORRUPT, f"line 1: {reason}")
                     continue
                 headers[session_id] = header
                 self._keys[session_id] = _order_key(header)
@@ -446,11 +503,59 @@ class JsonlStore:
         for ids in children.values():
             ids.sort(key=self._keys.__getitem__)
 
+    def _from_index(self, entry: os.DirEntry, record: list | None) -> SessionHeader | None:
+        """The header of a log the index vouches for (unchanged since a store verified it), else None."""
+        if not isinstance(record, list) or len(record) != 3:
+            return None
+        try:
+            found = entry.stat(follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(found.st_mode) or listing_index.identity(found) != record[0]:
+            return None
+        try:
+            header = SessionHeader.from_json(record[1])
+        except (KeyError, TypeError, ValueError):
+            return None
+        session_id = entry.name[: -len(SUFFIX)]
+        if header.id != session_id:
+            return None
+        self._verified.add(session_id)
+        if isinstance(record[2], dict):
+            self._descriptors[session_id] = record[2]
+        return header
+
+    def _save_index(self) -> None:
+        """Record every log this store verified and left clean (see :mod:`toh_nb.store.index`)."""
+        logs: dict[str, list] = {}
+        unwritten = set(self.unwritten)
+        for session_id, header in self._headers.items():
+            if session_id not in self._verified or session_id in self._diag or session_id in unwritten:
+                continue
+            try:
+                found = os.stat(session_id + SUFFIX, dir_fd=self._dir_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(found.st_mode):
+                logs[session_id] = [listing_index.identity(found), header.to_json(), self._descriptors.get(session_id)]
+        if logs or self._had_index:
+            listing_index.save(self._dir_fd, logs)
+
+    def descriptor(self, session_id: str) -> dict | None:
+        """A child's descriptor without loading its transcript when the store already knows it
+        (written by this store, read before, or vouched for by the index); else the log is read."""
+        if not _is_safe_id(session_id):
+            return None
+        known = self._descriptors.get(session_id)
+        if known is not None or (session_id in self._verified and session_id in self._headers):
+            return known
+        return self.open(session_id).descriptor
+
     def _read_header(self, name: str, session_id: str) -> tuple[SessionHeader | None, str]:
         try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=self._dir_fd)
+            fd = _open_regular(name, self._dir_fd)
         except OSError as error:
-            return None, f"cannot read the log ({error.strerror})"
+            return None, f"{_CANNOT_READ} ({error.strerror})"
         try:
             chunks = []
             size = 0
@@ -467,7 +572,7 @@ class JsonlStore:
                 if size > _HEADER_LIMIT:
                     return None, "header line too long"
         except OSError as error:
-            return None, f"cannot read the log ({error.strerror})"
+            return None, f"{_CANNOT_READ} ({error.strerror})"
         finally:
             os.close(fd)
         line = b"".join(chunks)
@@ -483,7 +588,7 @@ class JsonlStore:
         if self._closed:  # the directory descriptor is gone: never fall back to a relative path
             raise StoreError(f'store {self.directory} is closed: cannot read session log "{session_id}"')
         try:
-            fd = os.open(session_id + SUFFIX, _READ_FLAGS, dir_fd=self._dir_fd)
+            fd = _open_regular(session_id + SUFFIX, self._dir_fd)
             try:
                 chunks = []
                 while True:
@@ -495,7 +600,7 @@ class JsonlStore:
                 os.close(fd)
         except OSError as error:
             parsed = _Parsed()
-            parsed.diagnostic, parsed.problem = UNREADABLE, f"cannot read the log ({error.strerror})"
+            parsed.diagnostic, parsed.problem = UNREADABLE, f"{_CANNOT_READ} ({error.strerror})"
         else:
             parsed = _parse_log(b"".join(chunks), session_id)
         self._verified.add(session_id)
@@ -503,10 +608,8 @@ class JsonlStore:
             self._diag[session_id] = (parsed.diagnostic, parsed.problem or "")
         elif self._diag.get(session_id, (None,))[0] != TORN_TAIL:  # a repaired tail stays reported
             self._diag.pop(session_id, None)
-        if parsed.repair is not None and not self.read_only:
-            self._repair[session_id] = parsed.repair
-        else:
-            self._repair.pop(session_id, None)
+        if parsed.repair is not None and self._writer is not None:
+            self._writer.repair(session_id, parsed.repair)
         return parsed
 
     def open(self, session_id: str) -> Session:
@@ -522,7 +625,8 @@ class JsonlStore:
             if session is not None:
                 return session
             if session_id in self._bad_headers:
-                raise StoreError(f'session log "{session_id}" is corrupt: line 1: {self._bad_headers[session_id]}')
+                diagnostic, problem = self._diag[session_id]
+                raise StoreError(f'session log "{session_id}" is {diagnostic}: {problem}')
             header = self._headers.get(session_id)
             if header is None:
                 raise KeyError(session_id)
@@ -533,6 +637,8 @@ class JsonlStore:
 
     def _adopt(self, header: SessionHeader, parsed: _Parsed) -> Session:
         session = Session(header, parsed.events, sink=self._refuse if self.read_only else self._append)
+        if session.descriptor is not None:
+            self._descriptors[header.id] = session.descriptor
         self._live[header.id] = session
         recent = self._recent
         recent[header.id] = session
@@ -554,6 +660,11 @@ class JsonlStore:
         with self._mutex:
             keys = self._keys
             return [self._headers[i] for i in sorted(self._headers, key=keys.__getitem__)]
+
+    def reserved_ids(self) -> list[str]:
+        """Every id with a ``<id>.jsonl`` entry, whatever it holds (corrupt, a FIFO, a directory …)."""
+        with self._mutex:
+            return [*self._headers, *self._bad_headers]
 
     def corrupt_ids(self) -> list[str]:
         """Ids of logs whose header is missing or unparseable (absent from headers/children_of), sorted."""
@@ -603,168 +714,104 @@ class JsonlStore:
             raise StoreError(f"store {self.directory} is closed")
 
     def create(self, header: SessionHeader, seed: Iterable[Event] = ()) -> Session:
-        """Write a new log (header + seed events, atomically) and return its live session."""
+        """Reserve the id and queue the new log (header + seed, written atomically); return its session.
+
+        From a running event loop this returns at once (the log is acknowledged with the first turn
+        that ends); elsewhere it waits for the writer and raises ``StoreError`` if the log could not
+        be written (the id is then free again).
+        """
         session_id = header.id
         if not _is_safe_id(session_id):
             raise StoreError(f"invalid session id {session_id!r}: use letters, digits, '-', '_', '.', ':'")
         seed = list(seed)
-        try:
-            data = _encode(header.to_json()) + b"".join(_encode(event.to_json()) for event in seed)
-        except (TypeError, ValueError) as error:
-            raise StoreError(f'cannot store session "{session_id}": {error}') from error
         with self._mutex:
             self._check_writable()
             if session_id in self._headers or session_id in self._bad_headers:
                 raise StoreError(f'session "{session_id}" already exists')
-            name = session_id + SUFFIX
-            tmp = _TMP_PREFIX + session_id + _TMP_SUFFIX
-            dir_fd = self._dir_fd
-            fd = None
-            try:
-                try:
-                    fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
-                except FileExistsError:  # left by a crash (we hold the lock: nobody is writing it)
-                    os.unlink(tmp, dir_fd=dir_fd)
-                    fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
-                _write_all(fd, data)
-                if self.fsync == "always":
-                    _datasync(fd)
-                _publish(tmp, name, dir_fd)
-            except OSError as error:
-                if fd is not None:
-                    os.close(fd)
-                try:
-                    os.unlink(tmp, dir_fd=dir_fd)
-                except OSError:
-                    pass
-                if isinstance(error, FileExistsError):
-                    raise StoreError(f'session "{session_id}" already exists (file {name})') from error
-                raise StoreError(f'cannot create session log "{session_id}": {error}') from error
-            if self.fsync == "always":
-                self._sync_dir()
-            else:
-                self._dir_dirty = True
-                self._dirty.add(session_id)
-            self._remember_fd(session_id, fd)
-            self._headers[session_id] = header
-            key = self._keys[session_id] = _order_key(header)
-            siblings = self._children.setdefault(header.parent_session, [])
-            if not siblings or self._keys[siblings[-1]] <= key:
-                siblings.append(session_id)
-            else:
-                bisect.insort(siblings, session_id, key=self._keys.__getitem__)
-            self._verified.add(session_id)
             session = Session(header, seed, sink=self._append)
+            self._index_locked(header)
+            self._verified.add(session_id)
             self._live[session_id] = session
-            if self.fsync == "batch":
-                self._maybe_sync_locked()
-            return session
+            if session.descriptor is not None:
+                self._descriptors[session_id] = session.descriptor
+            self._writer.create(session, seed)
+        if _no_running_loop():
+            try:
+                self._writer.wait(session_id)
+            except StoreError:
+                self._writer.forget(session_id)
+                with self._mutex:
+                    self._unindex_locked(header)
+                raise
+        return session
 
-    def _remember_fd(self, session_id: str, fd: int) -> None:
-        fds = self._fds
-        fds[session_id] = fd
-        while len(fds) > self.max_open:
-            _, old = fds.popitem(last=False)
-            os.close(old)  # still in _dirty if unsynced: the next sync reopens it
+    def _index_locked(self, header: SessionHeader) -> None:
+        session_id = header.id
+        self._headers[session_id] = header
+        key = self._keys[session_id] = _order_key(header)
+        siblings = self._children.setdefault(header.parent_session, [])
+        if not siblings or self._keys[siblings[-1]] <= key:
+            siblings.append(session_id)
+        else:
+            bisect.insort(siblings, session_id, key=self._keys.__getitem__)
 
-    def _fd_locked(self, session_id: str) -> int:
-        fd = self._fds.get(session_id)
-        if fd is not None:
-            self._fds.move_to_end(session_id)
-            return fd
-        fd = os.open(session_id + SUFFIX, _WRITE_FLAGS, dir_fd=self._dir_fd)
-        self._remember_fd(session_id, fd)
-        return fd
+    def _unindex_locked(self, header: SessionHeader) -> None:
+        session_id = header.id
+        self._headers.pop(session_id, None)
+        self._keys.pop(session_id, None)
+        self._descriptors.pop(session_id, None)
+        self._verified.discard(session_id)
+        self._live.pop(session_id, None)
+        siblings = self._children.get(header.parent_session)
+        if siblings and session_id in siblings:
+            siblings.remove(session_id)
 
     def _append(self, session: Session, event: Event) -> None:
-        """The sink of every writable session: one ``write`` of one line per event."""
-        session_id = session.header.id
-        try:
-            line = _encode(event.to_json())
-        except (TypeError, ValueError) as error:
-            raise StoreError(f'cannot store event {event.seq} of session "{session_id}": {error}') from error
-        with self._mutex:
+        """The sink of every writable session: queue the event for the writer thread."""
+        if self._closed or self.read_only:
             self._check_writable()
-            fd = None
-            try:
-                fd = self._fd_locked(session_id)
-                repair = self._repair.pop(session_id, None)
-                if repair is not None:
-                    if repair[0] == "truncate":
-                        os.ftruncate(fd, repair[1])
-                    else:
-                        line = b"\n" + line
-                _write_all(fd, line)
-            except OSError as error:
-                written = getattr(error, "toh_written", 0)
-                if fd is not None and written:
-                    try:  # drop the partial line on the next append
-                        self._repair[session_id] = ("truncate", os.lseek(fd, 0, os.SEEK_END) - written)
-                    except OSError:
-                        pass
-                raise StoreError(f'cannot append to session log "{session_id}": {error}') from error
-            if self.fsync == "always":
-                try:
-                    _datasync(fd)
-                except OSError as error:
-                    raise StoreError(f'cannot sync session log "{session_id}": {error}') from error
-            else:
-                self._dirty.add(session_id)
-                if self.fsync == "batch":
-                    self._maybe_sync_locked()
+        if event.kind == DESCRIPTOR:
+            self._descriptors[session.header.id] = event.data
+        self._writer.append(session, event)
+        if _no_running_loop():
+            self._writer.wait(session.header.id)
 
     def _refuse(self, session: Session, event: Event) -> None:
         raise StoreError(f'store {self.directory} is read-only: cannot append to session "{session.header.id}"')
 
-    # -- syncing ---------------------------------------------------------------------------------
+    # -- acknowledging and syncing ---------------------------------------------------------------
 
-    def _maybe_sync_locked(self) -> None:
-        if time.monotonic() - self._last_sync >= self.batch_interval:
-            self._sync_locked()
+    def acknowledged(self, session: Session) -> "asyncio.Future[None] | None":
+        """An awaitable that resolves once every event queued so far for ``session`` is written (and
+        fsynced under ``"always"``), or fails with ``StoreError`` when it could not be; ``None`` when
+        there is nothing to wait for (a read-only or closed store). Call it on the event loop."""
+        if self._closed or self.read_only:
+            return None
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
 
-    def _sync_dir(self) -> None:
-        try:
-            os.fsync(self._dir_fd)
-        except OSError as error:
-            raise StoreError(f"cannot sync store directory {self.directory}: {error}") from error
-        self._dir_dirty = False
+        def done(error: "StoreError | None") -> None:
+            try:
+                loop.call_soon_threadsafe(_resolve, future, error)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                pass
 
-    def _sync_one(self, session_id: str) -> None:
-        fd = self._fds.get(session_id)
-        try:
-            if fd is not None:
-                _datasync(fd)
-            else:  # evicted from the LRU since it was written: fsync through a fresh descriptor
-                fd = os.open(session_id + SUFFIX, _WRITE_FLAGS, dir_fd=self._dir_fd)
-                try:
-                    _datasync(fd)
-                finally:
-                    os.close(fd)
-        except FileNotFoundError:
-            pass  # removed from outside since it was written: nothing left to sync
-        except OSError as error:
-            raise StoreError(f'cannot sync session log "{session_id}": {error}') from error
-        self._dirty.discard(session_id)
+        self._writer.barrier(session.header.id, done)
+        return future
 
-    def _sync_locked(self) -> None:
-        if self._dir_dirty:
-            self._sync_dir()
-        for session_id in list(self._dirty):
-            self._sync_one(session_id)
-        self._last_sync = time.monotonic()
+    def flush(self, session: Session | None = None, wait: bool = True) -> None:
+        """fsync what was written and not yet synced (one session's log, or all), whatever the policy.
 
-    def flush(self, session: Session | None = None) -> None:
-        """fsync what was written and not yet synced (one session's log, or all), whatever the policy."""
-        with self._mutex:
-            if self._closed or self.read_only:
-                return
-            if session is None:
-                self._sync_locked()
-                return
-            if self._dir_dirty:
-                self._sync_dir()
-            if session.header.id in self._dirty:
-                self._sync_one(session.header.id)
+        ``wait=True`` blocks until done and raises ``StoreError`` for anything the writer could not
+        write or sync; ``wait=False`` only asks the writer (what the engine does on the loop thread).
+        """
+        if self._closed or self.read_only:
+            return
+        session_id = session.header.id if session is not None else None
+        if wait:
+            self._writer.wait(session_id, sync=True)
+        else:
+            self._writer.barrier(session_id, _ignore, sync=True)
 
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else f"fsync={self.fsync}"

@@ -41,8 +41,18 @@ class MemoryStore:
     def diagnostic(self, session_id: str) -> str | None:
         return None
 
-    def flush(self, session: Session | None = None) -> None:
+    def flush(self, session: Session | None = None, wait: bool = True) -> None:
         return None
+
+    def acknowledged(self, session: Session) -> None:
+        """Nothing to wait for: an in-memory event is recorded when it is appended."""
+        return None
+
+    def descriptor(self, session_id: str) -> dict | None:
+        return self._sessions[session_id].descriptor
+
+    def reserved_ids(self) -> list[str]:
+        return list(self._sessions)
 
     def close(self) -> None:
         return None

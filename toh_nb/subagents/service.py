@@ -343,7 +343,9 @@ class SubagentService(RuntimeObserver):
         seed = list(plan.seed)
         header = SessionHeader(info.id, time.time(), parent_session=request.parent.id, origin="subagent",
                                delegation_depth=info.depth, seed_length=len(seed))
-        session = runtime.store.create(header, seed)
+        # the descriptor is written with the header, atomically: a child killed during its start
+        # leaves a log that says what it was, never one that looks corrupt
+        session = runtime.store.create(header, seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, descriptor)])
         options = request.agent_options or {}
         child = runtime.create_agent(
             session, label=request.label, depth=info.depth, parent=request.parent, mode="one-shot",
@@ -352,7 +354,6 @@ class SubagentService(RuntimeObserver):
             model=plan.model or options.get("model") or request.parent.model,
             max_tokens=options.get("max_tokens", request.parent.max_tokens), limits=options.get("limits"),
             conversation=conversation_of(seed), turns=last_turn_number(seed))
-        child.pre_turn = lambda agent: agent.session.append(DESCRIPTOR, turn=agent.turns, data=descriptor)
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
         turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
         run._result = asyncio.get_running_loop().create_task(self._one_shot_result(run, turn))
@@ -661,7 +662,7 @@ class SubagentService(RuntimeObserver):
         child = act.child
         stop, output = self._epoch_outcome(act)
         try:
-            self.runtime.store.flush(child.session)
+            self.runtime.store.flush(child.session, wait=False)  # never block the loop on a sync
         except Exception as error:
             self.runtime.bus.problem("subagent", f'subagent "{child.id}" best-effort final session flush failed; '
                                      f"the persisted state may be unavailable or stale on resume: {error}",
@@ -744,21 +745,22 @@ class SubagentService(RuntimeObserver):
     def _entry(self, header: SessionHeader, descendants: bool, depth: int) -> tuple[ListEntry | None, bool]:
         """(row or None, is_continuable_or_unknown) for one child header."""
         store = self.runtime.store
-        live = header.id in self.runtime.agents
         problem = store.diagnostic(header.id)
         if problem == "corrupt":
             return ListEntry("diagnostic", header.id, reason="corrupt", parent=header.parent_session, depth=depth,
                              descendants_form=descendants), True
         try:
-            record = descriptors.identity(store.open(header.id).descriptor)
+            # a store that can answer without loading the transcript does (a 10,000-child listing)
+            descriptor_of = getattr(store, "descriptor", None)
+            descriptor = descriptor_of(header.id) if descriptor_of is not None else store.open(header.id).descriptor
+            record = descriptors.identity(descriptor)
         except (KeyError, StoreError, OSError, ValueError):
             return ListEntry("diagnostic", header.id, reason="unavailable", parent=header.parent_session,
                              depth=depth, descendants_form=descendants), True
         if record is None:
-            if live:
-                return None, True  # still in its creation window
-            return ListEntry("diagnostic", header.id, reason="corrupt", parent=header.parent_session, depth=depth,
-                             descendants_form=descendants), True
+            # no descriptor: a clean prefix of a one-shot child's log (an older version wrote it in
+            # the first turn), never a continuable one (written with its header): not listed
+            return None, False
         if record["mode"] != "continuable":
             return None, False
         return ListEntry("child", header.id, label=record.get("label"), status=self.status_of(header.id),

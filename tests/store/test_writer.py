@@ -1,0 +1,249 @@
+"""The JSONL writer thread: a stalled disk never stalls the loop, a full disk surfaces and recovers."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+import toh_nb as tn
+import toh_nb.store.writer as writer_module
+from toh_nb.core.errors import StoreError
+from toh_nb.core.session import TURN_END, TURN_START, SessionHeader
+from toh_nb.store.jsonl import JsonlStore
+
+from ..helpers import until
+
+ENOSPC = f"[Errno {errno.ENOSPC}] {__import__('os').strerror(errno.ENOSPC)}"
+
+
+class Disk:
+    """Replaces the writer's ``write_all``: ``full`` makes every write fail with ENOSPC (nothing
+    written), ``stall`` makes writes wait until ``release()``; counts writes."""
+
+    def __init__(self) -> None:
+        self.full = False
+        self.stalled = threading.Event()  # set while a write is waiting
+        self._gate = threading.Event()
+        self._gate.set()
+        self.writes = 0
+
+    def stall(self) -> None:
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def __call__(self, fd: int, data: bytes) -> None:
+        if not self._gate.is_set():
+            self.stalled.set()
+            assert self._gate.wait(60), "the test never released the stalled disk"
+        if self.full:
+            raise OSError(errno.ENOSPC, __import__("os").strerror(errno.ENOSPC))
+        self.writes += 1
+        real_write_all(fd, data)
+
+
+real_write_all = writer_module.write_all
+
+
+@pytest.fixture
+def disk(monkeypatch) -> Disk:
+    fake = Disk()
+    monkeypatch.setattr(writer_module, "write_all", fake)
+    yield fake
+    fake.release()
+
+
+def kinds(path: Path) -> list[str]:
+    return [json.loads(line).get("kind", "header") for line in path.read_bytes().splitlines()]
+
+
+def echo(request) -> str:
+    return f"echo {request.last_user_text}"
+
+
+# -- a stalled disk delays only the log ------------------------------------------------------------
+
+
+def test_a_stalled_disk_does_not_stall_an_in_memory_hub_on_the_same_loop(tmp_path, disk):
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(echo), store=str(tmp_path), ids="sequential") as slow, \
+                tn.AsyncHub(tn.FunctionModel(echo), ids="sequential") as fast:
+            disk.stall()
+            stuck = asyncio.ensure_future(slow.run("to disk"))
+            await until(disk.stalled.is_set, "the writer to block on the stalled disk")
+            # the JSONL hub's turn waits for its log; the loop keeps running everything else
+            results = [await fast.spawn(f"task {i}") for i in range(20)]
+            assert [r.text for r in results] == [f"echo task {i}" for i in range(20)]
+            memory_run = await fast.run("in memory")
+            assert memory_run.text == "echo in memory"
+            assert not stuck.done()  # its outcome is not acknowledged before the log is written
+            disk.release()
+            result = await stuck
+            assert (result.stop_reason, result.text) == ("completed", "echo to disk")
+
+    asyncio.run(main())
+    assert kinds(tmp_path / "root.jsonl") == ["header", TURN_START, "user/message", "assistant/message", TURN_END]
+
+
+def test_appends_from_the_loop_return_before_the_disk_write(tmp_path, disk):
+    async def main():
+        store = JsonlStore(tmp_path)
+        session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+        disk.stall()
+        session.append(TURN_START, turn=1)  # returns although the writer is blocked
+        await until(disk.stalled.is_set, "the writer to block")
+        acknowledged = store.acknowledged(session)
+        await asyncio.sleep(0)
+        assert not acknowledged.done()
+        disk.release()
+        await acknowledged
+        await asyncio.to_thread(store.close)
+
+    asyncio.run(main())
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START]
+
+
+# -- a full disk surfaces, loses nothing acknowledged, and recovers -------------------------------------
+
+
+def test_disk_full_ends_the_turn_a_send_started_with_the_store_error_and_recovers(tmp_path, disk):
+    log = tmp_path / "agent-1.jsonl"
+    expected_error = f'cannot append to session log "agent-1" ({log}): {ENOSPC}'
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(echo), store=str(tmp_path), ids="sequential") as hub:
+            kid = await hub.start("first", label="kid")
+            assert await kid.wait() == "echo first"
+            disk.full = True
+            assert await hub.send(kid.id, "second") == "msg-3"  # accepted into the inbox
+            await kid.wait()
+            session = hub._store.open(kid.id)
+            ends = [e.data for e in session.events if e.kind == TURN_END]
+            assert ends == [{"reason": "completed"}, {"reason": "error", "error": expected_error}]
+            # the user's root got the failure notice
+            notices = [m.text for m in hub.root_agent._next_step]
+            assert any(n.startswith(f"Background subagent {kid.id} failed before it finished.") for n in notices), notices
+            disk.full = False  # space is freed: the next turn writes the backlog first
+            await hub.send(kid.id, "third")
+            assert await kid.wait() == "echo third"
+        return [e.to_json() for e in session.events]
+
+    in_memory = asyncio.run(main())
+    on_disk = [json.loads(line) for line in log.read_bytes().splitlines()[1:]]
+    assert on_disk == in_memory  # every event, in order, including the failed turn's
+    assert [e["data"] for e in on_disk if e["kind"] == TURN_END] == [
+        {"reason": "completed"}, {"reason": "error", "error": expected_error}, {"reason": "completed"}]
+
+
+def test_disk_full_during_a_turn_in_flight_ends_it_error_and_a_later_run_works(tmp_path, disk):
+    gate = asyncio.Event
+
+    async def main():
+        opened = gate()
+
+        async def model(request):
+            if request.last_user_text == "slow":
+                await opened.wait()
+            return f"done {request.last_user_text}"
+
+        async with tn.AsyncHub(tn.FunctionModel(model), store=str(tmp_path), ids="sequential") as hub:
+            run = asyncio.ensure_future(hub.run("slow"))
+            await until(lambda: len(hub.root_agent.session.events) >= 2, "the turn to start")
+            await hub._store.acknowledged(hub.root_agent.session)  # its start is on disk
+            disk.full = True
+            opened.set()
+            result = await run
+            assert result.stop_reason == "error"
+            assert result.diagnostic == f'cannot append to session log "root" ({tmp_path / "root.jsonl"}): {ENOSPC}'
+            disk.full = False
+            again = await hub.run("fast")
+            assert (again.stop_reason, again.text) == ("completed", "done fast")
+
+    asyncio.run(main())
+    lines = [json.loads(line) for line in (tmp_path / "root.jsonl").read_bytes().splitlines()[1:]]
+    assert [e["kind"] for e in lines] == [TURN_START, "user/message", "assistant/message", TURN_END,
+                                          TURN_START, "user/message", "assistant/message", TURN_END]
+    assert [e["data"]["reason"] for e in lines if e["kind"] == TURN_END] == ["error", "completed"]
+
+
+def test_disk_full_on_create_fails_a_synchronous_create_and_frees_the_id(tmp_path, disk):
+    store = JsonlStore(tmp_path)
+    disk.full = True
+    with pytest.raises(StoreError, match=r'cannot create session log "agent-1" \(.*agent-1.jsonl\): '
+                                         rf'\[Errno {errno.ENOSPC}\]'):
+        store.create(SessionHeader("agent-1", 1.0, origin="root"))
+    assert not store.exists("agent-1") and not (tmp_path / "agent-1.jsonl").exists()
+    disk.full = False
+    session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+    session.append(TURN_START, turn=1)
+    store.close()
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START]
+
+
+def test_a_synchronous_append_on_a_full_disk_raises_and_is_written_after_recovery(tmp_path, disk):
+    store = JsonlStore(tmp_path)
+    session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+    disk.full = True
+    with pytest.raises(StoreError, match=rf'cannot append to session log "agent-1" .*\[Errno {errno.ENOSPC}\]'):
+        session.append(TURN_START, turn=1)
+    with pytest.raises(StoreError, match="No space left"):
+        store.flush()
+    disk.full = False
+    session.append(TURN_END, turn=1, data={"reason": "completed"})  # the backlog goes first
+    store.close()
+    assert store.unwritten == []
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START, TURN_END]
+
+
+def test_close_names_sessions_it_could_not_write(tmp_path, disk):
+    store = JsonlStore(tmp_path)
+    session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+    disk.full = True
+    with pytest.raises(StoreError):
+        session.append(TURN_START, turn=1)
+    store.close()
+    assert store.unwritten == ["agent-1"]
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header"]
+
+
+def test_a_writer_failure_answers_the_acknowledgement_instead_of_hanging(tmp_path, monkeypatch):
+    store = JsonlStore(tmp_path)
+    session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+
+    def broken(self, session_id, group):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(writer_module.LogWriter, "_write", broken)
+    with pytest.raises(StoreError, match=rf"the store writer of {tmp_path} failed: RuntimeError: boom"):
+        session.append(TURN_START, turn=1)
+    monkeypatch.undo()
+    session.append(TURN_END, turn=1, data={"reason": "completed"})  # the thread still runs
+    store.close()
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_END]
+
+
+def test_a_log_name_taken_behind_the_stores_back_is_never_appended_to(tmp_path):
+    async def main():
+        store = JsonlStore(tmp_path)
+        foreign = tmp_path / "agent-1.jsonl"
+        foreign.write_bytes(b"someone else's file\n")  # appears after the scan
+        session = store.create(SessionHeader("agent-1", 1.0, origin="root"))  # queued from the loop
+        session.append(TURN_START, turn=1)
+        with pytest.raises(StoreError, match=r'session "agent-1" already exists \(file agent-1.jsonl\)'):
+            await store.acknowledged(session)
+        session.append(TURN_END, turn=1, data={"reason": "completed"})
+        with pytest.raises(StoreError, match='session "agent-1" already exists'):
+            await store.acknowledged(session)
+        await asyncio.to_thread(store.close)
+        assert foreign.read_bytes() == b"someone else's file\n"
+        assert store.unwritten == ["agent-1"]
+        with JsonlStore(tmp_path) as again:  # the index never vouches for the foreign file
+            assert again.diagnostic("agent-1") == "corrupt"
+
+    asyncio.run(main())

@@ -1,0 +1,576 @@
+"""The JSONL store's writer thread: every write, fsync and log creation of one store happens here.
+
+Why a thread: the event loop that drives the agents is shared by every hub of the process, so a slow
+or stalled disk (a busy network file system, an fsync queued behind other writers, a full disk
+being retried) must delay only the log, never the loop. The loop thread hands each operation to a
+queue and returns at once; one thread per store drains the queue in order. Draining in batches
+also makes the log cheap: the events queued for one session while the thread was busy reach the
+file with one ``write()``, and a newly created log is written together with the events that
+followed it in the same batch. Serialization (``Event.to_json`` and the JSON encoder) happens here
+too, off the loop thread.
+
+Acknowledgement is explicit: :meth:`LogWriter.barrier` queues a marker and calls back once every
+operation queued before it has been handled: written (policies ``batch``/``never``) or written and
+``fdatasync``-ed (``always``), or failed. A failed write keeps the session's unwritten events in a
+backlog, in order, and retries them (before anything newer of that session) each time the thread
+runs again; the session's barriers fail with the same :class:`~toh_nb.core.errors.StoreError`
+(naming the file and the OS error) until a retry succeeds, so nothing acknowledged is ever skipped
+and a log never gets a gap.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import threading
+import time
+from collections import OrderedDict, deque
+from queue import Empty, SimpleQueue
+from typing import Any, Callable
+
+from ..core.errors import StoreError
+
+__all__ = ["LogWriter", "encode"]
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC
+CREATE_FLAGS = WRITE_FLAGS | os.O_CREAT | os.O_EXCL
+_NO_HARDLINKS = {e for e in (errno.EPERM, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", None),
+                             getattr(errno, "ENOSYS", None), errno.EMLINK) if e is not None}
+
+SUFFIX = ".jsonl"
+TMP_PREFIX = "."
+TMP_SUFFIX = ".jsonl.tmp"
+
+# queue item kinds (the first element of each tuple)
+_CREATE, _APPEND, _BARRIER, _REPAIR, _FORGET, _STOP = range(6)
+
+Done = Callable[["StoreError | None"], None]
+
+#: how often an idle writer looks for events queued without an acknowledgement (seconds)
+POLL = 0.02
+#: a queue this long wakes the writer at once (bounds the memory of a long turn's unwritten events)
+_EAGER_QUEUE = 256
+
+
+def encode(record: dict) -> bytes:
+    """One compact, ASCII, newline-terminated JSON line (``\\n`` inside strings is escaped)."""
+    return (_ENCODER.encode(record) + "\n").encode("ascii")
+
+
+def _datasync(fd: int) -> None:
+    """``fdatasync`` where there is one (a module-level seam so tests can count or fail syncs)."""
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``write()`` until every byte is out; an error carries how many bytes did go out."""
+    view = memoryview(data)
+    written = 0
+    while written < len(data):
+        try:
+            written += os.write(fd, view[written:])
+        except OSError as error:
+            error.toh_written = written  # type: ignore[attr-defined]
+            raise
+
+
+def publish(tmp: str, name: str, dir_fd: int) -> None:
+    """Give the complete temporary log its final name, never replacing an existing file."""
+    try:
+        # link, not rename: fails with EEXIST instead of replacing a file that appeared behind our back
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as error:
+        if error.errno not in _NO_HARDLINKS:
+            raise
+        # a file system without hard links (vfat, some network mounts): check, then rename
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return
+        raise FileExistsError(errno.EEXIST, "file exists", name) from None
+    os.unlink(tmp, dir_fd=dir_fd)
+
+
+class LogWriter:
+    """The queue and thread that write one store directory (see the module docstring).
+
+    Created by :class:`~toh_nb.store.jsonl.JsonlStore`; every method except the ``_``-prefixed ones
+    is called from other threads (the loop's or a synchronous caller's) and only queues work.
+    """
+
+    def __init__(self, directory: str, dir_fd: int, fsync: str, batch_interval: float, max_open: int) -> None:
+        self.directory = directory
+        self.fsync = fsync
+        self.batch_interval = batch_interval
+        self.max_open = max_open
+        self._dir_fd = dir_fd
+        self._queue: deque = deque()
+        # a wake-up token per acknowledgement: SimpleQueue.put never blocks the loop thread (a
+        # threading.Event's condition lock is contended by the waiting thread: measured ms under load)
+        self._wake: SimpleQueue = SimpleQueue()
+        self._pid = os.getpid()
+        # state below is touched only by the writer thread
+        self._fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
+        self._dirty: set[str] = set()  # written since their last sync
+        self._dir_dirty = False  # a log was created since the last directory sync
+        self._last_sync = time.monotonic()
+        self._repair: dict[str, tuple] = {}
+        self._backlog: dict[str, list] = {}  # id -> queued items that could not be written yet
+        self._faults: dict[str, StoreError] = {}  # id -> why its backlog is not written (sticky)
+        self._once: dict[str, StoreError] = {}  # id -> an error for its next barrier only
+        self._created: set[str] = set()  # logs whose file exists (written by this writer)
+        self._refused: dict[str, StoreError] = {}  # logs whose name was taken behind our back
+        self.leftover: list[str] = []  # ids whose events were still unwritten when the thread stopped
+        #: ``batch``: fsyncs run on a second thread, so a slow sync never delays a write or an acknowledgement
+        self._syncer = _Syncer(self) if fsync == "batch" else None
+        self._thread = threading.Thread(target=self._run, name=f"toh_nb store writer {directory}", daemon=True)
+        self._thread.start()
+
+    # -- queueing (any thread) -----------------------------------------------------------------
+
+    def _submit(self, item: tuple) -> None:
+        self._queue.append(item)
+        self._wake.put(None)
+
+    def _queue_lazily(self, item: tuple) -> None:
+        """Queue without waking the thread: the next acknowledgement (every turn ends with one) or
+        the thread's next poll (``POLL`` seconds) takes it. One wake-up per turn instead of one per
+        event keeps the writer from contending with the loop thread for the GIL mid-turn."""
+        queue = self._queue
+        queue.append(item)
+        if len(queue) == _EAGER_QUEUE:
+            self._wake.put(None)
+
+    def create(self, session: Any, seed: list) -> None:
+        self._submit((_CREATE, session, seed))  # eager: the file is made while the first turn runs
+
+    def append(self, session: Any, event: Any) -> None:
+        self._queue_lazily((_APPEND, session, event))
+
+    def repair(self, session_id: str, repair: tuple) -> None:
+        """What the next append to a log read from disk must do first (drop a torn tail, add a newline)."""
+        self._submit((_REPAIR, session_id, repair))
+
+    def forget(self, session_id: str) -> None:
+        """Drop whatever of this session is still unwritten (a refused synchronous ``create``)."""
+        self._submit((_FORGET, session_id))
+
+    def barrier(self, session_id: str | None, done: Done, sync: bool = False) -> None:
+        """Call ``done(error_or_None)`` (on the writer thread) once everything queued before is handled.
+
+        ``session_id`` narrows the error to one session (``None``: any session's); ``sync`` also
+        fsyncs (that session's log, or all) first, whatever the policy.
+        """
+        self._submit((_BARRIER, session_id, done, sync))
+
+    def wait(self, session_id: str | None, sync: bool = False) -> None:
+        """Block the calling thread until :meth:`barrier` answers; raise its error."""
+        if threading.current_thread() is self._thread:  # pragma: no cover - a bug, never a deadlock
+            raise StoreError("the store writer cannot wait for itself")
+        answered = threading.Event()
+        box: list = []
+
+        def done(error: "StoreError | None") -> None:
+            box.append(error)
+            answered.set()
+
+        self.barrier(session_id, done, sync)
+        answered.wait()
+        if box[0] is not None:
+            raise box[0]
+
+    def stop(self) -> None:
+        """Handle everything queued (one last retry of any backlog), sync unless ``never``, close
+        the descriptors and end the thread. In a forked child (no thread there) it only closes."""
+        if os.getpid() != self._pid:
+            return
+        if threading.current_thread() is self._thread:  # the store was collected on this thread
+            self._submit((_STOP,))
+            return
+        if self._thread.is_alive():
+            self._submit((_STOP,))
+            self._thread.join()
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        queue = self._queue
+        wake = self._wake
+        while True:
+            if not queue:
+                try:
+                    wake.get(timeout=POLL)
+                except Empty:
+                    pass
+                while not wake.empty():  # tokens for items about to be drained below
+                    wake.get_nowait()
+                if not queue:
+                    continue
+            items = []
+            while queue:
+                items.append(queue.popleft())
+            try:
+                stop = self._process(items)
+            except Exception as error:  # a bug must not leave every later acknowledgement hanging
+                stop = self._failed(items, error)
+            del items  # hold no session (and so no store) while idle: an abandoned store is collected
+            if stop:
+                return
+
+    def _process(self, items: list) -> bool:
+        groups: dict[str, list] = {}
+        waiting: dict[str | None, list] = {}  # barriers by session (None: the whole store)
+        stop = False
+        for item in items:
+            kind = item[0]
+            if kind == _APPEND or kind == _CREATE:
+                session_id = item[1].header.id
+                group = groups.get(session_id)
+                if group is None:
+                    groups[session_id] = [item]
+                else:
+                    group.append(item)
+            elif kind == _BARRIER:
+                waiting.setdefault(item[1], []).append(item)
+            elif kind == _REPAIR:
+                self._repair[item[1]] = item[2]
+            elif kind == _FORGET:
+                self._refused.pop(item[1], None)
+                groups.pop(item[1], None)
+                self._backlog.pop(item[1], None)
+                self._faults.pop(item[1], None)
+            else:
+                stop = True
+        for session_id in self._backlog:  # retry what a failure left behind
+            groups.setdefault(session_id, [])
+        for session_id, group in groups.items():
+            self._write(session_id, group)
+            barriers = waiting.pop(session_id, None)
+            if barriers:  # answered at once: an acknowledgement never waits for other logs' writes
+                self._answer(session_id, barriers)
+        for session_id, barriers in waiting.items():
+            self._answer(session_id, barriers)
+        if stop:
+            self._shutdown()
+        return stop
+
+    def _failed(self, items: list, error: Exception) -> bool:
+        """Answer every acknowledgement of a batch the writer could not handle; keep running."""
+        failure = StoreError(f"the store writer of {self.directory} failed: {type(error).__name__}: {error}")
+        stop = False
+        for item in items:
+            if item[0] == _BARRIER:
+                try:
+                    item[2](failure)
+                except Exception:  # pragma: no cover
+                    pass
+            elif item[0] == _STOP:
+                stop = True
+        if stop:
+            self._shutdown()
+        return stop
+
+    def _answer(self, session_id: str | None, barriers: list) -> None:
+        for _, _, done, sync in barriers:
+            if sync:
+                self._sync_all(session_id)
+            elif self.fsync == "always":  # group commit: one sync per log that owes an acknowledgement
+                if session_id is None:
+                    self._sync_all(None)
+                else:
+                    self._sync_dir_quietly()  # a log created since the last sync: its name too
+                    if session_id in self._dirty:
+                        self._sync_quietly(session_id)
+            if session_id is None:
+                error = next(iter(self._faults.values()), None) or self._pop_any_once()
+            else:
+                error = (self._faults.get(session_id) or self._once.pop(session_id, None)
+                         or self._once.pop("", None))
+            try:
+                done(error)
+            except Exception:  # pragma: no cover - a callback must never kill the writer
+                pass
+
+    def _pop_any_once(self) -> "StoreError | None":
+        if not self._once:
+            return None
+        return self._once.pop(next(iter(self._once)))
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _path(self, session_id: str) -> str:
+        return os.path.join(self.directory, session_id + SUFFIX)
+
+    def _write(self, session_id: str, group: list) -> None:
+        """Write a session's pending items (its backlog first)."""
+        refused = self._refused.get(session_id)
+        if refused is not None:  # its log could never be created: never append to another's file
+            self._once[session_id] = refused
+            return
+        backlog = self._backlog.pop(session_id, None)
+        if backlog:
+            group = backlog + group
+        if not group:
+            return
+        kept = []
+        chunks = []
+        create = group[0][0] == _CREATE and session_id not in self._created
+        for item in group:
+            try:
+                if item[0] == _CREATE:
+                    if session_id in self._created:
+                        continue
+                    chunks.append(encode(item[1].header.to_json()))
+                    chunks.extend(encode(event.to_json()) for event in item[2])
+                else:
+                    chunks.append(encode(item[2].to_json()))
+            except Exception as error:  # e.g. TypeError/ValueError: content that is not JSON
+                seq = item[2].seq if item[0] == _APPEND else 0
+                self._once[session_id] = StoreError(
+                    f'cannot store event {seq} of session "{session_id}": {error}')
+                continue  # never written: the log stays parseable without it
+            kept.append(item)
+        if not chunks:
+            return
+        data = b"".join(chunks)
+        try:
+            if create:
+                self._create_file(session_id, data)
+            else:
+                self._append_file(session_id, data)
+        except FileExistsError:  # not a passing condition: never retried
+            self._faults.pop(session_id, None)
+            refused = self._refused[session_id] = StoreError(
+                f'session "{session_id}" already exists (file {session_id + SUFFIX})')
+            self._once[session_id] = refused
+            return
+        except OSError as error:
+            self._backlog[session_id] = kept
+            verb = "create" if create else "append to"
+            self._faults[session_id] = StoreError(
+                f'cannot {verb} session log "{session_id}" ({self._path(session_id)}): {error}')
+            return
+        self._faults.pop(session_id, None)
+        if self._syncer is not None:
+            self._syncer.add(session_id, create)
+        elif not (create and self.fsync == "always"):  # else synced before it was published
+            self._dirty.add(session_id)
+
+    def _create_file(self, session_id: str, data: bytes) -> None:
+        dir_fd = self._dir_fd
+        name = session_id + SUFFIX
+        tmp = TMP_PREFIX + session_id + TMP_SUFFIX
+        fd = None
+        try:
+            try:
+                fd = os.open(tmp, CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+            except FileExistsError:  # left by a crash or an earlier failed attempt (we hold the lock)
+                os.unlink(tmp, dir_fd=dir_fd)
+                fd = os.open(tmp, CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+            write_all(fd, data)
+            if self.fsync == "always":
+                _datasync(fd)
+            publish(tmp, name, dir_fd)
+        except OSError:
+            if fd is not None:
+                os.close(fd)
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+        self._created.add(session_id)
+        self._dir_dirty = True
+        self._remember_fd(session_id, fd)
+
+    def _append_file(self, session_id: str, data: bytes) -> None:
+        fd = self._fd(session_id)
+        repair = self._repair.get(session_id)
+        if repair is not None:
+            if repair[0] == "truncate":
+                os.ftruncate(fd, repair[1])
+            else:
+                data = b"\n" + data
+            del self._repair[session_id]
+        try:
+            write_all(fd, data)
+        except OSError as error:
+            written = getattr(error, "toh_written", 0)
+            if written:
+                try:  # drop the partial lines first on the next attempt
+                    self._repair[session_id] = ("truncate", os.lseek(fd, 0, os.SEEK_END) - written)
+                except OSError:
+                    pass
+            elif repair is not None and repair[0] == "newline":
+                self._repair[session_id] = repair  # the newline did not go out either
+            raise
+        self._created.add(session_id)
+
+    def _remember_fd(self, session_id: str, fd: int) -> None:
+        fds = self._fds
+        fds[session_id] = fd
+        while len(fds) > self.max_open:
+            _, old = fds.popitem(last=False)
+            os.close(old)  # still in _dirty if unsynced: the next sync reopens it
+
+    def _fd(self, session_id: str) -> int:
+        fd = self._fds.get(session_id)
+        if fd is not None:
+            self._fds.move_to_end(session_id)
+            return fd
+        fd = os.open(session_id + SUFFIX, WRITE_FLAGS, dir_fd=self._dir_fd)
+        self._remember_fd(session_id, fd)
+        return fd
+
+    # -- syncing -------------------------------------------------------------------------------
+
+    def _sync_dir_quietly(self) -> None:
+        if not self._dir_dirty:
+            return
+        try:
+            os.fsync(self._dir_fd)
+            self._dir_dirty = False
+        except OSError as error:
+            self._once.setdefault("", StoreError(f"cannot sync store directory {self.directory}: {error}"))
+
+    def _sync_quietly(self, session_id: str) -> None:
+        fd = self._fds.get(session_id)
+        try:
+            if fd is not None:
+                _datasync(fd)
+            else:  # evicted from the LRU since it was written: fsync through a fresh descriptor
+                fd = os.open(session_id + SUFFIX, WRITE_FLAGS, dir_fd=self._dir_fd)
+                try:
+                    _datasync(fd)
+                finally:
+                    os.close(fd)
+        except FileNotFoundError:
+            pass  # removed from outside since it was written: nothing left to sync
+        except OSError as error:
+            self._once[session_id] = StoreError(f'cannot sync session log "{session_id}" '
+                                                f"({self._path(session_id)}): {error}")
+            return
+        self._dirty.discard(session_id)
+
+    def _sync_all(self, session_id: str | None) -> None:
+        if self._syncer is not None:
+            self._syncer.sync_now(session_id)
+            return
+        self._sync_dir_quietly()
+        if session_id is None:
+            for dirty in list(self._dirty):
+                self._sync_quietly(dirty)
+            self._last_sync = time.monotonic()
+        elif session_id in self._dirty:
+            self._sync_quietly(session_id)
+
+    def _shutdown(self) -> None:
+        if self._syncer is not None:
+            self._syncer.stop()  # its last pass ends first; what is still pending is synced below
+        if self.fsync != "never":
+            self._sync_all(None)
+        self.leftover = sorted(set(self._backlog) | set(self._refused))
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
+
+class _Syncer:
+    """The ``batch`` policy's fsync thread: at most every ``batch_interval`` seconds it fdatasyncs the
+    logs written since its last pass (through descriptors of its own) and the directory.
+
+    Keeping fsync off the writer thread means a slow disk sync (milliseconds per log on a busy
+    disk) never delays writes, and so never delays an acknowledgement, which under ``batch`` needs
+    only ``write()``. Under sustained load a pass may take longer than the interval: the window a
+    machine crash can lose is then one pass long. ``flush()``/``close()`` sync on the writer thread
+    through :meth:`sync_now`, after any pass in progress.
+    """
+
+    def __init__(self, writer: LogWriter) -> None:
+        self._writer = writer
+        self._lock = threading.Lock()  # guards _pending and _dir
+        self._pass = threading.Lock()  # held while syncing: flush() waits for a pass in progress
+        self._pending: set[str] = set()
+        self._dir = False
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=f"toh_nb store syncer {writer.directory}",
+                                        daemon=True)
+        self._thread.start()
+
+    def add(self, session_id: str, created: bool) -> None:
+        with self._lock:
+            self._pending.add(session_id)
+            self._dir = self._dir or created
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join()
+
+    def sync_now(self, session_id: str | None) -> None:
+        """Sync now, on the calling thread: one log (and the directory) or everything pending."""
+        with self._pass:
+            with self._lock:
+                if session_id is None:
+                    pending, self._pending = self._pending, set()
+                else:
+                    pending = {session_id} & self._pending
+                    self._pending.discard(session_id)
+                sync_dir, self._dir = self._dir, False
+            self._sync(pending, sync_dir, report=True)
+
+    def _run(self) -> None:
+        interval = self._writer.batch_interval
+        last = time.monotonic()
+        while not self._stopping:
+            self._wake.wait()
+            delay = last + interval - time.monotonic()
+            if delay > 0 and not self._stopping:
+                time.sleep(min(delay, 0.05))
+                continue
+            self._wake.clear()
+            with self._pass:
+                with self._lock:
+                    pending, self._pending = self._pending, set()
+                    sync_dir, self._dir = self._dir, False
+                last = time.monotonic()
+                self._sync(pending, sync_dir, report=False)
+
+    def _sync(self, pending: set[str], sync_dir: bool, report: bool) -> None:
+        writer = self._writer
+        if sync_dir:
+            try:
+                os.fsync(writer._dir_fd)
+            except OSError as error:
+                if report:
+                    writer._once.setdefault("", StoreError(f"cannot sync store directory {writer.directory}: {error}"))
+        for session_id in pending:
+            try:
+                fd = os.open(session_id + SUFFIX, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=writer._dir_fd)
+            except FileNotFoundError:
+                continue  # removed from outside since it was written: nothing left to sync
+            except OSError as error:
+                if report:
+                    writer._once[session_id] = StoreError(
+                        f'cannot sync session log "{session_id}" ({writer._path(session_id)}): {error}')
+                continue
+            try:
+                _datasync(fd)
+            except OSError as error:
+                if report:
+                    writer._once[session_id] = StoreError(
+                        f'cannot sync session log "{session_id}" ({writer._path(session_id)}): {error}')
+            finally:
+                os.close(fd)
