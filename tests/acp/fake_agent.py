@@ -9,6 +9,7 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 - ``WRITE <path> <text>``: asks permission (edit), then ``fs/write_text_file`` if allowed;
 - ``READ <path>``: ``fs/read_text_file``; the answer is the content or the error message;
 - ``GRANDCHILD``: starts ``sleep 300`` in its process group and answers its pid;
+- ``ENV <name>``: answers the variable's value and the process's working directory;
 - ``HISTORY``: answers the prompts this session has seen (kept in ``<cwd>/.fake-acp/<sid>.json``, so a
   session loads in a new process).
 """
@@ -99,7 +100,7 @@ class FakeAgent:
             await asyncio.Event().wait()
         if word == "STOP":
             await self.say(sid, "partial")
-            return acp.PromptResponse(stop_reason=rest)
+            return acp.PromptResponse.model_construct(stop_reason=rest)  # unchecked: unknown reasons too
         if word == "WRITE":
             path, _, content = rest.partition(" ")
             call = acp.start_edit_tool_call("w1", f"Write {path}", path, content)
@@ -129,6 +130,9 @@ class FakeAgent:
         if word == "GRANDCHILD":
             child = subprocess.Popen(["sleep", "300"])
             await self.say(sid, str(child.pid))
+            return acp.PromptResponse(stop_reason="end_turn")
+        if word == "ENV":
+            await self.say(sid, f"{rest}={os.environ.get(rest, '<unset>')} cwd={os.getcwd()}")
             return acp.PromptResponse(stop_reason="end_turn")
         if word == "HISTORY":
             await self.say(sid, " | ".join(history))
