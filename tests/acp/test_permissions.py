@@ -9,6 +9,8 @@ import os
 import pytest
 
 import toh_nb as tn
+
+pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 from toh_nb.acp.permissions import PermissionPolicy, PermissionRequest
 from toh_nb.acp.workspace import Workspace, WorkspaceError
 

@@ -17,8 +17,17 @@ import pytest
 
 import toh_nb as tn
 
+pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
+
 from ..helpers import until
-from ..models.chat_server import ChatServer, Reply, _chunk, stream_text, stream_tool_calls, text
+from ..models.chat_server import (
+    ChatServer,
+    Reply,
+    _chunk,
+    stream_text,
+    stream_tool_calls,
+    text,
+)
 from .helpers import alive, find_agent
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,9 @@ import json
 import subprocess
 import sys
 
-import acp
 import pytest
+
+acp = pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 
 import toh_nb as tn
 
@@ -37,7 +38,7 @@ class Recorder:
 def test_a_prompt_is_a_root_turn_with_tool_calls_and_text(tmp_path):
     async def main():
         client = Recorder()
-        async with acp.spawn_agent_process(client, *SERVER, "--store", str(tmp_path)) as (conn, process):
+        async with acp.spawn_agent_process(client, *SERVER, "--store", str(tmp_path)) as (conn, _):
             init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             answer = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Plan a garden")])
@@ -87,7 +88,7 @@ def test_load_resumes_a_session_in_a_new_process_and_replays_it(tmp_path):
 def test_cancel_aborts_the_running_turn(tmp_path):
     async def main():
         client = Recorder()
-        async with acp.spawn_agent_process(client, *SERVER, "--latency", "2") as (conn, process):
+        async with acp.spawn_agent_process(client, *SERVER, "--latency", "2") as (conn, _):
             init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
             session_id = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             turn = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[acp.text_block("Plan a garden")]))

@@ -19,7 +19,13 @@ import sys
 import uuid
 from typing import Any, Callable
 
-from ..core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, Event, conversation_of
+from ..core.session import (
+    ASSISTANT_MESSAGE,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Event,
+    conversation_of,
+)
 from .link import _acp
 
 log = logging.getLogger("toh_nb.acp.server")
@@ -201,8 +207,9 @@ def _protocol_stdout() -> int:
 async def serve(*, model: Any, store: str | None, max_depth: int = 3) -> None:
     """Serve until the client closes stdin."""
     acp = _acp()
-    from ..hub import AsyncHub
     from acp.stdio import _WritePipeProtocol
+
+    from ..hub import AsyncHub
 
     out_fd = _protocol_stdout()
     loop = asyncio.get_running_loop()
