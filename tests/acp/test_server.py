@@ -55,7 +55,8 @@ def test_a_prompt_is_a_root_turn_with_tool_calls_and_text(tmp_path):
                       ("t1-call-6", "job_output", "read")]
     finished = {u.tool_call_id: u.status for u in updates if u.session_update == "tool_call_update"}
     assert finished == {call: "completed" for call, _, _ in starts}
-    assert updates[-1].content.text.startswith('Summary for "Plan a garden":\n- research: ')
+    # one streamed answer: each later message of the turn starts a new paragraph
+    assert updates[-1].content.text.startswith('\n\nSummary for "Plan a garden":\n- research: ')
     assert (tmp_path / session_id / f"{session_id}.jsonl").exists()
 
 
@@ -80,7 +81,7 @@ def test_load_resumes_a_session_in_a_new_process_and_replays_it(tmp_path):
     assert [u.session_update for u in replayed] == ["user_message_chunk", "agent_message_chunk",
                                                     "agent_message_chunk"]
     assert replayed[0].content.text == "Plan a garden"
-    assert replayed[-1].content.text == first[-1].content.text
+    assert "\n\n" + replayed[-1].content.text == first[-1].content.text
     assert answer.stop_reason == "end_turn" and after[-1].session_update == "agent_message_chunk"
     assert missing.code == -32002
 
@@ -122,7 +123,7 @@ def test_a_toh_nb_hub_delegates_to_a_toh_nb_agent_over_acp(tmp_path):
 
     result, calls, pids = asyncio.run(main())
     assert result.stop_reason == "completed" and result.text.startswith('Plan for "Plan a garden": research, ')
-    assert 'Summary for "Plan a garden":' in result.text
+    assert 'then a background review.\n\nSummary for "Plan a garden":' in result.text
     assert calls == ["subagent: research", "subagent: analyse", "subagent: draft", "subagent: review", "job_output"]
     assert not any(alive(pid) for pid in pids)
 

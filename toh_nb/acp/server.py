@@ -42,11 +42,12 @@ def tool_call_id(event: Event, call_id: str) -> str:
     return f"t{event.turn}-{call_id}"
 
 
-def session_updates(event: Event) -> list[Any]:
-    """The ACP session updates that one root log event becomes (none for most events)."""
+def session_updates(event: Event, separate: bool = False) -> list[Any]:
+    """The ACP session updates that one root log event becomes (none for most events). ``separate``: the
+    turn already said something, so a new message starts a new paragraph of the one streamed answer."""
     acp = _acp()
     if event.kind == ASSISTANT_MESSAGE and event.message is not None and event.message.text:
-        return [acp.update_agent_message_text(event.message.text)]
+        return [acp.update_agent_message_text(("\n\n" if separate else "") + event.message.text)]
     if event.kind == TOOL_CALL and event.data:
         arguments = event.data.get("arguments") or {}
         title = event.data["name"]
@@ -164,11 +165,14 @@ class HubAgent:
 
     async def _pump(self, served: _Served) -> None:
         """Send the turn's updates in log order (the sink is synchronous; sending is not)."""
+        spoke = False
         while True:
             event = await served.queue.get()
             if event is None:
                 return
-            for update in session_updates(event):
+            updates = session_updates(event, separate=spoke)
+            spoke = spoke or any(u.session_update == "agent_message_chunk" for u in updates)
+            for update in updates:
                 try:
                     await self.conn.session_update(session_id=served.id, update=update)
                 except Exception as error:  # the client went away: the turn still ends normally
