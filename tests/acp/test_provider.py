@@ -257,3 +257,67 @@ def test_configuration_errors_are_usage_errors(tmp_path):
                 await h.spawn("x", provider="coder", persona="a pirate")
 
     asyncio.run(main())
+
+
+def test_a_continuable_child_recovers_from_a_crash_by_reloading_its_session(tmp_path):
+    async def main():
+        h, agent = hub(tmp_path)
+        async with h:
+            kid = await h.start("CRASH", label="coder", provider="coder")
+            await kid.wait(timeout=30)
+            ends = [r["text"] for r in h.transcript_rows(kid.id) if r["kind"] == "turn/end"]
+            assert ends[0].startswith("error: ACP agent `") and ends[0].endswith("out of cheese")
+            await kid.send("HISTORY")
+            assert await kid.wait(timeout=30) == "CRASH | HISTORY"
+            assert agent.links[0].session_id == agent.links[1].session_id
+
+    asyncio.run(main())
+
+
+def test_background_children_run_as_jobs_and_job_kill_cancels_the_acp_turn(tmp_path):
+    async def main():
+        h, agent = hub(tmp_path)
+        activity = []
+        async with h:
+            h.runtime.bus.subscribe(lambda e: activity.append((e.data["id"], e.data["activity"], e.data["data"]))
+                                    if e.kind == "subagent/activity" else None)
+            done = await h.spawn("in the background", label="bg", provider="coder", background=True)
+            assert await done.output(wait=True, timeout=30) == "echo: in the background"
+            slow = await h.spawn("SLOW", label="slow", provider="coder", background=True)
+            await until(lambda: len(agent.links) == 2 and agent.links[1].session_id is not None
+                        and "external/agent_message_chunk" in kinds(h, "agent-2"), "the slow job to answer",
+                        timeout=30)
+            slow.kill()
+            await slow.output(wait=True, timeout=30)
+            assert [r["text"] for r in h.transcript_rows("agent-2") if r["kind"] == "turn/end"] == ["aborted"]
+            # the child was disposed with its job, so the agent's acknowledgement reaches only the event stream
+            assert ("agent-2", "cancelled", {"stopReason": "cancelled"}) in activity
+            await until(lambda: not alive(agent.links[1].pids[0]), "the killed job's process to go", timeout=30)
+
+    asyncio.run(main())
+
+
+def test_a_message_the_agent_never_got_is_sent_with_the_next_one(tmp_path):
+    """A turn that failed before its prompt went out (the agent did not start) leaves its text to the next
+    prompt — in the same activation, and after the child settled; a turn whose prompt went out (the crash
+    above) does not."""
+    async def main():
+        agent = tn.AcpAgent(fake("--hang-init"), cwd=str(tmp_path), timeout=1, eof_grace=0.5)
+        async with tn.AsyncHub(ids="sequential", providers={"coder": agent}) as h:
+            kid = await h.start("first", label="same", provider="coder")
+            await h.send(kid.id, "second")  # queued behind the first turn, same activation
+            await until(lambda: agent.links and agent.links[0].pids, "the hanging agent to start", timeout=30)
+            agent.links[0].command, agent.links[0].timeout = fake(), 60  # the next start of this activation works
+            await kid.wait(timeout=30)
+            same = [r["text"] for r in h.transcript_rows(kid.id) if r["kind"] in ("turn/end", "assistant/message")]
+            agent.command = ["/nonexistent/agent-bin"]
+            later = await h.start("third", label="later", provider="coder")
+            await later.wait(timeout=30)
+            agent.command = fake()  # it never opened a session: the next message starts one
+            await h.send(later.id, "fourth")
+            assert await later.wait(timeout=30) == "echo: third\n\nfourth"
+            return same
+
+    same = asyncio.run(main())
+    assert same[0].startswith("error: ACP agent `") and " did not answer initialize within 1 s" in same[0]
+    assert same[1:] == ["echo: first\n\nsecond", "completed"]

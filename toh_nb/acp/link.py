@@ -123,6 +123,8 @@ class AgentLink:
         self.conn: Any = None
         self.replaying = False
         self.answer: list[str] = []
+        #: whether the current turn's prompt went out (a start failure leaves its text undelivered)
+        self.delivered = False
         self.closed = False
         #: pids of every process this link started (tests check none is left)
         self.pids: list[int] = []
@@ -219,12 +221,14 @@ class AgentLink:
     async def prompt(self, text: str) -> ModelResponse:
         """One turn: ``session/prompt``; cancelled → ``session/cancel`` and the turn's cancellation."""
         acp = _acp()
+        self.delivered = False
         if self.closed:
             raise ModelError(f"ACP agent `{self.display}`: the child's connection was closed")
         if self.conn is None:
             await self.open()
         self.answer = []
         call = asyncio.ensure_future(self.conn.prompt(session_id=self.session_id, prompt=[acp.text_block(text)]))
+        self.delivered = True
         try:
             response = await self._step("session/prompt", asyncio.shield(call), self.prompt_timeout)
         except asyncio.CancelledError:

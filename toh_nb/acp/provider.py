@@ -10,7 +10,8 @@ One process and ACP session per activation: a one-shot child's run, or a continu
 of turns until it settles. A later message to a settled continuable child resumes it with
 ``session/load`` (the ACP session id is kept in the child's own log as an ``external/session`` event),
 across hub restarts too, when the agent advertises ``loadSession``; otherwise the message is refused
-with ``NOT_RESUMABLE`` and the reason.
+with ``NOT_RESUMABLE`` and the reason. A child whose agent never opened a session (it failed to start)
+simply starts one, and its undelivered messages go with the next prompt.
 """
 
 from __future__ import annotations
@@ -41,27 +42,35 @@ def _seconds(value: Any, name: str, allow_none: bool = False) -> float | None:
 
 
 class AcpModel:
-    """The child's model: each request is one prompt on the link's ACP session."""
+    """The child's model: each request is one prompt on the link's ACP session.
 
-    def __init__(self, link: AgentLink) -> None:
+    A prompt carries only the user messages the agent has not been sent yet: the agent keeps its own
+    history, and a message whose turn failed (a crash mid-prompt) was already delivered to it, so it is
+    not sent a second time with the next one. ``already_sent``: a resumed child's logged messages."""
+
+    def __init__(self, link: AgentLink, already_sent: Sequence[Any] = ()) -> None:
         self.link = link
         #: the route name descriptors and tables show
         self.name = f"acp:{os.path.basename(link.command[0])}"
+        self._sent: dict[int, Any] = {id(message): message for message in already_sent}  # keeps ids unique
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        return await self.link.prompt(turn_text(request))
-
-
-def turn_text(request: ModelRequest) -> str:
-    """What this turn says: the user messages after the last assistant message (a prompt, follow-ups
-    that arrived together, steering), oldest first."""
-    texts: list[str] = []
-    for message in reversed(request.messages):
-        if message.role == "assistant":
-            break
-        if message.role == "user" and message.text:
-            texts.append(message.text)
-    return "\n\n".join(reversed(texts))
+        fresh = []
+        for message in reversed(request.messages):
+            if message.role == "assistant" or id(message) in self._sent:
+                break
+            if message.role == "user":
+                fresh.append(message)
+        fresh.reverse()
+        for message in fresh:
+            self._sent[id(message)] = message
+        try:
+            return await self.link.prompt("\n\n".join(m.text for m in fresh if m.text))
+        except BaseException:
+            if not self.link.delivered:  # the agent never got them (it did not start): send them next time
+                for message in fresh:
+                    self._sent.pop(id(message), None)
+            raise
 
 
 class AcpAgent:
@@ -120,12 +129,13 @@ class AcpAgent:
 
     # -- the Provider protocol -------------------------------------------------------------------
 
-    def _link(self, child: ChildInfo, cwd: str, session_id: str | None = None) -> ChildPlan:
+    def _link(self, child: ChildInfo, cwd: str, session_id: str | None = None,
+              already_sent: Sequence[Any] = ()) -> ChildPlan:
         link = AgentLink(command=self.command, env=self.environment(), cwd=cwd, policy=self.policy,
                          timeout=self.timeout, prompt_timeout=self.prompt_timeout, eof_grace=self.eof_grace,
                          kill_grace=self.kill_grace, record=child.record, session_id=session_id)
         self.links.append(link)
-        return ChildPlan(model=AcpModel(link), own_tools=True, close=link.close)
+        return ChildPlan(model=AcpModel(link, already_sent), own_tools=True, close=link.close)
 
     async def plan(self, child: ChildInfo) -> ChildPlan:
         if self.cwd is not None:
@@ -136,9 +146,8 @@ class AcpAgent:
 
     async def resume(self, child: ChildInfo, session: Any) -> ChildPlan:
         record = last_session_record(session.events)
-        if record is None:
-            raise SubagentError(f'subagent "{child.id}" cannot resume: its ACP agent never opened a session',
-                                "NOT_RESUMABLE")
+        if record is None:  # the agent never got anything (it never started): begin its session now
+            return await self.plan(child)
         if not record.get("load_session"):
             raise SubagentError(f'subagent "{child.id}" cannot resume: its ACP agent '
                                 f'`{record.get("command") or shlex.join(self.command)}` does not support '
@@ -149,7 +158,8 @@ class AcpAgent:
         except UsageError as error:
             raise SubagentError(f'subagent "{child.id}" cannot resume: its workspace is gone ({error})',
                                 "NOT_RESUMABLE") from None
-        return self._link(child, cwd, session_id=record["session_id"])
+        logged = [event.message for event in session.events if event.message is not None]
+        return self._link(child, cwd, session_id=record["session_id"], already_sent=logged)
 
 
 def last_session_record(events: Sequence[Any]) -> dict | None:
