@@ -4,6 +4,7 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 
 - anything else: answered ``echo: <prompt>`` in two chunks, after a ``tool_call`` and its update;
 - ``SLOW``: streams ``working`` and waits for ``session/cancel`` (answers ``cancelled``);
+- ``DEAF``: streams ``not listening`` and never answers, not even a cancel;
 - ``CRASH``: writes to stderr and exits 3; ``GARBAGE``: prints a banner line on stdout;
 - ``STOP <reason>``: ends the turn with that stop reason;
 - ``WRITE <path> <text>``: asks permission (edit), then ``fs/write_text_file`` if allowed;
@@ -92,6 +93,9 @@ class FakeAgent:
             await self.say(sid, "working")
             await self.cancelled[sid].wait()
             return acp.PromptResponse(stop_reason="cancelled")
+        if word == "DEAF":  # ignores session/cancel
+            await self.say(sid, "not listening")
+            await asyncio.Event().wait()
         if word == "CRASH":
             print("fake agent: fatal: out of cheese", file=sys.stderr, flush=True)
             os._exit(3)

@@ -145,6 +145,23 @@ def test_interrupt_mid_answer_cancels_the_acp_turn(tmp_path):
     asyncio.run(main())
 
 
+def test_an_agent_deaf_to_cancel_is_disposed_and_the_turn_still_ends_aborted(tmp_path):
+    async def main():
+        agent = tn.AcpAgent(fake(), cwd=str(tmp_path), timeout=1, eof_grace=0.5, kill_grace=0.5)
+        async with tn.AsyncHub(ids="sequential", providers={"coder": agent}) as h:
+            kid = await h.start("DEAF", label="deaf", provider="coder")
+            await until(lambda: "external/agent_message_chunk" in kinds(h, kid.id), "the agent to answer",
+                        timeout=60)
+            kid.interrupt()
+            await kid.wait(timeout=30)
+            rows = h.transcript_rows(kid.id)
+            assert [r["text"] for r in rows if r["kind"] == "turn/end"] == ["aborted"]
+            assert "external/cancelled" not in kinds(h, kid.id)  # it never acknowledged
+            assert not alive(agent.links[0].pids[0])  # disposed before the turn ended
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("reason, stop, diagnostic", [
     ("max_tokens", "max-tokens", None),
     ("refusal", "refusal", None),

@@ -24,6 +24,9 @@ from .workspace import Workspace, WorkspaceError
 SESSION_RECORD = "session"
 #: seconds the agent gets to exit after a failure (stdin closed) before SIGTERM
 FAILURE_EOF_GRACE = 1.0
+#: at most this many seconds for an agent to acknowledge session/cancel (real ones take milliseconds);
+#: an interrupt or ``hub.close()`` never waits longer before the process is disposed
+CANCEL_GRACE = 10.0
 
 
 def _acp():
@@ -242,9 +245,10 @@ class AgentLink:
     async def _cancel(self, call: asyncio.Future) -> None:
         """``session/cancel``, then the prompt's own answer (``cancelled``) within the timeout; an agent
         that does not settle is disposed (the next turn starts a new process)."""
+        grace = min(self.timeout, CANCEL_GRACE)
         try:
-            await asyncio.wait_for(self.conn.cancel(session_id=self.session_id), self.timeout)
-            response = await asyncio.wait_for(asyncio.shield(call), self.timeout)
+            await asyncio.wait_for(self.conn.cancel(session_id=self.session_id), grace)
+            response = await asyncio.wait_for(asyncio.shield(call), grace)
             self.record("cancelled", {"stopReason": response.stop_reason})
         except (asyncio.TimeoutError, ConnectionError, Exception):
             call.cancel()
