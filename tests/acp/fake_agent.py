@@ -17,18 +17,21 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import signal
-import subprocess
 import sys
-import uuid
-
-import acp
-from acp import schema
 
 ARGS = set(sys.argv[1:])
+if "--hang-init" in ARGS:  # said first, so the stderr tail has it even if startup is slow
+    print("fake agent: will hang in initialize", file=sys.stderr, flush=True)
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import uuid  # noqa: E402
+
+import acp  # noqa: E402
+from acp import schema  # noqa: E402
 
 
 class FakeAgent:
@@ -42,7 +45,6 @@ class FakeAgent:
 
     async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kwargs):
         if "--hang-init" in ARGS:
-            print("fake agent: hanging in initialize", file=sys.stderr, flush=True)
             await asyncio.Event().wait()
         return acp.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
