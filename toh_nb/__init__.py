@@ -50,6 +50,8 @@ _EXPORTS = {
     "Provider": "toh_nb.subagents.provider",
     "SpawnProvider": "toh_nb.subagents.providers",
     "ForkProvider": "toh_nb.subagents.providers",
+    "AcpAgent": "toh_nb.acp.provider",
+    "PermissionRequest": "toh_nb.acp.permissions",
     "ProviderError": "toh_nb.core.errors",
     "TohError": "toh_nb.core.errors",
     "UsageError": "toh_nb.core.errors",

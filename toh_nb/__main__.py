@@ -5,6 +5,8 @@ ids: the root agent fans out three parallel children (one of which delegates aga
 background review job, and the user then starts a continuable ``editor`` child, sends it a follow-up
 and waits for it. It prints the final answer, the agent tree (the ``list_agents`` descendants text, where
 only continuable children appear), every agent of the run and the jobs table. No network, no key.
+
+``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.acp.server``).
 """
 
 from __future__ import annotations
@@ -67,7 +69,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--topic", default=DEFAULT_TOPIC, help="what the root agent is asked (default: %(default)s)")
     demo.add_argument("--latency", type=float, default=0.02,
                       help="simulated seconds per model call (default: %(default)s)")
+    acp = commands.add_parser("acp", help="serve a toh_nb hub over stdio as an ACP agent (needs toh-nb[acp])")
+    acp.add_argument("--store", default=None, help="directory of session logs; enables session/load (default: memory)")
+    acp.add_argument("--model", default="demo",
+                     help="'demo' (offline DemoModel) or an OpenAI-compatible model name (default: %(default)s)")
+    acp.add_argument("--base-url", default=None, help="base URL of the OpenAI-compatible server (or OPENAI_BASE_URL)")
+    acp.add_argument("--latency", type=float, default=0.02, help="demo model: seconds per call (default: %(default)s)")
+    acp.add_argument("--max-depth", type=int, default=3, help="delegation depth limit (default: %(default)s)")
+    acp.add_argument("--verbose", action="store_true", help="log sessions to stderr")
     args = parser.parse_args(argv)
+    if args.command == "acp":
+        if args.latency < 0:
+            parser.error("--latency must be >= 0")
+        if args.max_depth < 0:
+            parser.error("--max-depth must be >= 0")
+        from .acp.server import main as serve_acp
+
+        return serve_acp(args)
     if args.command == "demo":
         if args.latency < 0:
             parser.error("--latency must be >= 0")

@@ -1,0 +1,137 @@
+"""Permission policy and workspace-confined file serving, alone and through the fake agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+import toh_nb as tn
+
+pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
+from toh_nb.acp.permissions import PermissionPolicy, PermissionRequest
+from toh_nb.acp.workspace import Workspace, WorkspaceError
+
+from .helpers import fake
+
+OPTIONS = [{"id": "yes", "name": "Allow", "kind": "allow_once"}, {"id": "always", "name": "Always", "kind": "allow_always"},
+           {"id": "no", "name": "Reject", "kind": "reject_once"}]
+
+
+def request(kind="edit", options=OPTIONS):
+    return PermissionRequest(session_id="s", title="Write a.txt", kind=kind, tool_call_id="w1", options=options)
+
+
+def decide(spec, req=None):
+    decision = asyncio.run(PermissionPolicy(spec).decide(req or request()))
+    return decision.allowed, decision.option_id
+
+
+def test_policy_denies_by_default_and_allows_by_kind_or_callable():
+    assert decide("deny") == (False, "no")
+    assert decide(None) == (False, "no")
+    assert decide("allow") == (True, "yes")
+    assert decide({"edit", "read"}) == (True, "yes")
+    assert decide(["read"]) == (False, "no")
+    assert decide(lambda r: r.kind == "edit" and r.title == "Write a.txt") == (True, "yes")
+    assert decide(lambda r: "always") == (True, "always")
+    assert decide(lambda r: "bogus") == (False, "no")  # an option the agent did not offer is a refusal
+
+    async def ask(r):
+        return False
+
+    assert decide(ask) == (False, "no")
+    # no option of the wanted sense: the request is answered "cancelled"
+    assert decide("deny", request(options=OPTIONS[:2])) == (False, None)
+
+
+def test_workspace_refuses_relative_traversal_and_symlinks_out(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    outside = tmp_path / "secret.txt"
+    outside.write_text("top secret")
+    (root / "link").symlink_to(outside)
+    (root / "dirlink").symlink_to(tmp_path)
+    ws = Workspace(str(root))
+    ws.write(str(root / "sub" / "a.txt"), "one\ntwo\nthree\n")
+    assert ws.read(str(root / "sub" / "a.txt")) == "one\ntwo\nthree\n"
+    assert ws.read(str(root / "sub" / "a.txt"), line=2, limit=1) == "two\n"
+    for bad, message in [("sub/a.txt", "path must be absolute: 'sub/a.txt'"),
+                         (str(root / ".." / "secret.txt"), f"path is outside the workspace {root}: "),
+                         (str(root / "link"), f"path is outside the workspace {root}: "),
+                         (str(root / "dirlink" / "secret.txt"), f"path is outside the workspace {root}: ")]:
+        with pytest.raises(WorkspaceError) as info:
+            ws.read(bad)
+        assert str(info.value).startswith(message)
+        with pytest.raises(WorkspaceError):
+            ws.write(bad, "pwned")
+    assert outside.read_text() == "top secret"
+    with pytest.raises(WorkspaceError, match="no such file"):
+        ws.read(str(root / "missing.txt"))
+
+
+def permission_rows(h, agent_id):
+    return [json.loads(r["text"]) for r in h.transcript_rows(agent_id) if r["kind"] == "external/permission"]
+
+
+@pytest.mark.slow
+def test_permission_granted_and_refused_through_the_agent(tmp_path):
+    target = tmp_path / "out.txt"
+    seen = []
+
+    def only_out_txt(req):
+        seen.append((req.kind, req.title, [o["kind"] for o in req.options]))
+        return req.title.endswith("out.txt")
+
+    async def main():
+        agents = {"deny": tn.AcpAgent(fake(), cwd=str(tmp_path)),
+                  "edit": tn.AcpAgent(fake(), cwd=str(tmp_path), permissions={"edit"}),
+                  "ask": tn.AcpAgent(fake(), cwd=str(tmp_path), permissions=only_out_txt)}
+        async with tn.AsyncHub(ids="sequential", providers=agents) as h:
+            refused = await h.spawn(f"WRITE {target} hello", provider="deny")
+            assert not target.exists()
+            granted = await h.spawn(f"WRITE {target} hello", provider="edit")
+            asked = await h.spawn(f"WRITE {tmp_path / 'other.txt'} no", provider="ask")
+            return (refused.text, granted.text, asked.text, permission_rows(h, "agent-1"),
+                    permission_rows(h, "agent-2"))
+
+    refused, granted, asked, denied_rows, granted_rows = asyncio.run(main())
+    assert refused == "permission refused"
+    assert granted == f"wrote {target}" and target.read_text() == "hello"
+    assert asked == "permission refused" and not (tmp_path / "other.txt").exists()
+    assert seen == [("edit", f"Write {tmp_path / 'other.txt'}", ["allow_once", "reject_once"])]
+    assert denied_rows == [{"toolCallId": "w1", "title": f"Write {target}", "kind": "edit", "allowed": False,
+                            "optionId": "no"}]
+    assert granted_rows[0]["allowed"] is True and granted_rows[0]["optionId"] == "yes"
+
+
+@pytest.mark.slow
+def test_file_requests_are_served_only_inside_the_workspace(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("inside")
+    (tmp_path / "secret.txt").write_text("top secret")
+    (work / "escape").symlink_to(tmp_path / "secret.txt")
+
+    async def main():
+        agent = tn.AcpAgent(fake(), cwd=str(work), permissions="allow")
+        async with tn.AsyncHub(ids="sequential", providers={"coder": agent}) as h:
+            texts = [(await h.spawn(prompt, provider="coder")).text for prompt in (
+                f"READ {work / 'notes.txt'}", f"READ {work / '..' / 'secret.txt'}", f"READ {work / 'escape'}",
+                f"WRITE {work / '..' / 'pwned.txt'} x", f"WRITE {work / 'escape'} x")]
+            fs = [json.loads(r["text"]) for r in h.transcript_rows("agent-2") if r["kind"] == "external/fs"]
+            return texts, fs
+
+    texts, fs = asyncio.run(main())
+    assert texts[0] == "content: inside"
+    outside = f"path is outside the workspace {work}: "
+    assert texts[1] == f"read failed: {outside}{work / '..' / 'secret.txt'}"
+    assert texts[2] == f"read failed: {outside}{work / 'escape'}"
+    assert texts[3] == f"write failed: {outside}{work / '..' / 'pwned.txt'}"
+    assert texts[4] == f"write failed: {outside}{work / 'escape'}"
+    assert fs == [{"op": "read", "path": str(work / ".." / "secret.txt"),
+                   "refused": f"{outside}{work / '..' / 'secret.txt'}"}]
+    assert (tmp_path / "secret.txt").read_text() == "top secret" and not (tmp_path / "pwned.txt").exists()
+    assert set(os.listdir(work)) == {"notes.txt", "escape", ".fake-acp"}

@@ -1,0 +1,133 @@
+"""``python -m toh_nb acp``: a hub served as an ACP agent, driven by the SDK's client side (and by toh_nb's
+own ``acp`` provider) spawning it as a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+
+acp = pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
+
+import toh_nb as tn
+
+from ..helpers import until
+from .helpers import alive
+
+pytestmark = pytest.mark.slow
+SERVER = [sys.executable, "-m", "toh_nb", "acp"]
+
+
+class Recorder:
+    """The client side: keeps every session update."""
+
+    def __init__(self):
+        self.updates = []
+
+    async def session_update(self, session_id, update, **kwargs):
+        self.updates.append(update)
+
+    def texts(self, kind):
+        return [u.content.text for u in self.updates if u.session_update == kind]
+
+
+
+def test_a_prompt_is_a_root_turn_with_tool_calls_and_text(tmp_path):
+    async def main():
+        client = Recorder()
+        async with acp.spawn_agent_process(client, *SERVER, "--store", str(tmp_path)) as (conn, _):
+            init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            answer = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Plan a garden")])
+            return init, session.session_id, answer, client.updates
+
+    init, session_id, answer, updates = asyncio.run(main())
+    assert init.agent_capabilities.load_session is True and init.agent_info.name == "toh_nb"
+    assert answer.stop_reason == "end_turn"
+    kinds = [u.session_update for u in updates]
+    assert kinds[0] == "agent_message_chunk" and kinds[-1] == "agent_message_chunk"
+    starts = [(u.tool_call_id, u.title, u.kind) for u in updates if u.session_update == "tool_call"]
+    assert starts == [("t1-call-1", "subagent: research", "other"), ("t1-call-2", "subagent: analyse", "other"),
+                      ("t1-call-3", "subagent: draft", "other"), ("t1-call-5", "subagent: review", "other"),
+                      ("t1-call-6", "job_output", "read")]
+    finished = {u.tool_call_id: u.status for u in updates if u.session_update == "tool_call_update"}
+    assert finished == {call: "completed" for call, _, _ in starts}
+    # one streamed answer: each later message of the turn starts a new paragraph
+    assert updates[-1].content.text.startswith('\n\nSummary for "Plan a garden":\n- research: ')
+    assert (tmp_path / session_id / f"{session_id}.jsonl").exists()
+
+
+def test_load_resumes_a_session_in_a_new_process_and_replays_it(tmp_path):
+    async def main():
+        first = Recorder()
+        async with acp.spawn_agent_process(first, *SERVER, "--store", str(tmp_path)) as (conn, _):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            session_id = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await conn.prompt(session_id=session_id, prompt=[acp.text_block("Plan a garden")])
+        second = Recorder()
+        async with acp.spawn_agent_process(second, *SERVER, "--store", str(tmp_path)) as (conn, _):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            await conn.load_session(cwd=str(tmp_path), session_id=session_id, mcp_servers=[])
+            replayed = list(second.updates)
+            answer = await conn.prompt(session_id=session_id, prompt=[acp.text_block("Thanks!")])
+            with pytest.raises(acp.RequestError) as missing:
+                await conn.load_session(cwd=str(tmp_path), session_id="toh-000000000000", mcp_servers=[])
+        return first.updates, replayed, answer, second.updates[len(replayed):], missing.value
+
+    first, replayed, answer, after, missing = asyncio.run(main())
+    assert [u.session_update for u in replayed] == ["user_message_chunk", "agent_message_chunk",
+                                                    "agent_message_chunk"]
+    assert replayed[0].content.text == "Plan a garden"
+    assert "\n\n" + replayed[-1].content.text == first[-1].content.text
+    assert answer.stop_reason == "end_turn" and after[-1].session_update == "agent_message_chunk"
+    assert missing.code == -32002
+
+
+def test_cancel_aborts_the_running_turn(tmp_path):
+    async def main():
+        client = Recorder()
+        async with acp.spawn_agent_process(client, *SERVER, "--latency", "2") as (conn, _):
+            init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            session_id = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            turn = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[acp.text_block("Plan a garden")]))
+            await until(lambda: any(u.session_update == "tool_call" for u in client.updates), "the first delegation",
+                        timeout=60)
+            await conn.cancel(session_id=session_id)
+            return init, await asyncio.wait_for(turn, 60), client.updates
+
+    init, answer, updates = asyncio.run(main())
+    assert init.agent_capabilities.load_session is False  # no --store: nothing to load from
+    assert answer.stop_reason == "cancelled"
+    assert "Summary for" not in " ".join(u.content.text for u in updates if u.session_update == "agent_message_chunk")
+
+
+def test_stdout_carries_only_protocol_messages():
+    script = ("import os; from toh_nb.acp.server import _protocol_stdout; fd = _protocol_stdout(); "
+              "print('stray print'); os.write(1, b'c-level write\\n'); os.write(fd, b'protocol\\n')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "protocol\n"
+    assert done.stderr == "stray print\nc-level write\n"
+
+
+def test_a_toh_nb_hub_delegates_to_a_toh_nb_agent_over_acp(tmp_path):
+    async def main():
+        agent = tn.AcpAgent([*SERVER, "--store", str(tmp_path / "served")], cwd=str(tmp_path))
+        async with tn.AsyncHub(ids="sequential", providers={"toh": agent}) as hub:
+            result = await hub.spawn("Plan a garden", provider="toh")
+            calls = [json.loads(r["text"])["title"] for r in hub.transcript_rows(result.agent_id)
+                     if r["kind"] == "external/tool_call"]
+            return result, calls, agent.links[0].pids
+
+    result, calls, pids = asyncio.run(main())
+    assert result.stop_reason == "completed" and result.text.startswith('Plan for "Plan a garden": research, ')
+    assert 'then a background review.\n\nSummary for "Plan a garden":' in result.text
+    assert calls == ["subagent: research", "subagent: analyse", "subagent: draft", "subagent: review", "job_output"]
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_command_line_errors():
+    done = subprocess.run([*SERVER, "--latency", "-1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.endswith("error: --latency must be >= 0\n") and done.stdout == ""

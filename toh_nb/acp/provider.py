@@ -1,0 +1,170 @@
+"""``tn.AcpAgent``: a subagent provider whose children are external agents speaking ACP.
+
+An ACP child is an ordinary toh_nb child (same id, tree, tables, ``subagent`` result texts, job tools,
+``send_message``/``interrupt_agent``) whose *model* is an adapter to an ACP session: one child turn is
+one ``session/prompt``, a cancelled turn sends ``session/cancel``, the answer is the agent's message
+chunks. The agent brings its own tools (``own_tools``) and manages its own depth. Everything it streams
+is recorded into the child's transcript as ``external/<kind>`` events and onto the event bus.
+
+One process and ACP session per activation: a one-shot child's run, or a continuable child's stretch
+of turns until it settles. A later message to a settled continuable child resumes it with
+``session/load`` (the ACP session id is kept in the child's own log as an ``external/session`` event),
+across hub restarts too, when the agent advertises ``loadSession``; otherwise the message is refused
+with ``NOT_RESUMABLE`` and the reason. A child whose agent never opened a session (it failed to start)
+simply starts one, and its undelivered messages go with the next prompt.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import tempfile
+from typing import Any, Mapping, Sequence
+
+from ..core.errors import SubagentError, UsageError
+from ..models.base import ModelRequest, ModelResponse
+from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
+from .link import SESSION_RECORD, AgentLink, _acp
+from .permissions import PermissionPolicy
+from .workspace import checked_directory
+
+#: the session-event kind of the sidecar (what ChildInfo.record writes for SESSION_RECORD)
+SESSION_EVENT = "external/" + SESSION_RECORD
+
+
+def _seconds(value: Any, name: str, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+class AcpModel:
+    """The child's model: each request is one prompt on the link's ACP session.
+
+    A prompt carries only the user messages the agent has not been sent yet: the agent keeps its own
+    history, and a message whose turn failed (a crash mid-prompt) was already delivered to it, so it is
+    not sent a second time with the next one. ``already_sent``: a resumed child's logged messages."""
+
+    def __init__(self, link: AgentLink, already_sent: Sequence[Any] = ()) -> None:
+        self.link = link
+        #: the route name descriptors and tables show
+        self.name = f"acp:{os.path.basename(link.command[0])}"
+        self._sent: dict[int, Any] = {id(message): message for message in already_sent}  # keeps ids unique
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        fresh = []
+        for message in reversed(request.messages):
+            if message.role == "assistant" or id(message) in self._sent:
+                break
+            if message.role == "user":
+                fresh.append(message)
+        fresh.reverse()
+        for message in fresh:
+            self._sent[id(message)] = message
+        try:
+            return await self.link.prompt("\n\n".join(m.text for m in fresh if m.text))
+        except BaseException:
+            if not self.link.delivered:  # the agent never got them (it did not start): send them next time
+                for message in fresh:
+                    self._sent.pop(id(message), None)
+            raise
+
+
+class AcpAgent:
+    """An external agent started as ``command`` (a list of arguments, no shell) in the workspace ``cwd``.
+
+    - ``env``: variables added to (``inherit_env=True``, default) or replacing the environment; values
+      never appear in reprs, logs or diagnostics.
+    - ``cwd``: the agent's workspace, an absolute directory path. ``None``: each child gets a fresh
+      temporary directory (never the notebook's working directory by accident).
+    - ``permissions``: ``"deny"`` (default), ``"allow"``, a collection of ACP tool kinds to allow
+      (``{"read", "edit"}``) or a callable ``(PermissionRequest) -> bool | option id`` (sync or async).
+    - ``timeout``: seconds for each protocol step (start + initialize, session/new, session/load, and the
+      acknowledgement of a cancel); ``prompt_timeout``: for a whole prompt (default none: the hub's
+      ``turn_timeout`` bounds turns).
+    - ``eof_grace``/``kill_grace``: disposal waits after closing stdin and after SIGTERM.
+    """
+
+    capabilities = Capabilities(continuable=True, persona=False, tool_filter=False, depth_limit=False)
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None,
+                 permissions: Any = "deny", timeout: float = 60.0, name: str | None = None, *,
+                 prompt_timeout: float | None = None, inherit_env: bool = True, eof_grace: float = 6.0,
+                 kill_grace: float = 3.0) -> None:
+        _acp()  # the SDK is there (a clear error naming the extra, now rather than at the first turn)
+        if isinstance(command, (str, bytes)) or not isinstance(command, Sequence) or not command:
+            raise UsageError(f"command must be a non-empty list of arguments (no shell), got {command!r}")
+        if not all(isinstance(part, str) and part for part in command):
+            raise UsageError(f"command arguments must be non-empty strings, got {list(command)!r}")
+        if env is not None and (not isinstance(env, Mapping)
+                                or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+            raise UsageError("env must be a mapping of str to str")
+        self.command = list(command)
+        self._env = dict(env or {})
+        self.inherit_env = bool(inherit_env)
+        self.cwd = None if cwd is None else checked_directory(cwd)
+        self.policy = PermissionPolicy(permissions)
+        self.timeout = _seconds(timeout, "timeout")
+        self.prompt_timeout = _seconds(prompt_timeout, "prompt_timeout", allow_none=True)
+        self.eof_grace = _seconds(eof_grace, "eof_grace")
+        self.kill_grace = _seconds(kill_grace, "kill_grace")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise UsageError(f"name must be a non-empty string, got {name!r}")
+        self.name = name  # the hub names it after its registration key when None
+        #: every link opened, newest last (tests and diagnostics read pids from here)
+        self.links: list[AgentLink] = []
+
+    def __repr__(self) -> str:
+        env = f", env=<{len(self._env)} variables>" if self._env else ""
+        return (f"AcpAgent({shlex.join(self.command)!r}{env}, cwd={self.cwd!r}, "
+                f"permissions={self.policy.describe()!r})")
+
+    def environment(self) -> dict[str, str]:
+        base = dict(os.environ) if self.inherit_env else {}
+        base.update(self._env)
+        return base
+
+    # -- the Provider protocol -------------------------------------------------------------------
+
+    def _link(self, child: ChildInfo, cwd: str, session_id: str | None = None,
+              already_sent: Sequence[Any] = ()) -> ChildPlan:
+        link = AgentLink(command=self.command, env=self.environment(), cwd=cwd, policy=self.policy,
+                         timeout=self.timeout, prompt_timeout=self.prompt_timeout, eof_grace=self.eof_grace,
+                         kill_grace=self.kill_grace, record=child.record, session_id=session_id)
+        self.links.append(link)
+        return ChildPlan(model=AcpModel(link, already_sent), own_tools=True, close=link.close)
+
+    async def plan(self, child: ChildInfo) -> ChildPlan:
+        if self.cwd is not None:
+            cwd = checked_directory(self.cwd)  # it may have gone since construction
+        else:
+            cwd = tempfile.mkdtemp(prefix=f"toh_nb-acp-{child.id}-")
+        return self._link(child, cwd)
+
+    async def resume(self, child: ChildInfo, session: Any) -> ChildPlan:
+        record = last_session_record(session.events)
+        if record is None:  # the agent never got anything (it never started): begin its session now
+            return await self.plan(child)
+        if not record.get("load_session"):
+            raise SubagentError(f'subagent "{child.id}" cannot resume: its ACP agent '
+                                f'`{record.get("command") or shlex.join(self.command)}` does not support '
+                                "session/load", "NOT_RESUMABLE")
+        cwd = record.get("cwd")
+        try:
+            cwd = checked_directory(cwd)
+        except UsageError as error:
+            raise SubagentError(f'subagent "{child.id}" cannot resume: its workspace is gone ({error})',
+                                "NOT_RESUMABLE") from None
+        logged = [event.message for event in session.events if event.message is not None]
+        return self._link(child, cwd, session_id=record["session_id"], already_sent=logged)
+
+
+def last_session_record(events: Sequence[Any]) -> dict | None:
+    """The newest ``external/session`` sidecar in a child's log."""
+    for event in reversed(events):
+        if event.kind == SESSION_EVENT and isinstance(event.data, dict) and event.data.get("session_id"):
+            return event.data
+    return None
