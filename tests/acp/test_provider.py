@@ -33,12 +33,12 @@ def test_one_shot_answers_records_the_stream_and_leaves_no_process(tmp_path):
         h, agent = hub(tmp_path)
         activity = []
         async with h:
-            h.runtime.bus.subscribe(lambda e: activity.append(e.data["activity"]) if e.kind == "subagent/activity"
+            h.runtime.bus.subscribe(lambda e: activity.append(e.activity) if e.kind == "subagent/activity"
                                     else None)
             result = await h.spawn("hello there", label="fix", provider="coder")
             assert (result.text, result.stop_reason) == ("echo: hello there", "completed")
             assert kinds(h, "agent-1") == [
-                "turn/start", "subagent/descriptor", "user/message", "external/session", "external/tool_call",
+                "subagent/descriptor", "turn/start", "user/message", "external/session", "external/tool_call",
                 "external/tool_call_update", "external/agent_message_chunk", "external/agent_message_chunk",
                 "assistant/message", "turn/end"]
             session = next(r for r in h.transcript_rows("agent-1") if r["kind"] == "external/session")
@@ -296,7 +296,7 @@ def test_background_children_run_as_jobs_and_job_kill_cancels_the_acp_turn(tmp_p
         h, agent = hub(tmp_path)
         activity = []
         async with h:
-            h.runtime.bus.subscribe(lambda e: activity.append((e.data["id"], e.data["activity"], e.data["data"]))
+            h.runtime.bus.subscribe(lambda e: activity.append((e.agent_id, e.activity, e.data))
                                     if e.kind == "subagent/activity" else None)
             done = await h.spawn("in the background", label="bg", provider="coder", background=True)
             assert await done.output(wait=True, timeout=30) == "echo: in the background"
