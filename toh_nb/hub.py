@@ -124,8 +124,12 @@ class AsyncJob(JobFacts):
         self._job = job
 
     async def output(self, wait: bool = False, timeout: float | None = None) -> str:
-        """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s."""
+        """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s
+        (a ``timeout`` without ``wait=True`` is a UsageError: it would silently read ``""``)."""
         timeout = _check_timeout(timeout)
+        if timeout is not None and not wait:
+            raise UsageError(f"timeout only applies when waiting: job.output(wait=True, timeout={timeout!r}) "
+                             f"waits up to {timeout!r} s; job.output() reads the result now")
         if wait and not self._job.done:
             try:
                 await asyncio.wait_for(asyncio.shield(self._job.task), timeout)

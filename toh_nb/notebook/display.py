@@ -19,3 +19,43 @@ def format_elapsed(seconds: float | None) -> str:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(int(seconds), 60)
     return f"{minutes} min {rest:02d} s"
+
+
+class SendReceipt(str):
+    """What ``kid.send(...)`` / ``hub.send(...)`` return: the message id (a ``str``, as SPEC §3 says)
+    that also displays what happened, instead of a bare id in the cell's output."""
+
+    agent_id: str
+
+    def __new__(cls, message_id: str, agent_id: str) -> "SendReceipt":
+        receipt = super().__new__(cls, message_id)
+        receipt.agent_id = agent_id
+        return receipt
+
+    @property
+    def message_id(self) -> str:
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"sent message {self.message_id} to {self.agent_id}"
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f"<div class='toh-sent'>sent message <code title='{html.escape(self.message_id)}'>"
+                f"{html.escape(short_id(self.message_id))}</code> to <code>{html.escape(self.agent_id)}</code>"
+                f"</div>")
+
+
+def short_id(ident: str | None, keep: int = 8) -> str:
+    """A display form of an id: uuids (and other long ids) cut to their first ``keep`` characters plus
+    ``…``; short ids (``agent-3``, ``subagent-1``, ``root``) unchanged. Full ids stay in tools, tables'
+    data and hover titles."""
+    if not ident:
+        return ident or ""
+    if len(ident) <= 16:
+        return ident
+    return ident[:keep] + "\u2026"
