@@ -403,6 +403,13 @@ class AsyncHub:
     def event_rows(self) -> list[dict]:
         return event_rows(self.runtime.bus)
 
+    def graph(self):
+        """A Mermaid diagram of the tree (``str()`` is the Mermaid text; ``.rows`` the tree's rows)."""
+        from .notebook.graph import MermaidGraph
+        from .notebook.treeview import tree_rows
+
+        return MermaidGraph(tree_rows(self))
+
     def jobs(self):
         from .notebook.tables import jobs_frame
 

@@ -340,7 +340,7 @@ def test_close_unsubscribes(hub):
 # -- text/plain ------------------------------------------------------------------------------------
 
 
-def test_repr_is_the_list_agents_descendants_text():
+def test_repr_is_the_whole_tree_text():
     script = tn.ScriptedModel({
         "lead": [tn.ToolCall("subagent", {"description": "helper of the lead", "prompt": "help",
                                           "run_in_background": True}),
@@ -350,15 +350,19 @@ def test_repr_is_the_list_agents_descendants_text():
     })
     with tn.Hub(model=script, ids="sequential", background_mode="continuable") as hub:
         tree = hub.tree()
-        assert repr(tree) == "(no subagents)"
+        assert repr(tree) == ("agent tree: 1 agent (0 running) \u00b7 0 jobs (0 active) \u00b7 0 tokens\n"
+                              "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out")
         lead = hub.start("lead the work", label="lead")
         lead.wait(timeout=5)
         second = hub.start("more", label="second")
         second.wait(timeout=5)
-        expected = str(hub.list_agents("descendants"))
-        assert expected == ("agent-1 [ready] parent=root depth=1 \u2014 lead\n"
-                            "agent-2 [ready] parent=agent-1 depth=2 \u2014 helper of the lead\n"
-                            "agent-3 [ready] parent=root depth=1 \u2014 second")
+        expected = "\n".join([
+            "agent tree: 4 agents (0 running) \u00b7 0 jobs (0 active) \u00b7 0 tokens",
+            "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out",
+            "\u251c\u2500\u2500 lead \u00b7 agent-1 \u00b7 continuable \u00b7 ready \u00b7 turns 2 \u00b7 tokens 0 in / 0 out",
+            "\u2502   \u2514\u2500\u2500 helper of the lead \u00b7 agent-2 \u00b7 continuable \u00b7 ready \u00b7 turns 1 "
+            "\u00b7 tokens 0 in / 0 out",
+            "\u2514\u2500\u2500 second \u00b7 agent-3 \u00b7 continuable \u00b7 ready \u00b7 turns 1 \u00b7 tokens 0 in / 0 out"])
         assert repr(tree) == expected
         bundle = tree._repr_mimebundle_()
         assert bundle["text/plain"] == expected  # not cut at 110 characters like other widgets
@@ -376,7 +380,7 @@ def test_accepts_an_async_hub_built_on_its_loop(hub):
     tree = hub.portal.call(lambda: AgentTree(hub.async_hub))
     try:
         assert set(tree.nodes) == {"root", kid.id}
-        assert repr(tree) == f"{kid.id} [ready] parent=root depth=1 \u2014 kid"
+        assert repr(tree).splitlines()[-1] == "\u2514\u2500\u2500 kid \u00b7 agent-1 \u00b7 continuable \u00b7 ready \u00b7 turns 1 \u00b7 tokens 0 in / 0 out"
         count = tree.refresh_count
         kid.send("again")
         kid.wait(timeout=5)

@@ -87,7 +87,7 @@ def _check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any
 class _State:
     """What the garbage-collection finalizer needs (never the facade itself)."""
 
-    __slots__ = ("runner", "async_hub", "closed", "key", "closing", "store_key")
+    __slots__ = ("runner", "async_hub", "closed", "key", "closing", "store_key", "trees")
 
     def __init__(self, runner: Any, async_hub: AsyncHub, key: int) -> None:
         self.runner = runner
@@ -96,6 +96,7 @@ class _State:
         self.key = key
         self.closing: Any = None  # the finalizer's close future, when it closed the hub
         self.store_key: str | None = None
+        self.trees: "weakref.WeakSet" = weakref.WeakSet()  # open hub.tree() widgets, closed first
 
 
 #: the open sync hubs of this process by store directory (a re-run ``hub = tn.Hub(store=d)`` cell
@@ -146,6 +147,11 @@ def _close_state(state: _State) -> None:
                 del _BY_STORE[state.store_key]
     if state.closed:
         return
+    for tree in list(state.trees):  # while the hub still answers: each keeps its final snapshot
+        try:
+            tree.close()
+        except Exception:
+            pass
     try:
         state.runner.call(state.async_hub.close)
     except ClosedError:
@@ -412,6 +418,14 @@ class Hub:
         """DataFrame of the lifecycle events (subagent/start|end, job/*), in order."""
         return events_frame(self._call(self._async.event_rows))
 
+    def graph(self):
+        """A Mermaid diagram of the whole tree (agents and jobs): renders inline in JupyterLab; ``str()`` is
+        the Mermaid text for docs (:class:`toh_nb.notebook.graph.MermaidGraph`)."""
+        from .graph import MermaidGraph
+        from .treeview import tree_rows
+
+        return MermaidGraph(self._call(tree_rows, self._async))
+
     def tree(self):
         """The live agent-tree widget (``toh_nb.notebook.widget.AgentTree``)."""
         self._check_open()
@@ -422,7 +436,9 @@ class Hub:
             from .widget import AgentTree
         except ImportError as error:
             raise UsageError(f"the agent-tree widget cannot be loaded: {error}") from error
-        return AgentTree(self)
+        tree = AgentTree(self)
+        self._state.trees.add(tree)
+        return tree
 
     # -- lifecycle ------------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from ..jobs import texts as job_texts
 from ..results import STATUS_COLOURS
 from .display import format_elapsed
 from .tables import transcript_frame
+from .treeview import static_bundle, tree_rows, tree_text
 
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
 HEARTBEAT = 1.0  # seconds between refreshes while something runs, so elapsed times keep moving
@@ -281,6 +282,8 @@ class AgentTree(widgets.VBox):
         self._pending: Any = None
         self._heartbeat: Any = None
         self._closed_tree = False
+        self._last_static: dict | None = None
+        self._handles: list = []  # displays of this tree, updated to the final snapshot on close()
         self._portal = _portal_of(facade)
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
@@ -516,31 +519,7 @@ class AgentTree(widgets.VBox):
 
     def _snapshot(self) -> list[dict]:
         """Every node's row in display order (pre-order), with ``tree_parent``."""
-        hub = self._hub
-        agents = hub.agent_rows()
-        registry = getattr(hub, "_jobs", None)
-        jobs = list(registry.jobs.values()) if registry is not None else []
-        root = agents[0]["id"] if agents else None
-        agent_ids = {row["id"] for row in agents}
-        by_child = {job.child_id: job for job in jobs if job.child_id}
-        rows: list[dict] = []
-        for row in agents:
-            row = dict(row, kind="agent")
-            job = by_child.get(row["id"])
-            if job is not None and job.owner_id == row["parent"]:
-                row["tree_parent"] = job.id
-            elif row["parent"] in agent_ids:
-                row["tree_parent"] = row["parent"]
-            else:
-                row["tree_parent"] = None if row["id"] == root else root
-            row["can_send"] = row["mode"] == "continuable" and row["parent"] == root and not hub.closed
-            rows.append(row)
-        for job in jobs:
-            owner = job.owner_id if job.owner_id in agent_ids else root
-            rows.append({"kind": "job", "id": job.id, "label": job.label, "status": job.status,
-                         "detail": job.detail, "owner": job.owner_id, "child_id": job.child_id,
-                         "started": job.started, "elapsed_s": job.elapsed, "tree_parent": owner})
-        return rows
+        return tree_rows(self._hub)
 
     def _rebuild(self) -> None:
         if self._closed_tree:
@@ -610,10 +589,18 @@ class AgentTree(widgets.VBox):
     # -- display -----------------------------------------------------------------------------------
 
     def text(self) -> str:
-        """The ``list_agents`` descendants text of the hub's root (what ``repr`` shows)."""
-        if getattr(self._hub, "closed", False):
-            return "(hub closed)"
-        return self._call(lambda: str(self._hub.list_agents("descendants")))
+        """The whole tree (agents and jobs) as deterministic text: what ``repr`` shows."""
+        return self.static()["text/plain"]
+
+    def static(self) -> dict:
+        """The static snapshot ``{"text/plain": …, "text/html": …}`` of the whole tree, as a stored
+        notebook shows it without a kernel; after ``close()`` (or once the hub closed) the last one."""
+        if self._closed_tree or getattr(self._hub, "closed", False):
+            return self._last_static or {"text/plain": "agent tree: (hub closed)",
+                                         "text/html": "<i>agent tree: the hub is closed</i>"}
+        bundle = self._call(lambda: static_bundle(tree_rows(self._hub)))
+        self._last_static = bundle
+        return bundle
 
     def __repr__(self) -> str:
         try:
@@ -622,10 +609,29 @@ class AgentTree(widgets.VBox):
             return f"AgentTree(unavailable: {type(error).__name__})"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is not None:
-            bundle["text/plain"] = repr(self)  # untruncated: ipywidgets cuts reprs at 110 characters
+        return self._bundle(**kwargs)
+
+    def _bundle(self, **kwargs: Any) -> dict:
+        """The live view plus the static snapshot (text/plain untruncated: ipywidgets cuts reprs at 110
+        characters); a closed tree shows only its last snapshot."""
+        try:
+            static = self.static()
+        except Exception as error:  # a display must not raise
+            static = {"text/plain": f"AgentTree(unavailable: {type(error).__name__})"}
+        if self._closed_tree:
+            return dict(static)
+        bundle = widgets.VBox._repr_mimebundle_(self, **kwargs) or {}
+        bundle.update(static)
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """Display with a display id, so ``close()`` can replace the live view by the final snapshot
+        (a stored notebook then shows the tree, not a blank cell)."""
+        from IPython.display import display
+
+        handle = display(self._bundle(), raw=True, display_id=True)
+        if handle is not None and not self._closed_tree:
+            self._handles.append(handle)
 
     def close(self) -> None:
         """Unsubscribe from the engine and close every widget of the tree. Idempotent."""
@@ -633,7 +639,18 @@ class AgentTree(widgets.VBox):
             if "_closed_tree" not in self.__dict__:  # construction failed before subscribing
                 super().close()
             return
+        try:
+            final = self.static()
+        except Exception:  # the hub's loop is gone: keep the last snapshot taken
+            final = self._last_static
         self._closed_tree = True
+        for handle in self._handles:
+            if final is not None:
+                try:
+                    handle.update(final, raw=True)
+                except Exception:
+                    pass
+        self._handles.clear()
         try:
             self._call(self._unsubscribe_all)
         except Exception:  # the hub's loop is gone: nothing runs the listeners any more
