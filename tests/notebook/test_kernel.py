@@ -50,7 +50,7 @@ def test_a_notebook_using_the_sync_hub_runs_in_a_real_kernel(tmp_path):
                           "meeting notes\" \u2014 handled in 4 words of input.', tokens=" + outputs[2].split("tokens=")[1])
     assert outputs[3] == "agent-2 [ready] \u2014 editor"
     assert outputs[4] == "Job(subagent-1 [completed] \u2014 crawler)"
-    assert outputs[5].split("\n")[1].split() == ["0", "subagent-1", "crawler", "completed", "root"]
+    assert outputs[5].split("\n")[1].split() == ["subagent-1", "crawler", "completed", "root"]  # no index column
     html = [o for o in notebook.cells[5].outputs if "data" in o and "text/html" in o.data]
     assert html and "<table" in html[0].data["text/html"]
     assert outputs[6] == "asyncio.run() cannot be called from a running event loop"

@@ -98,7 +98,7 @@ def test_nodes_for_root_continuable_one_shot_and_job(tree, hub):
 
     one_shot = nodes[res.agent_id]
     assert (one_shot.label, one_shot.mode, one_shot.status, one_shot.parent) == \
-        ("summary", "one-shot", "finished", "root")
+        ("summary", "one-shot", "completed", "root")
     assert one_shot.interrupt_button is None and one_shot.send_button is None
 
     job_node = nodes[job.id]

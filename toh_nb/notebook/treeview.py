@@ -18,21 +18,18 @@ import html
 from typing import Any
 
 from ..results import STATUS_COLOURS
-from ..snapshots import AGENT_COLUMNS
+from ..snapshots import AGENT_COLUMNS, FINISHED_AS
 from .display import short_id
 
 #: agent columns the snapshot table shows in their own way (the rest appear as plain extra columns,
 #: so a column added to ``agent_rows`` shows up without touching this module)
 SHOWN_APART = {"id", "parent", "depth", "label", "mode", "status", "started", "elapsed_s", "stop_reason",
                "turns", "input_tokens", "output_tokens"}
-#: one status vocabulary for agents and jobs in every display: a finished one-shot agent shows how it
-#: ended, like a job does
-FINISHED_AS = {"completed": "completed", "error": "failed", "aborted": "killed", "max-tokens": "completed",
-               "refusal": "failed", "max-steps": "completed"}
 
 
 def display_status(row: dict) -> str:
-    """``running | stopping | idle | ready | completed | failed | killed | corrupt`` for any row."""
+    """``running | stopping | idle | ready | completed | failed | killed | corrupt`` for any row (rows
+    from ``agent_rows`` already say so; a ``finished`` status from elsewhere maps by its stop reason)."""
     status = row.get("status") or "unknown"
     if row.get("kind", "agent") == "agent" and status == "finished":
         return FINISHED_AS.get(row.get("stop_reason") or "completed", "completed")
