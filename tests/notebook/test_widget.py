@@ -101,7 +101,7 @@ def test_rows_for_root_continuable_one_shot_and_job(tree, hub):
     assert tree.visible == ["root", kid.id, res.agent_id, job.id, job.child_id]
     nodes = tree.nodes
     root = nodes["root"]
-    assert (root.name, root.short, root.mode, root.status, root.level) == ("root (you)", "root", "root", "idle", 0)
+    assert (root.name, root.short, root.mode, root.status, root.level) == ("root (you)", "", "root", "idle", 0)
     assert not (root.can_interrupt or root.can_send or root.can_kill) and root.has_transcript
     child = nodes[kid.id]
     assert (child.kind, child.label, child.mode, child.status, child.depth, child.turns, child.parent) == \

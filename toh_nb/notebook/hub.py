@@ -426,8 +426,9 @@ class Hub:
 
         return MermaidGraph(self._call(tree_rows, self._async))
 
-    def tree(self):
-        """The live agent-tree widget (``toh_nb.notebook.widget.AgentTree``)."""
+    def tree(self, **options: Any):
+        """The live agent-tree widget (``toh_nb.notebook.widget.AgentTree``); ``options`` are its
+        keyword arguments (``interval``, ``max_nodes``)."""
         self._check_open()
         if importlib.util.find_spec("toh_nb.notebook.widget") is None:
             raise UsageError("the agent-tree widget is not available in this installation "
@@ -436,7 +437,7 @@ class Hub:
             from .widget import AgentTree
         except ImportError as error:
             raise UsageError(f"the agent-tree widget cannot be loaded: {error}") from error
-        tree = AgentTree(self)
+        tree = AgentTree(self, **options)
         self._state.trees.add(tree)
         return tree
 

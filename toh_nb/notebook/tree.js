@@ -76,8 +76,8 @@ function render({ model, el }) {
           onclick: () => model.send({ action: "toggle", id: row.id }) })
       : h("span", { class: "toh-caret-space" });
     const name = h("span", { class: "toh-name", text: row.name });
-    const ident = h("code", { class: "toh-id", title: `${row.id} (click to copy)`, text: row.short,
-      onclick: () => navigator.clipboard && navigator.clipboard.writeText(row.id).catch(() => {}) });
+    const ident = row.short ? h("code", { class: "toh-id", title: `${row.id} (click to copy)`, text: row.short,
+      onclick: () => navigator.clipboard && navigator.clipboard.writeText(row.id).catch(() => {}) }) : null;
     const badge = h("span", { class: `toh-badge toh-${row.status}`, text: row.status });
     const facts = [row.kind === "agent" && row.mode !== "root" ? row.mode : null,
       row.kind === "agent" ? `turns ${row.turns}` : null, tokens(row), elapsed(row.elapsed_s),
@@ -149,7 +149,7 @@ function render({ model, el }) {
         `${row.name} ${row.id}: ${row.status}, started +${(row.started - t0).toFixed(2)} s, ${elapsed(end - row.started)}`,
         style: `left:${left.toFixed(3)}%;width:${width.toFixed(3)}%` });
       return h("div", { class: "toh-lane", "data-id": row.id },
-        h("span", { class: "toh-lane-name", style: `padding-left:${row.level * 10}px`, text: `${row.name} ${row.short}` }),
+        h("span", { class: "toh-lane-name", style: `padding-left:${row.level * 10}px`, text: `${row.name} ${row.short}`.trim() }),
         h("span", { class: "toh-lane-track" }, bar));
     });
     timeline.replaceChildren(h("div", { class: "toh-axis", text: `0 s … ${elapsed(span)}` }), ...lanes);

@@ -112,7 +112,9 @@ def widget_rows(rows: list[dict]) -> list[dict]:
         started = row.get("started")
         elapsed = row.get("elapsed_s")
         item = {
-            "id": row["id"], "short": short_id(row["id"]), "kind": row["kind"], "parent": row["tree_parent"],
+            # the root named "root" shows as "root (you)" alone, not "root (you) root"
+            "id": row["id"], "short": "" if row.get("mode") == "root" and row["id"] == "root" else short_id(row["id"]),
+            "kind": row["kind"], "parent": row["tree_parent"],
             "level": row["level"], "name": name_of(row), "label": row.get("label") or "",
             "mode": (row.get("mode") or "") if agent else "job", "status": status,
             "turns": row.get("turns") or 0 if agent else None,
