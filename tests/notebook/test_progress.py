@@ -115,3 +115,21 @@ def test_enabled_forces_quiet(fake_display):
 def test_elapsed_formatting():
     assert progress.format_elapsed(1.25) == "1.2 s"
     assert progress.format_elapsed(75) == "1 min 15 s"
+
+
+def test_the_waits_of_one_cell_share_one_output(fake_display, monkeypatch):
+    import IPython
+
+    shell = types.SimpleNamespace(kernel=object(), execution_count=7)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    monkeypatch.setattr(progress, "_CELL", [None, None])
+    for _ in range(3):  # a loop of waits in one cell
+        with waiting("waiting", interval=0.02):
+            pass
+    (handle,) = fake_display
+    assert [bundle for bundle, _ in handle.updates] == [{}, handle.updates[1][0], {}, handle.updates[3][0], {}]
+    assert all("application/vnd.jupyter.widget-view+json" in handle.updates[i][0] for i in (1, 3))
+    shell.execution_count = 8  # the next cell gets its own output
+    with waiting("waiting", interval=0.02):
+        pass
+    assert len(fake_display) == 2

@@ -124,3 +124,15 @@ def test_closing_the_hub_closes_its_trees_with_their_final_snapshot():
     assert tree.closed
     assert repr(tree).splitlines()[-1] == ("\u2514\u2500\u2500 notes \u00b7 agent-1 \u00b7 continuable \u00b7 ready "
                                            "\u00b7 turns 1 \u00b7 tokens 0 in / 0 out")
+
+
+def test_static_snapshots_of_big_trees_end_with_a_count_of_the_rest(monkeypatch):
+    monkeypatch.setattr(treeview, "STATIC_MAX_ROWS", 3)
+    rows = preorder([{"kind": "agent", "id": "root", "tree_parent": None, "mode": "root", "status": "idle"}] + [
+        {"kind": "agent", "id": f"agent-{n}", "tree_parent": "root", "mode": "one-shot", "status": "completed",
+         "label": f"w{n}", "started": float(n)} for n in range(1, 6)])
+    lines = tree_text(rows).splitlines()
+    assert len(lines) == 5 and lines[-1] == "\u2026 3 more rows (the live tree and tree.export_json() have them all)"
+    assert lines[-2].startswith("\u251c\u2500\u2500 w2")  # still drawn as a middle sibling
+    page = tree_html(rows)
+    assert page.count("<tr>") == 4 and "\u2026 3 more rows" in page

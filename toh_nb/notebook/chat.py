@@ -18,7 +18,9 @@ def chat_entries(rows: list[dict]) -> list[dict]:
     (:func:`toh_nb.snapshots.transcript_rows`). An assistant entry carries ``calls``: ``[{"tool",
     "arguments", "result", "is_error"}]``; a user entry its ``source`` (``user``, ``notice``, …)."""
     entries: list[dict] = []
-    pending: dict[str, dict] = {}  # tool name -> the latest call still waiting for its result
+    # tool name -> its calls still waiting for a result, oldest first (results are logged in the order
+    # the model made the calls, so parallel calls of one tool pair up first-in, first-out)
+    pending: dict[str, list[dict]] = {}
     calls: list[dict] = []
     for row in rows:
         kind = row.get("kind")
@@ -37,9 +39,10 @@ def chat_entries(rows: list[dict]) -> list[dict]:
             call = {"tool": row.get("tool") or "", "arguments": row.get("text") or "", "result": None,
                     "is_error": False}
             calls.append(call)
-            pending[call["tool"]] = call
+            pending.setdefault(call["tool"], []).append(call)
         elif kind == TOOL_RESULT:
-            call = pending.pop(row.get("tool") or "", None)
+            waiting = pending.get(row.get("tool") or "")
+            call = waiting.pop(0) if waiting else None
             if call is None:  # a result without its call (a repaired log): show it on its own
                 call = {"tool": row.get("tool") or "", "arguments": "", "result": None, "is_error": False}
                 calls.append(call)

@@ -16,7 +16,8 @@ nothing and costs next to nothing.
 
 Stored notebooks stay deterministic: the line is displayed without a ``text/plain`` part and is
 replaced by an empty display when it closes, so whether a wait was long enough to show it never
-changes a cell's compared outputs.
+changes a cell's compared outputs. All the waits of one cell share one output (a loop of waits leaves
+one empty output, not one per wait).
 """
 
 from __future__ import annotations
@@ -115,7 +116,13 @@ class ProgressLine:
 
         view = self.box._repr_mimebundle_()
         bundle = {k: v for k, v in (view or {}).items() if k != "text/plain"}
-        self._handle = display(bundle, raw=True, display_id=True)
+        handle = _cell_handle()
+        if handle is not None:  # an earlier wait of this cell left its (emptied) output: reuse it
+            handle.update(bundle, raw=True)
+            self._handle = handle
+        else:
+            self._handle = display(bundle, raw=True, display_id=True)
+            _remember_cell_handle(self._handle)
         self.shown = True
         self._thread = threading.Thread(target=self._run, name="toh-nb-progress", daemon=True)
         self._thread.start()
@@ -147,6 +154,28 @@ class ProgressLine:
 
 #: seconds between emptying a finished progress line and closing its widget models
 CLOSE_DELAY = 5.0
+
+# (execution count, display handle) of the cell that last showed a progress line: every wait of one
+# cell (a loop of twelve ``child.wait()``) shares one output instead of leaving one empty output each
+_CELL: list = [None, None]
+
+
+def _execution_count() -> Any:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return None if shell is None else getattr(shell, "execution_count", None)
+
+
+def _cell_handle() -> Any:
+    count = _execution_count()
+    return _CELL[1] if count is not None and _CELL[0] == count else None
+
+
+def _remember_cell_handle(handle: Any) -> None:
+    _CELL[0], _CELL[1] = _execution_count(), handle
 
 
 def _close_widgets(widgets_to_close: tuple) -> None:

@@ -27,6 +27,11 @@ SHOWN_APART = {"id", "parent", "depth", "label", "mode", "status", "started", "e
                "turns", "input_tokens", "output_tokens"}
 
 
+#: rows a static snapshot lists (a bigger tree ends with a line counting the rest; the live widget and
+#: ``tree.export_json()`` have them all): keeps stored notebooks small
+STATIC_MAX_ROWS = 200
+
+
 def display_status(row: dict) -> str:
     """``running | stopping | idle | ready | completed | failed | killed | corrupt`` for any row (rows
     from ``agent_rows`` already say so; a ``finished`` status from elsewhere maps by its stop reason)."""
@@ -134,7 +139,7 @@ def tree_text(rows: list[dict]) -> str:
     """
     lines = [f"agent tree: {summary(rows)}"]
     prefixes: list[str] = []  # the continuation prefix of each open level
-    for index, row in enumerate(rows):
+    for index, row in enumerate(rows[:STATIC_MAX_ROWS]):
         level = row["level"]
         del prefixes[level:]
         last = not any(r["level"] == level for r in _until_parent_level(rows, index + 1, level))
@@ -145,7 +150,13 @@ def tree_text(rows: list[dict]) -> str:
         else:
             lines.append("".join(prefixes[1:level]) + ("\u2514\u2500\u2500 " if last else "\u251c\u2500\u2500 ") + text)
         prefixes.append("    " if last or level == 0 else "\u2502   ")
+    if len(rows) > STATIC_MAX_ROWS:
+        lines.append(_more(len(rows) - STATIC_MAX_ROWS))
     return "\n".join(lines)
+
+
+def _more(count: int) -> str:
+    return f"\u2026 {count} more rows (the live tree and tree.export_json() have them all)"
 
 
 def _until_parent_level(rows: list[dict], start: int, level: int):
@@ -171,7 +182,7 @@ def tree_html(rows: list[dict]) -> str:
     head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in ["agent / job", "id", "mode", "status",
                                                                    "turns", "tokens in", "tokens out"] + extra)
     body = []
-    for row in rows:
+    for row in rows[:STATIC_MAX_ROWS]:
         indent = f"padding-left:{0.3 + 1.4 * row['level']:.1f}em;text-align:left"
         is_agent = row["kind"] == "agent"
         mode = (row.get("mode") or "") if is_agent else "background job"
@@ -183,8 +194,9 @@ def tree_html(rows: list[dict]) -> str:
         cells += [f"<td>{'' if v is None else esc(str(v))}</td>" for v in numbers]
         cells += [f"<td>{'' if row.get(c) is None else esc(str(row.get(c)))}</td>" for c in extra]
         body.append(f"<tr>{''.join(cells)}</tr>")
+    more = f"<div><i>{esc(_more(len(rows) - STATIC_MAX_ROWS))}</i></div>" if len(rows) > STATIC_MAX_ROWS else ""
     return (f"<div class='toh-tree-static'><div><b>agent tree</b> \u2014 {esc(summary(rows))}</div>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}</div>")
 
 
 def static_bundle(rows: list[dict]) -> dict:
