@@ -57,7 +57,7 @@ def test_a_notebook_using_the_sync_hub_runs_in_a_real_kernel(tmp_path):
     assert outputs[7] == "Hub(root=root, model=DemoModel, loop=portal, closed)"
     rich = [o.data for cell in notebook.cells[2:5] for o in cell.outputs if "data" in o and "text/plain" in o.data]
     assert len(rich) == 3 and all("text/html" in data for data in rich)  # RunResult, AgentListing, Job as HTML
-    # kid.wait() showed a progress line in the cell (a widget view, emptied when the wait ended)
+    # kid.wait() left its progress line's output in the cell (empty: a quick wait builds no widgets)
     progress = [o for o in notebook.cells[3].outputs if o.output_type == "display_data" and "text/plain" not in o.data]
     assert len(progress) == 1
 
