@@ -187,7 +187,7 @@ def test_send_returns_a_displayable_receipt_that_is_the_message_id():
         assert receipt == "msg-3" and receipt.message_id == "msg-3" and receipt.agent_id == "agent-1"
         assert repr(receipt) == "sent message msg-3 to agent-1"
         assert receipt._repr_html_() == ("<div class='toh-sent'>sent message <code title='msg-3'>msg-3</code> "
-                                         "to <code>agent-1</code></div>")
+                                         "to <code title='agent-1'>agent-1</code></div>")
         kid.wait()
         assert repr(hub.send("agent-1", "again")) == "sent message msg-5 to agent-1"
 
@@ -196,7 +196,7 @@ def test_long_ids_show_short_in_a_receipt_and_full_on_hover():
     receipt = SendReceipt("0b0f6a52-5c1e-4e8e-9f0e-6f1d2f3a4b5c", "agent-1")
     assert receipt._repr_html_() == (
         "<div class='toh-sent'>sent message <code title='0b0f6a52-5c1e-4e8e-9f0e-6f1d2f3a4b5c'>0b0f6a52\u2026</code>"
-        " to <code>agent-1</code></div>")
+        " to <code title='agent-1'>agent-1</code></div>")
 
 
 # -- pressing ■ while a cell waits -------------------------------------------------------------------

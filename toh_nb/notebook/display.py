@@ -9,6 +9,7 @@ needs no Jupyter); this module adds what only live displays need.
 from __future__ import annotations
 
 from ..results import AgentListing  # noqa: F401  (re-exported: the facade and its tests name it here)
+from ..results import id_html, short_id  # noqa: F401  (re-exported: the notebook modules use them from here)
 
 
 def format_elapsed(seconds: float | None) -> str:
@@ -45,17 +46,4 @@ class SendReceipt(str):
     def _repr_html_(self) -> str:
         import html
 
-        return (f"<div class='toh-sent'>sent message <code title='{html.escape(self.message_id)}'>"
-                f"{html.escape(short_id(self.message_id))}</code> to <code>{html.escape(self.agent_id)}</code>"
-                f"</div>")
-
-
-def short_id(ident: str | None, keep: int = 8) -> str:
-    """A display form of an id: uuids (and other long ids) cut to their first ``keep`` characters plus
-    ``…``; short ids (``agent-3``, ``subagent-1``, ``root``) unchanged. Full ids stay in tools, tables'
-    data and hover titles."""
-    if not ident:
-        return ident or ""
-    if len(ident) <= 16:
-        return ident
-    return ident[:keep] + "\u2026"
+        return f"<div class='toh-sent'>sent message {id_html(self.message_id)} to {id_html(self.agent_id)}</div>"
