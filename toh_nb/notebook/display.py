@@ -44,6 +44,4 @@ class SendReceipt(str):
         printer.text(repr(self))
 
     def _repr_html_(self) -> str:
-        import html
-
         return f"<div class='toh-sent'>sent message {id_html(self.message_id)} to {id_html(self.agent_id)}</div>"

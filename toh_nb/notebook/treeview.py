@@ -107,7 +107,8 @@ def summary(rows: list[dict]) -> str:
             f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} ({active} active) \u00b7 {tokens} tokens")
 
 
-def _extra_columns() -> list[str]:
+def extra_columns() -> list[str]:
+    """The ``agent_rows`` columns shown as plain extra columns (whatever the engine adds later)."""
     return [c for c in AGENT_COLUMNS if c not in SHOWN_APART]
 
 
@@ -122,7 +123,7 @@ def _facts(row: dict) -> list[str]:
         facts.append(row["mode"])
     facts += [display_status(row), f"turns {row.get('turns') or 0}",
               f"tokens {row.get('input_tokens') or 0} in / {row.get('output_tokens') or 0} out"]
-    for column in _extra_columns():
+    for column in extra_columns():
         if row.get(column) is not None:
             facts.append(f"{column.replace('_', ' ')} {row[column]}")
     return facts
@@ -178,7 +179,7 @@ def tree_html(rows: list[dict]) -> str:
     """The whole tree as a static HTML table (the widget's ``text/html``: what a stored notebook shows
     without a kernel). Full ids are in each id's ``title`` (hover)."""
     esc = html.escape
-    extra = _extra_columns()
+    extra = extra_columns()
     head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in ["agent / job", "id", "mode", "status",
                                                                    "turns", "tokens in", "tokens out"] + extra)
     body = []

@@ -46,14 +46,13 @@ from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
 from .chat import chat_entries, chat_markdown
 from .display import short_id
-from .treeview import _extra_columns, display_status, name_of, static_bundle, summary, tree_rows
+from .treeview import display_status, extra_columns, name_of, static_bundle, summary, tree_rows
 
 HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
 HEARTBEAT = 1.0  # seconds between refreshes while something runs, so elapsed times keep moving
 ACTIVE = ("running", "stopping")
 LIVE = ("running", "stopping", "idle")
-STATUSES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
 ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript")
 
 
@@ -104,7 +103,7 @@ def widget_rows(rows: list[dict]) -> list[dict]:
     plus all its descendants' (jobs count their child agent's)."""
     out: list[dict] = []
     index: dict[str, dict] = {}
-    extra = _extra_columns()
+    extra = extra_columns()
     for row in rows:
         status = display_status(row)
         agent = row["kind"] == "agent"
