@@ -15,6 +15,7 @@ import time
 
 import anywidget
 import pytest
+import traitlets
 
 import toh_nb as tn
 from toh_nb.notebook.widget import AgentTree, visible_ids
@@ -208,6 +209,11 @@ def test_filter_and_search_state_from_the_page(tree, hub):
     assert tree.visible == ["root", "agent-1", "agent-2"]
     tree.set_state({"status_filter": "running"})
     assert tree.visible == []
+    with pytest.raises(traitlets.TraitError, match="'status_filter' trait of an AgentTree instance expected any of"):
+        tree.status_filter = "finished"
+    with pytest.raises(traitlets.TraitError, match="'view' trait of an AgentTree instance expected any of"):
+        tree.view = "gantt"
+    tree.view = "timeline"
 
 
 # -- actions: handed to the portal, never blocking the caller -------------------------------------

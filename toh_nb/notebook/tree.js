@@ -5,9 +5,6 @@
 // the model so Python recomputes `visible`. Rows are keyed by id and only re-drawn when they change,
 // so a refresh of a few rows in a big tree touches only those rows.
 
-const STATUSES = ["running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt"];
-const ACTIVE = new Set(["running", "stopping", "idle"]);
-
 function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -45,7 +42,7 @@ function render({ model, el }) {
   search.addEventListener("input", () => { model.set("query", search.value); model.save_changes(); });
   const status = h("select", { class: "toh-status-filter", "aria-label": "status filter" },
     h("option", { value: "", text: "all statuses" }),
-    ...STATUSES.map((s) => h("option", { value: s, text: s })));
+    ...model.get("statuses").map((s) => h("option", { value: s, text: s })));
   status.value = model.get("status_filter");
   status.addEventListener("change", () => { model.set("status_filter", status.value); model.save_changes(); });
   const finished = h("input", { type: "checkbox", class: "toh-collapse-finished" });

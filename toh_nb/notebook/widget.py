@@ -53,6 +53,8 @@ ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the port
 HEARTBEAT = 1.0  # seconds between refreshes while something runs, so elapsed times keep moving
 ACTIVE = ("running", "stopping")
 LIVE = ("running", "stopping", "idle")
+#: what the status filter offers (one vocabulary for agents and jobs)
+STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
 ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript")
 
 
@@ -227,10 +229,11 @@ class AgentTree(anywidget.AnyWidget):
     message = traitlets.Unicode().tag(sync=True)
     message_error = traitlets.Bool(False).tag(sync=True)
     query = traitlets.Unicode().tag(sync=True)
-    status_filter = traitlets.Unicode().tag(sync=True)
+    status_filter = traitlets.Enum(("",) + STATUS_CHOICES, default_value="").tag(sync=True)
     collapsed = traitlets.List().tag(sync=True)
     collapse_finished = traitlets.Bool(False).tag(sync=True)
-    view = traitlets.Unicode("tree").tag(sync=True)
+    view = traitlets.Enum(("tree", "timeline"), default_value="tree").tag(sync=True)
+    statuses = traitlets.List(list(STATUS_CHOICES)).tag(sync=True)  # the filter's options, for the page
     transcript = traitlets.Dict().tag(sync=True)
     now = traitlets.Float(0.0).tag(sync=True)
     hub_closed = traitlets.Bool(False).tag(sync=True)
