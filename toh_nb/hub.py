@@ -140,8 +140,12 @@ class AsyncJob(JobFacts):
         self._job = job
 
     async def output(self, wait: bool = False, timeout: float | None = None) -> str:
-        """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s."""
+        """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s
+        (a ``timeout`` without ``wait=True`` is a UsageError: it would silently read ``""``)."""
         timeout = _check_timeout(timeout)
+        if timeout is not None and not wait:
+            raise UsageError(f"timeout only applies when waiting: job.output(wait=True, timeout={timeout!r}) "
+                             f"waits up to {timeout!r} s; job.output() reads the result now")
         if wait and not self._job.done:
             try:
                 await asyncio.wait_for(asyncio.shield(self._job.task), timeout)
@@ -528,6 +532,13 @@ class AsyncHub:
 
     def event_rows(self) -> list[dict]:
         return event_rows(self.runtime.bus)
+
+    def graph(self):
+        """A Mermaid diagram of the tree (``str()`` is the Mermaid text; ``.rows`` the tree's rows)."""
+        from .notebook.graph import MermaidGraph
+        from .notebook.treeview import tree_rows
+
+        return MermaidGraph(tree_rows(self))
 
     def jobs(self):
         from .notebook.tables import jobs_frame

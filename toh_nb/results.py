@@ -24,6 +24,22 @@ STATUS_COLOURS = {
 }
 
 
+def short_id(ident: str | None, keep: int = 8) -> str:
+    """A display form of an id: uuids (and other long ids) cut to their first ``keep`` characters plus
+    ``…``; short ids (``agent-3``, ``subagent-1``, ``root``) unchanged. Full ids stay in tools, tables'
+    data, ``text/plain`` reprs and hover titles."""
+    if not ident:
+        return ident or ""
+    if len(ident) <= 16:
+        return ident
+    return ident[:keep] + "\u2026"
+
+
+def id_html(ident: str) -> str:
+    """``<code title="full id">short id</code>``: how HTML displays show an id."""
+    return f"<code title='{html.escape(ident)}'>{html.escape(short_id(ident))}</code>"
+
+
 def status_badge(status: str | None) -> str:
     text = status or "?"
     colour = STATUS_COLOURS.get(text, "#455a64")
@@ -32,7 +48,7 @@ def status_badge(status: str | None) -> str:
 
 def item_html(css: str, ident: str, status: str | None, label: str | None, extra: str = "") -> str:
     label_html = f" \u2014 {html.escape(label)}" if label else ""
-    return (f"<div class='{css}'><code>{html.escape(ident)}</code> {status_badge(status)}{label_html}"
+    return (f"<div class='{css}'>{id_html(ident)} {status_badge(status)}{label_html}"
             f"{extra}</div>")
 
 
@@ -66,7 +82,7 @@ class RunResult:
         colour = "#2e7d32" if self.ok else "#c62828"
         diag = f"<div><b>diagnostic:</b> {html.escape(self.diagnostic)}</div>" if self.diagnostic else ""
         label = f" \u2014 {html.escape(self.label)}" if self.label else ""
-        return (f"<div class='toh-run'><div><code>{html.escape(self.agent_id)}</code>{label} "
+        return (f"<div class='toh-run'><div>{id_html(self.agent_id)}{label} "
                 f"<span style='color:{colour}'>[{html.escape(self.stop_reason)}]</span> "
                 f"<small>{self.usage.input_tokens} in / {self.usage.output_tokens} out tokens</small></div>"
                 f"<pre style='white-space:pre-wrap'>{html.escape(self.text)}</pre>{diag}</div>")
@@ -104,10 +120,10 @@ class AgentListing(AgentList):
                 status = f"<i>diagnostic: {html.escape(entry.reason or '')}</i>"
             else:
                 status = status_badge(entry.status)
-            parent = html.escape(entry.parent or "") if entry.descendants_form else ""
+            parent = id_html(entry.parent) if entry.descendants_form and entry.parent else ""
             depth = "" if entry.depth is None or not entry.descendants_form else str(entry.depth)
             indent = "&nbsp;&nbsp;" * max(0, (entry.depth or 1) - 1) if entry.descendants_form else ""
-            rows.append(f"<tr><td style='text-align:left'>{indent}<code>{html.escape(entry.id)}</code></td>"
+            rows.append(f"<tr><td style='text-align:left'>{indent}{id_html(entry.id)}</td>"
                         f"<td>{status}</td><td style='text-align:left'>{html.escape(entry.label or '')}</td>"
                         f"<td>{parent}</td><td>{depth}</td></tr>")
         return ("<table class='toh-agents'><thead><tr><th>id</th><th>status</th><th>label</th><th>parent</th>"

@@ -17,6 +17,11 @@ JOB_COLUMNS = ["id", "label", "status", "detail", "owner", "started", "finished"
 AGENT_COLUMNS = ["id", "parent", "depth", "label", "mode", "status", "turns", "input_tokens", "output_tokens",
                  "subtree_tokens", "token_budget", "tokens_left", "started", "elapsed_s", "stop_reason"]
 TRANSCRIPT_COLUMNS = ["turn", "kind", "role", "source", "text", "tool", "is_error"]
+#: one status vocabulary for agents and jobs: a finished one-shot agent's status says how it ended, in
+#: the words a job uses (running | stopping | idle | ready | completed | failed | killed | corrupt)
+FINISHED_AS = {"completed": "completed", "error": "failed", "aborted": "killed", "max-tokens": "completed",
+               "refusal": "failed", "max-steps": "completed"}
+
 EVENT_COLUMNS = ["time", "kind", "id", "parent", "label", "provider", "mode", "run_id", "stop_reason", "job",
                  "status", "detail"]
 
@@ -74,8 +79,8 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
             status = "running" if live.status == "running" else "idle"
         elif mode == "continuable":
             status = "ready"
-        else:
-            status = "finished"
+        else:  # a settled one-shot agent: how its last turn ended
+            status = FINISHED_AS.get(TURN_TO_STOP.get(reason) if reason else "completed", "completed")
         end = now if live is not None and live.status == "running" else (last or header.created)
         rows.append({"id": agent_id, "parent": header.parent_session, "depth": header.delegation_depth,
                      "label": label, "mode": mode, "status": status, "turns": turns, "input_tokens": inp,

@@ -115,7 +115,7 @@ def test_spawn_background_returns_a_job(hub):
     assert job.output(wait=True, timeout=5) == "nap crawl: crawl the site"
     assert job.status == "completed" and job.child_id == "agent-1"
     assert repr(job) == "Job(subagent-1 [completed] \u2014 nap crawl)"
-    assert "<code>subagent-1</code>" in job._repr_html_() and "[completed]" in job._repr_html_()
+    assert "<code title='subagent-1'>subagent-1</code>" in job._repr_html_() and "[completed]" in job._repr_html_()
     assert hub.job("subagent-1").output() == "nap crawl: crawl the site"
 
 
@@ -154,7 +154,7 @@ def test_start_send_wait_and_transcript_of_a_child(hub):
     assert list(transcript.columns) == TRANSCRIPT_COLUMNS
     users = transcript[transcript.kind == "user/message"].text.tolist()
     assert users == ["first task", "second task"]
-    assert "<code>agent-1</code>" in kid._repr_html_()
+    assert "<code title='agent-1'>agent-1</code>" in kid._repr_html_()
     assert hub.send(kid.id, "third task").startswith("msg-")
     assert kid.wait(timeout=5) == "nap helper: third task"
 
@@ -409,3 +409,15 @@ def test_handles_are_accepted_wherever_an_id_is_and_kill_stops_a_child():
         assert hub.job(job.id).id == job.id
         events = hub.events()
         assert "agent/interrupt" in set(events["kind"])
+
+
+def test_html_displays_show_long_ids_short_with_the_full_id_on_hover():
+    with tn.Hub(tn.FunctionModel(reply)) as hub:  # uuid ids
+        kid = hub.start("first task", label="nap helper")
+        kid.wait(timeout=5)
+        short = kid.id[:8] + "\u2026"
+        assert f"<code title='{kid.id}'>{short}</code>" in kid._repr_html_()
+        assert f"<code title='{kid.id}'>{short}</code>" in hub.list_agents()._repr_html_()
+        assert repr(kid) == f"Child({kid.id} [ready] \u2014 nap helper)"  # text keeps the full id
+        result = hub.spawn("x", label="quick")
+        assert f"<code title='{result.agent_id}'>{result.agent_id[:8]}\u2026</code>" in result._repr_html_()

@@ -50,14 +50,14 @@ def test_a_notebook_using_the_sync_hub_runs_in_a_real_kernel(tmp_path):
                           "meeting notes\" \u2014 handled in 4 words of input.', tokens=" + outputs[2].split("tokens=")[1])
     assert outputs[3] == "agent-2 [ready] \u2014 editor"
     assert outputs[4] == "Job(subagent-1 [completed] \u2014 crawler)"
-    assert outputs[5].split("\n")[1].split() == ["0", "subagent-1", "crawler", "completed", "root"]
+    assert outputs[5].split("\n")[1].split() == ["subagent-1", "crawler", "completed", "root"]  # no index column
     html = [o for o in notebook.cells[5].outputs if "data" in o and "text/html" in o.data]
     assert html and "<table" in html[0].data["text/html"]
     assert outputs[6] == "asyncio.run() cannot be called from a running event loop"
     assert outputs[7] == "Hub(root=root, model=DemoModel, loop=portal, closed)"
     rich = [o.data for cell in notebook.cells[2:5] for o in cell.outputs if "data" in o and "text/plain" in o.data]
     assert len(rich) == 3 and all("text/html" in data for data in rich)  # RunResult, AgentListing, Job as HTML
-    # kid.wait() showed a progress line in the cell (a widget view, emptied when the wait ended)
+    # kid.wait() left its progress line's output in the cell (empty: a quick wait builds no widgets)
     progress = [o for o in notebook.cells[3].outputs if o.output_type == "display_data" and "text/plain" not in o.data]
     assert len(progress) == 1
 

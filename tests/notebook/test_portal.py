@@ -308,7 +308,7 @@ def test_keyboard_interrupt_cancels_the_waiting_call_and_reraises(tmp_path):
     by_tag = {line.split(" ", 2)[1]: line.split(" ", 2)[2] for line in lines if line.startswith("INTERRUPTED")}
     assert json.loads(by_tag["call"]) == {"seen": ["cancelled"], "fast": True}
     spawn = json.loads(by_tag["spawn"])
-    assert spawn == {"id": "agent-1", "stop_reason": "aborted", "turn_ends": ["aborted"], "status": "finished"}
+    assert spawn == {"id": "agent-1", "stop_reason": "aborted", "turn_ends": ["aborted"], "status": "killed"}
     assert "AFTER quick answer" in lines
     assert by_tag["job"] == "running"
     assert "JOB job result completed" in lines

@@ -62,7 +62,7 @@ def fake_display(monkeypatch):
 def test_in_a_kernel_a_widget_ticks_and_is_removed_after(fake_display, monkeypatch):
     monkeypatch.setattr(progress, "CLOSE_DELAY", 0.3)
     status = {"value": "running"}
-    with waiting("waiting for subagent-1", status=lambda: status["value"], interval=0.02) as line:
+    with waiting("waiting for subagent-1", status=lambda: status["value"], interval=0.02, show_after=0) as line:
         assert isinstance(line, ProgressLine) and line.shown
         assert isinstance(line.bar, widgets.FloatProgress)
         time.sleep(0.15)
@@ -91,7 +91,7 @@ def test_in_a_kernel_a_widget_ticks_and_is_removed_after(fake_display, monkeypat
 
 def test_closed_even_when_the_wait_raises(fake_display):
     with pytest.raises(KeyboardInterrupt):
-        with waiting("waiting", interval=0.02) as line:
+        with waiting("waiting", interval=0.02, show_after=0) as line:
             raise KeyboardInterrupt
     assert fake_display[0].updates == [({}, True)]
     assert not line._thread.is_alive()
@@ -101,7 +101,7 @@ def test_a_failing_status_probe_does_not_break_the_wait(fake_display):
     def broken():
         raise RuntimeError("boom")
 
-    with waiting("waiting", status=broken, interval=0.02) as line:
+    with waiting("waiting", status=broken, interval=0.02, show_after=0) as line:
         time.sleep(0.08)
     assert line.text == "(RuntimeError)"
 
@@ -115,3 +115,28 @@ def test_enabled_forces_quiet(fake_display):
 def test_elapsed_formatting():
     assert progress.format_elapsed(1.25) == "1.2 s"
     assert progress.format_elapsed(75) == "1 min 15 s"
+
+
+def test_the_waits_of_one_cell_share_one_output_and_quick_ones_build_no_widgets(fake_display, monkeypatch):
+    import IPython
+
+    shell = types.SimpleNamespace(kernel=object(), execution_count=7)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    monkeypatch.setattr(progress, "_CELL", [None, None])
+    lines = []
+    for _ in range(3):  # a loop of quick calls in one cell
+        with waiting("waiting", interval=0.02) as line:
+            lines.append(line)
+    (handle,) = fake_display
+    assert handle.bundle == {} and handle.updates == []  # one empty output, nothing else sent
+    assert all(line.shown and line.box is None for line in lines)  # no widget models were made
+    with waiting("waiting", interval=0.02, show_after=0.05) as line:  # a long one shows its widgets
+        deadline = time.monotonic() + 5
+        while not handle.updates and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(fake_display) == 1
+    assert "application/vnd.jupyter.widget-view+json" in handle.updates[0][0] and handle.updates[-1] == ({}, True)
+    shell.execution_count = 8  # the next cell gets its own output
+    with waiting("waiting", interval=0.02):
+        pass
+    assert len(fake_display) == 2

@@ -27,7 +27,7 @@ JOB_ROW = {"id": "subagent-1", "label": "crawl", "status": "completed", "detail"
 RUNNING_JOB = {"id": "subagent-2", "label": "wait", "status": "running", "detail": None, "owner": "root",
                "started": T0, "finished": None, "elapsed_s": 0.25}
 AGENT_ROW = {"id": "agent-1", "parent": "root", "depth": 1, "label": "research", "mode": "one-shot",
-             "status": "finished", "turns": 1, "input_tokens": 12, "output_tokens": 5, "subtree_tokens": 17,
+             "status": "completed", "turns": 1, "input_tokens": 12, "output_tokens": 5, "subtree_tokens": 17,
              "token_budget": 100, "tokens_left": 83, "started": T0,
              "elapsed_s": 0.5, "stop_reason": "completed"}
 CORRUPT_AGENT = {"id": "agent-2", "parent": None, "depth": 1, "label": None, "mode": None, "status": "corrupt",
@@ -116,3 +116,43 @@ def test_rows_from_a_real_hub_convert():
             frame = build(data)
             assert len(frame) == len(data) > 0
             assert {c: str(t) for c, t in frame.dtypes.items()} == dtypes
+
+
+# -- readable displays ------------------------------------------------------------------------------
+
+LONG_ID = "0b0f6a52-5c1e-4e8e-9f0e-6f1d2f3a4b5c"
+
+
+def clock(seconds: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds).strftime("%H:%M:%S")
+
+
+def test_tables_display_without_index_with_short_ids_and_friendly_times():
+    frame = jobs_frame([dict(JOB_ROW, owner=LONG_ID), RUNNING_JOB])
+    assert repr(frame).splitlines() == [
+        "        id label    status detail     owner  started finished elapsed_s",
+        f"subagent-1 crawl completed        0b0f6a52\u2026 {clock(T0)} {clock(T0 + 1.5)}     1.5 s",
+        f"subagent-2  wait   running             root {clock(T0)}              0.2 s"]
+    page = frame._repr_html_()
+    assert f"<td><code title='{LONG_ID}'>0b0f6a52\u2026</code></td>" in page
+    assert f"<td>{clock(T0)}</td>" in page and "<td>1.5 s</td>" in page
+    assert "NaT" not in page and "None" not in page and "<th></th>" not in page
+    assert frame.loc[0, "owner"] == LONG_ID  # the data keeps the full id
+
+
+def test_filtering_keeps_the_readable_display_and_flags_show_as_yes():
+    frame = transcript_frame(TRANSCRIPT_ROWS)
+    errors = frame[frame["is_error"]]
+    assert type(errors) is type(frame)
+    assert repr(errors).splitlines()[1].split() == ["1", "tool/result", "tool", "Error:", "x", "job_kill", "yes"]
+    assert "False" not in repr(frame) and "<NA>" not in repr(frame)
+
+
+def test_an_empty_table_says_so_and_long_tables_say_how_many_rows_are_hidden():
+    assert repr(jobs_frame([])) == "(no rows; columns: id, label, status, detail, owner, started, finished, elapsed_s)"
+    many = jobs_frame([dict(JOB_ROW, id=f"subagent-{n}") for n in range(1, 8)])
+    with pd.option_context("display.max_rows", 5):
+        assert repr(many).splitlines()[-1] == "\u2026 2 more rows (a DataFrame: filter or slice it)"
+        assert many._repr_html_().count("<tr>") == 5  # five rows (the header row is "<tr style=...>")

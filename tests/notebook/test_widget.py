@@ -1,21 +1,25 @@
-"""The agent-tree widget, tested without a browser: node states, buttons, coalescing, repr.
+"""The agent-tree widget (one anywidget model), tested without a browser: rows, actions, filters,
+coalescing, displays.
 
-The engine runs on the real portal thread of a real ``tn.Hub``; the tests read the widget's model
-(``tree.nodes``, traits of its ipywidgets) and click its buttons with ``Button.click()``.
+The engine runs on the real portal thread of a real ``tn.Hub``; the tests read the widget's synced state
+(``tree.rows``, ``tree.visible``, ``tree.nodes``) and send what the page's clicks send
+(``tree._handle_custom_msg({...})``, or ``tree.act(...)``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
-import ipywidgets as widgets
+import anywidget
 import pytest
+import traitlets
 
 import toh_nb as tn
 from toh_nb.core.events import StatusChanged
-from toh_nb.notebook.widget import AgentTree, TreeNode
+from toh_nb.notebook.widget import AgentTree, visible_ids
 
 GATE_SECONDS = 30.0  # how long a "slow" child waits unless interrupted or killed
 
@@ -56,22 +60,34 @@ def transcript_texts(hub, agent_id):
     return list(zip(frame["kind"], frame["text"]))
 
 
-# -- structure and node states -----------------------------------------------------------------
+# -- one model, rows and their actions --------------------------------------------------------------
 
 
-def test_tree_is_built_from_ipywidgets_only(tree, hub):
-    assert isinstance(tree, widgets.VBox)
-    assert list(tree.nodes) == ["root"]
-    root = tree.nodes["root"]
-    assert isinstance(root, TreeNode)
-    assert root.kind == "agent" and root.mode == "root" and root.status == "idle"
-    assert root.interrupt_button is None and root.send_button is None and root.kill_button is None
-    assert isinstance(root.transcript_button, widgets.Button)
-    assert tree.roots_box.children == (root.widget,)
-    assert "root (you)" in root.info.value and "<code>root</code>" in root.info.value
+def widget_count() -> int:
+    """How many widget models (comms) exist in this process."""
+    from ipywidgets.widgets.widget import _instances
+
+    return len(_instances)
 
 
-def test_nodes_for_root_continuable_one_shot_and_job(tree, hub):
+def test_the_tree_is_one_anywidget_model_whatever_its_size(hub):
+    before = widget_count()
+    small = hub.tree()
+    per_tree = widget_count() - before
+    for n in range(30):
+        hub.spawn(f"task {n}", label=f"worker {n}")
+    big = hub.tree()
+    try:
+        assert isinstance(small, anywidget.AnyWidget)
+        assert len(big.rows) == 31
+        assert widget_count() - before == 2 * per_tree  # 31 nodes cost what 1 node costs
+        assert per_tree <= 2  # the tree and its layout
+    finally:
+        small.close()
+        big.close()
+
+
+def test_rows_for_root_continuable_one_shot_and_job(tree, hub):
     before = tree.refresh_count
     kid = hub.start("research", label="researcher")
     kid.wait(timeout=5)
@@ -81,83 +97,124 @@ def test_nodes_for_root_continuable_one_shot_and_job(tree, hub):
     assert job.output(wait=True, timeout=5) == "crawler answered: crawl"
 
     # no manual refresh: engine events alone bring the tree up to date
-    wait_for(lambda: tree.nodes.get(job.id) is not None and tree.nodes[job.id].status == "completed"
-             and tree.nodes.get(job.child_id) is not None, what="live refresh after the job")
+    wait_for(lambda: job.id in tree.nodes and tree.nodes[job.id].status == "completed"
+             and job.child_id in tree.nodes, what="live refresh after the job")
     assert tree.refresh_count > before
-
+    assert tree.visible == ["root", kid.id, res.agent_id, job.id, job.child_id]
     nodes = tree.nodes
-    assert set(nodes) == {"root", kid.id, res.agent_id, job.id, job.child_id}
+    root = nodes["root"]
+    assert (root.name, root.short, root.mode, root.status, root.level) == ("root (you)", "", "root", "idle", 0)
+    assert not (root.can_interrupt or root.can_send or root.can_kill) and root.has_transcript
     child = nodes[kid.id]
-    assert (child.kind, child.label, child.mode, child.status, child.depth, child.turns) == \
-        ("agent", "researcher", "continuable", "ready", 1, 1)
-    assert child.parent == "root"
-    assert isinstance(child.interrupt_button, widgets.Button)
-    assert isinstance(child.send_text, widgets.Text) and isinstance(child.send_button, widgets.Button)
-    assert child.kill_button is None
-    assert child.interrupt_button.disabled  # nothing to interrupt while ready
-    assert not child.send_button.disabled   # a ready child resumes on send
-
+    assert (child.kind, child.label, child.mode, child.status, child.depth, child.turns, child.parent) == \
+        ("agent", "researcher", "continuable", "ready", 1, 1, "root")
+    assert not child.can_interrupt  # nothing to interrupt while ready: the button is not offered
+    assert child.can_send  # a ready child resumes on send
     one_shot = nodes[res.agent_id]
     assert (one_shot.label, one_shot.mode, one_shot.status, one_shot.parent) == \
-        ("summary", "one-shot", "finished", "root")
-    assert one_shot.interrupt_button is None and one_shot.send_button is None
-
+        ("summary", "one-shot", "completed", "root")
+    assert not one_shot.can_send and not one_shot.can_interrupt
     job_node = nodes[job.id]
-    assert (job_node.kind, job_node.label, job_node.status, job_node.parent) == \
-        ("job", "crawler", "completed", "root")
-    assert job_node.kill_button.disabled
-    # the job's child agent sits under its job, not beside it
-    assert nodes[job.child_id].parent == job.id
-    assert nodes[job.child_id].widget in job_node.children_box.children
-    assert job_node.widget in nodes["root"].children_box.children
-    assert child.widget in nodes["root"].children_box.children
-    for text in ("researcher", kid.id, "continuable", "depth 1", "turns 1"):
-        assert text in child.info.value
-    assert "3 agents" not in tree.summary.value and "4 agents" in tree.summary.value
+    assert (job_node.kind, job_node.label, job_node.status, job_node.parent, job_node.mode) == \
+        ("job", "crawler", "completed", "root", "job")
+    assert not job_node.can_kill and not job_node.has_transcript
+    assert nodes[job.child_id].parent == job.id  # the job's child agent sits under its job
+    assert job_node.children == 1 and root.children == 3
+    assert tree.summary == "4 agents (0 running) \u00b7 1 job (0 active) \u00b7 0 tokens"
 
 
-def test_running_child_shows_running_and_interrupt_enabled(tree, hub):
+def test_token_columns_carry_subtree_totals(hub):
+    script = tn.ScriptedModel({
+        "lead": [tn.ToolCall("subagent", {"description": "helper", "prompt": "help"}), "lead done"],
+        "helper": ["helped"],
+    })
+    with tn.Hub(model=script, ids="sequential") as scripted:
+        scripted.spawn("lead the work", label="lead")
+        tree = scripted.tree()
+        try:
+            rows = {row["id"]: row for row in tree.rows}
+            lead, helper = rows["agent-1"], rows["agent-2"]
+            assert lead["own_tokens"] == lead["input_tokens"] + lead["output_tokens"]
+            assert lead["subtree_tokens"] == lead["own_tokens"] + helper["own_tokens"]
+            assert rows["root"]["subtree_tokens"] == sum(r["own_tokens"] for r in tree.rows)
+            assert tree.summary.endswith(f"\u00b7 {rows['root']['subtree_tokens']} tokens")
+        finally:
+            tree.close()
+
+
+def test_a_running_child_offers_interrupt(tree, hub):
     kid = hub.start("dig", label="slow digger")
     wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].status == "running", what="running node")
-    node = tree.nodes[kid.id]
-    assert not node.interrupt_button.disabled
-    assert "running" in node.info.value
-    assert "1 running" in tree.summary.value
+    assert tree.nodes[kid.id].can_interrupt
+    assert "(1 running)" in tree.summary
     hub.interrupt(kid.id)
     kid.wait(timeout=5)
     wait_for(lambda: tree.nodes[kid.id].status == "ready", what="ready after interrupt")
+    assert not tree.nodes[kid.id].can_interrupt
 
 
-def test_expand_and_collapse(tree, hub):
-    kid = hub.start("x", label="kid")
-    kid.wait(timeout=5)
+# -- collapse, filter, search ------------------------------------------------------------------------
+
+
+def build_family(hub):
+    script = tn.ScriptedModel({
+        "lead": [tn.ToolCall("subagent", {"description": "helper of the lead", "prompt": "help"}), "lead done"],
+        "helper of the lead": ["helped"],
+    })
+    return script
+
+
+def test_collapse_expand_and_collapse_finished(tree, hub):
+    hub.start("x", label="kid").wait(timeout=5)
+    hub.spawn("y", label="once")
     tree.refresh()
-    root = tree.nodes["root"]
-    assert root.expanded and root.body.layout.display is None
-    root.toggle.click()
-    assert not root.expanded and root.body.layout.display == "none" and root.toggle.icon == "caret-right"
-    tree.refresh()  # a rebuild keeps the user's choice
-    assert not tree.nodes["root"].expanded
-    root.toggle.click()
-    assert root.expanded and root.body.layout.display is None and root.toggle.icon == "caret-down"
+    assert tree.visible == ["root", "agent-1", "agent-2"]
+    tree._handle_custom_msg({"action": "toggle", "id": "root"}, [])  # what the caret sends
+    assert tree.collapsed == ["root"] and tree.visible == ["root"]
+    tree.refresh()  # a refresh keeps the user's choice
+    assert tree.visible == ["root"]
+    tree.act("toggle", "root")
+    assert tree.collapsed == [] and tree.visible == ["root", "agent-1", "agent-2"]
+    tree.collapse_finished = True  # the root is idle (live): it stays open
+    assert tree.visible == ["root", "agent-1", "agent-2"]
 
 
-def test_a_node_gets_its_buttons_once_its_mode_is_known(tree, monkeypatch):
-    base = {"kind": "agent", "id": "agent-7", "parent": "root", "depth": 1, "label": "late", "status": "running",
-            "turns": 0, "input_tokens": 0, "output_tokens": 0, "started": 1.0, "elapsed_s": 0.0,
-            "stop_reason": None, "tree_parent": "root", "can_send": False}
-    root = dict(base, id="root", parent=None, depth=0, label=None, mode="root", tree_parent=None, started=0.0)
-    rows = [root, dict(base, mode=None)]  # a child in its creation window: no descriptor yet
-    monkeypatch.setattr(tree, "_snapshot", lambda: [dict(r) for r in rows])
-    tree._rebuild()
-    assert tree.nodes["agent-7"].interrupt_button is None
-    tree.nodes["agent-7"].set_expanded(False)
-    rows[1] = dict(base, mode="continuable", can_send=True)
-    tree._rebuild()
-    node = tree.nodes["agent-7"]
-    assert node.interrupt_button is not None and not node.send_button.disabled
-    assert not node.expanded  # the user's choice survives the rebuild
-    assert tree.nodes["root"].children_box.children == (node.widget,)
+def test_visible_rows_rules():
+    rows = [
+        {"id": "root", "parent": None, "level": 0, "name": "root (you)", "label": "", "status": "idle", "children": 2},
+        {"id": "agent-1", "parent": "root", "level": 1, "name": "lead", "label": "lead", "status": "completed",
+         "children": 1},
+        {"id": "agent-2", "parent": "agent-1", "level": 2, "name": "helper", "label": "helper", "status": "failed",
+         "children": 0},
+        {"id": "subagent-1", "parent": "root", "level": 1, "name": "job crawl", "label": "crawl",
+         "status": "running", "children": 0},
+    ]
+    everything = ["root", "agent-1", "agent-2", "subagent-1"]
+    assert visible_ids(rows) == everything
+    assert visible_ids(rows, collapse_finished=True) == ["root", "agent-1", "subagent-1"]
+    assert visible_ids(rows, collapsed=["agent-1"]) == ["root", "agent-1", "subagent-1"]
+    assert visible_ids(rows, query="HELP") == ["root", "agent-1", "agent-2"]  # ancestors of a match stay
+    assert visible_ids(rows, query="subagent-1") == ["root", "subagent-1"]  # ids match too
+    assert visible_ids(rows, status="failed", collapsed=["agent-1"]) == ["root", "agent-1", "agent-2"]
+    assert visible_ids(rows, status="running", query="crawl") == ["root", "subagent-1"]
+    assert visible_ids(rows, status="killed") == []
+
+
+def test_filter_and_search_state_from_the_page(tree, hub):
+    hub.start("x", label="alpha").wait(timeout=5)
+    hub.start("y", label="beta").wait(timeout=5)
+    tree.refresh()
+    tree.set_state({"query": "alp"})  # what typing in the search box syncs
+    assert tree.visible == ["root", "agent-1"]
+    tree.set_state({"query": "", "status_filter": "ready"})
+    assert tree.visible == ["root", "agent-1", "agent-2"]
+    tree.set_state({"status_filter": "running"})
+    assert tree.visible == []
+    with pytest.raises(traitlets.TraitError, match="'status_filter' trait of an AgentTree instance expected any of"):
+        tree.status_filter = "finished"
+    with pytest.raises(traitlets.TraitError, match="'view' trait of an AgentTree instance expected any of"):
+        tree.view = "gantt"
+    tree.view = "timeline"
 
 
 # -- actions: handed to the portal, never blocking the caller -------------------------------------
@@ -175,34 +232,26 @@ def block_portal(hub, seconds: float) -> threading.Event:
     return free
 
 
-def test_interrupt_button_aborts_the_turn_without_blocking(tree, hub):
+def test_interrupt_aborts_the_turn_without_blocking(tree, hub):
     kid = hub.start("dig", label="slow digger")
-    wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].status == "running", what="running node")
-    node = tree.nodes[kid.id]
-
+    wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].can_interrupt, what="running node")
     free = block_portal(hub, 0.5)
-    node.interrupt_button.click()
+    tree._handle_custom_msg({"action": "interrupt", "id": kid.id}, [])
     assert not free.is_set(), "the click waited for the busy portal loop"
-
     assert kid.wait(timeout=5) is None  # the aborted turn has no closing text
     wait_for(lambda: tree.last_message == f"interrupt requested for agent {kid.id}", what="interrupt reply")
+    assert tree.message == tree.last_message and not tree.message_error
     assert ("turn/end", "aborted") in transcript_texts(hub, kid.id)
-    assert kid.status == "ready"
     wait_for(lambda: tree.nodes[kid.id].status == "ready", what="node ready")
 
 
-def test_send_button_queues_a_new_turn(tree, hub):
+def test_send_queues_a_new_turn(tree, hub):
     kid = hub.start("first", label="helper")
     kid.wait(timeout=5)
     tree.refresh()
-    node = tree.nodes[kid.id]
-    node.send_text.value = "second question"
-
     free = block_portal(hub, 0.5)
-    node.send_button.click()
+    tree._handle_custom_msg({"action": "send", "id": kid.id, "text": "second question"}, [])
     assert not free.is_set(), "the click waited for the busy portal loop"
-    assert node.send_text.value == ""  # the box is cleared for the next message
-
     wait_for(lambda: tree.last_message == f"message queued as the next turn for subagent {kid.id}",
              what="send reply")
     assert kid.wait(timeout=5) == "helper answered: second question"
@@ -210,60 +259,79 @@ def test_send_button_queues_a_new_turn(tree, hub):
     users = frame[frame["kind"] == "user/message"]
     assert list(users["text"]) == ["first", "second question"]
     assert list(users["source"])[-1] == "user"
-    assert list(users["turn"]) == [1, 2]
-    wait_for(lambda: tree.nodes[kid.id].turns == 2, what="turn count 2 in the node")
+    wait_for(lambda: tree.nodes[kid.id].turns == 2, what="turn count 2 in the row")
 
 
-def test_send_button_with_empty_text_sends_nothing(tree, hub):
+def test_send_with_empty_text_or_to_a_row_without_send_does_nothing(tree, hub):
     kid = hub.start("first", label="helper")
     kid.wait(timeout=5)
+    res = hub.spawn("once", label="once")
     tree.refresh()
-    node = tree.nodes[kid.id]
-    node.send_text.value = "   "
-    node.send_button.click()
-    assert tree.last_message == "Error: type a message first"
+    tree.act("send", kid.id, "   ")
+    assert tree.last_message == "Error: type a message first" and tree.message_error
+    assert tree.act("send", res.agent_id, "hello") is None
+    assert tree.last_message == f"Error: send is not available for {res.agent_id} [completed]"
     assert list(hub.transcript(kid.id)["turn"].dropna()).count(2) == 0
 
 
-def test_kill_button_ends_the_job_as_killed(tree, hub):
+def test_kill_ends_the_job_as_killed(tree, hub):
     job = hub.spawn("crawl forever", label="slow crawler", background=True)
-    wait_for(lambda: job.id in tree.nodes, what="job node")
-    node = tree.nodes[job.id]
-    assert node.status == "running" and not node.kill_button.disabled
-
+    wait_for(lambda: job.id in tree.nodes and tree.nodes[job.id].can_kill, what="job row")
     free = block_portal(hub, 0.5)
-    node.kill_button.click()
+    tree._handle_custom_msg({"action": "kill", "id": job.id}, [])
     assert not free.is_set(), "the click waited for the busy portal loop"
-
     assert job.output(wait=True, timeout=5) == ""
     assert job.status == "killed"
     wait_for(lambda: tree.last_message == f"requested cancellation of job {job.id}", what="kill reply")
-    wait_for(lambda: tree.nodes[job.id].status == "killed", what="killed node")
-    assert tree.nodes[job.id].kill_button.disabled
+    wait_for(lambda: tree.nodes[job.id].status == "killed", what="killed row")
+    assert not tree.nodes[job.id].can_kill
 
 
-def test_transcript_button_renders_the_table(tree, hub):
+def test_transcript_shows_a_chat_view_that_follows_the_agent(tree, hub):
     kid = hub.start("tell me", label="talker")
     kid.wait(timeout=5)
     tree.refresh()
-    node = tree.nodes[kid.id]
-    assert node.transcript.layout.display == "none"
-    node.transcript_button.click()
-    wait_for(lambda: "talker answered: tell me" in node.transcript.value, what="transcript html")
-    assert "<table" in node.transcript.value and "user/message" in node.transcript.value
-    assert node.transcript.layout.display is None and node.transcript_button.description == "Hide transcript"
-    node.transcript_button.click()
-    assert node.transcript.layout.display == "none" and node.transcript_button.description == "Transcript"
+    tree.act("transcript", kid.id).result(5)
+    assert tree.transcript == {"id": kid.id, "name": "talker", "entries": [
+        {"role": "turn", "text": "turn 1"},
+        {"role": "user", "text": "tell me", "source": "user"},
+        {"role": "assistant", "text": "talker answered: tell me", "calls": []}]}
+    kid.send("more")
+    kid.wait(timeout=5)
+    wait_for(lambda: len(tree.transcript["entries"]) == 6, what="the open chat view follows new turns")
+    tree._handle_custom_msg({"action": "close_transcript"}, [])
+    assert tree.transcript == {}
+
+
+def test_exports_the_tree_as_json_and_a_transcript_as_markdown(tree, hub):
+    kid = hub.start("tell me", label="talker")
+    kid.wait(timeout=5)
+    tree.refresh()
+    tree._handle_custom_msg({"action": "export"}, [])
+    sent = tree.downloads[-1]
+    assert (sent["type"], sent["filename"], sent["mime"]) == ("download", "agent-tree.json", "application/json")
+    data = json.loads(sent["text"])
+    assert data["summary"] == tree.summary and [r["id"] for r in data["rows"]] == ["root", kid.id]
+    assert tree.last_message == "exported agent-tree.json"
+    tree.act("export_transcript", kid.id)
+    assert tree.downloads[-1]["filename"] == f"{kid.id}.md"
+    assert tree.downloads[-1]["text"] == (
+        f"# talker ({kid.id})\n\n---  *turn 1*\n\n**user**: tell me\n\n**assistant**: talker answered: tell me\n")
 
 
 def test_action_errors_are_shown_not_raised(tree, hub):
     kid = hub.start("first", label="helper")
     kid.wait(timeout=5)
     tree.refresh()
-    tree._interrupt("agent-99")  # unknown target: an accepted no-op in the reference
-    wait_for(lambda: tree.last_message == "interrupt requested for agent agent-99", what="no-op reply")
-    tree._interrupt("root")  # the user acts as root: it cannot interrupt itself
-    wait_for(lambda: tree.last_message.startswith("Error: "), what="refusal")
+    tree._handle_custom_msg({"action": "interrupt", "id": "agent-99"}, [])
+    assert tree.last_message == "Error: no row 'agent-99' in this tree" and tree.message_error
+    tree._handle_custom_msg({"action": "explode", "id": kid.id}, [])
+    assert tree.last_message.startswith("Error: unknown tree action 'explode'; expected one of interrupt, ")
+    with pytest.raises(tn.UsageError, match="is a job; its transcript is its child agent's"):
+        job = hub.spawn("x", label="quick", background=True)
+        job.output(wait=True, timeout=5)
+        tree.refresh()
+        tree.act("transcript", job.id)
 
 
 # -- coalescing ----------------------------------------------------------------------------------
@@ -277,9 +345,8 @@ def test_a_burst_of_1000_events_gives_at_most_a_few_refreshes(tree, hub):
 
     def burst() -> None:
         for i in range(500):
-            runtime.bus.publish(StatusChanged(agent_id="root", status="idle"))
-            for listener in list(runtime.status_listeners):
-                listener(root)
+            runtime.bus.publish(StatusChanged(agent_id=root.id, status="running"))
+            runtime.bus.publish(StatusChanged(agent_id=root.id, status="idle"))
 
     hub.portal.call(burst)
     assert tree.event_count >= 1000
@@ -326,22 +393,22 @@ def test_elapsed_times_move_while_something_runs_even_without_events(tree, hub):
 def test_close_unsubscribes(hub):
     tree = hub.tree()
     runtime = hub.async_hub.runtime
-    assert tree._on_status in runtime.status_listeners
+    assert runtime.bus.listening
     tree.close()
-    assert tree._on_status not in runtime.status_listeners
+    assert not runtime.bus.listening  # its one subscription to the event stream is gone
     count = tree.refresh_count
     kid = hub.start("after close", label="late")
     kid.wait(timeout=5)
     time.sleep(0.25)
     assert tree.refresh_count == count
-    assert tree.nodes == {}
+    assert list(tree.nodes) == ["root"]  # the rows stay as they were when it closed
     assert tree.closed
 
 
 # -- text/plain ------------------------------------------------------------------------------------
 
 
-def test_repr_is_the_list_agents_descendants_text():
+def test_repr_is_the_whole_tree_text():
     script = tn.ScriptedModel({
         "lead": [tn.ToolCall("subagent", {"description": "helper of the lead", "prompt": "help",
                                           "run_in_background": True}),
@@ -351,23 +418,27 @@ def test_repr_is_the_list_agents_descendants_text():
     })
     with tn.Hub(model=script, ids="sequential", background_mode="continuable") as hub:
         tree = hub.tree()
-        assert repr(tree) == "(no subagents)"
+        assert repr(tree) == ("agent tree: 1 agent (0 running) \u00b7 0 jobs (0 active) \u00b7 0 tokens\n"
+                              "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out")
         lead = hub.start("lead the work", label="lead")
         lead.wait(timeout=5)
         second = hub.start("more", label="second")
         second.wait(timeout=5)
-        expected = str(hub.list_agents("descendants"))
-        assert expected == ("agent-1 [ready] parent=root depth=1 \u2014 lead\n"
-                            "agent-2 [ready] parent=agent-1 depth=2 \u2014 helper of the lead\n"
-                            "agent-3 [ready] parent=root depth=1 \u2014 second")
+        expected = "\n".join([
+            "agent tree: 4 agents (0 running) \u00b7 0 jobs (0 active) \u00b7 0 tokens",
+            "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out",
+            "\u251c\u2500\u2500 lead \u00b7 agent-1 \u00b7 continuable \u00b7 ready \u00b7 turns 2 \u00b7 tokens 0 in / 0 out",
+            "\u2502   \u2514\u2500\u2500 helper of the lead \u00b7 agent-2 \u00b7 continuable \u00b7 ready \u00b7 turns 1 "
+            "\u00b7 tokens 0 in / 0 out",
+            "\u2514\u2500\u2500 second \u00b7 agent-3 \u00b7 continuable \u00b7 ready \u00b7 turns 1 \u00b7 tokens 0 in / 0 out"])
         assert repr(tree) == expected
         bundle = tree._repr_mimebundle_()
         assert bundle["text/plain"] == expected  # not cut at 110 characters like other widgets
         assert "application/vnd.jupyter.widget-view+json" in bundle
         tree.refresh()
         assert tree.nodes["agent-2"].parent == "agent-1" and tree.nodes["agent-2"].depth == 2
-        # the grandchild can only be messaged by its own parent agent
-        assert tree.nodes["agent-2"].send_button.disabled and not tree.nodes["agent-1"].send_button.disabled
+        # the grandchild can only be messaged by its own parent agent: no Send offered
+        assert not tree.nodes["agent-2"].can_send and tree.nodes["agent-1"].can_send
         tree.close()
 
 
@@ -377,7 +448,7 @@ def test_accepts_an_async_hub_built_on_its_loop(hub):
     tree = hub.portal.call(lambda: AgentTree(hub.async_hub))
     try:
         assert set(tree.nodes) == {"root", kid.id}
-        assert repr(tree) == f"{kid.id} [ready] parent=root depth=1 \u2014 kid"
+        assert repr(tree).splitlines()[-1] == "\u2514\u2500\u2500 kid \u00b7 agent-1 \u00b7 continuable \u00b7 ready \u00b7 turns 1 \u00b7 tokens 0 in / 0 out"
         count = tree.refresh_count
         kid.send("again")
         kid.wait(timeout=5)
@@ -391,16 +462,17 @@ def test_rejects_other_objects():
         AgentTree(object())
 
 
-def test_a_node_shows_what_is_left_of_its_token_budget():
+def test_a_row_shows_its_token_budget_and_what_is_left():
     async def costly(request):
         return tn.ModelResponse(text="done", usage=tn.Usage(30, 10))
 
     with tn.Hub(model=tn.FunctionModel(costly), ids="sequential", token_budget=500) as hub:
+        hub.spawn("work", label="capped", token_budget=100)
         tree = hub.tree()
         try:
-            hub.spawn("work", label="capped", token_budget=100)
-            tree.refresh()
-            assert "budget 60 of 100 tokens left" in tree.nodes["agent-1"].info.value
-            assert "budget 460 of 500 tokens left" in tree.nodes["root"].info.value
+            rows = {row["id"]: dict(row["extra"]) for row in tree.rows}
+            assert rows["agent-1"] == {"token_budget": 100, "tokens_left": 60}
+            assert rows["root"] == {"token_budget": 500, "tokens_left": 460}
+            assert "token budget 100 \u00b7 tokens left 60" in str(tree) or "tokens left 60" in tree._repr_mimebundle_()[0]["text/plain"]
         finally:
             tree.close()

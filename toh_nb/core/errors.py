@@ -28,6 +28,21 @@ from __future__ import annotations
 class TohError(Exception):
     """Base class of every error toh_nb raises on purpose."""
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of the full traceback: the message first, then only the frames
+        outside toh_nb (the user's cells), not the portal's and engine's internals."""
+        import os
+        import traceback
+
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+        frames = [f for f in traceback.extract_tb(self.__traceback__) if not f.filename.startswith(package)]
+        hidden = len(traceback.extract_tb(self.__traceback__)) - len(frames)
+        lines = [f"{type(self).__name__}: {self}"]
+        if frames:
+            lines.append(f"Traceback (most recent call last; {hidden} toh_nb frames hidden):")
+            lines.extend(line.rstrip("\n") for line in traceback.format_list(frames))
+        return lines
+
 
 class UsageError(TohError, ValueError):
     """A public API was called with arguments or in a state it does not accept."""

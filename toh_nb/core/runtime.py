@@ -47,7 +47,6 @@ class Runtime:
         self.budgets: dict[str, int] = {}
         self.bus = EventBus(history)
         self.observers: list[Any] = []
-        self.status_listeners: list[Callable[[Agent], Any]] = []
         self.closed = False
         self._views: dict[tuple, tuple[dict, list, str]] = {}
         self._views_version = -1
@@ -128,11 +127,6 @@ class Runtime:
     def on_status(self, agent: Agent) -> None:
         for observer in self.observers:
             observer.on_status(agent)
-        for listener in self.status_listeners:
-            try:
-                listener(agent)
-            except Exception as error:
-                self.bus.problem("listener", f"status listener threw: {type(error).__name__}: {error}", failed=True)
         if self.bus.listening:
             self.bus.publish(StatusChanged(agent_id=agent.id, parent_id=agent.parent.id if agent.parent else None,
                                            depth=agent.depth, status=agent.status))

@@ -31,23 +31,41 @@ from __future__ import annotations
 import functools
 import html
 import importlib.util
+import os
 import queue
+import threading
 import weakref
 from typing import Any, Iterator, Sequence
 
 from ..core.budget import DEFAULT_MAX_STEPS
 from ..core.checks import is_int_at_least
-from ..core.errors import ClosedError, UsageError
+from ..core.errors import ClosedError, TohError, UsageError
 from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
-from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, _check_text, _check_timeout
+from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, _agent_id, _check_text, _check_timeout
 from ..results import AgentListing, RunResult
 from ..subagents.service import validate_tool_filter
 from . import portal as portals
+from .display import SendReceipt
+from .interrupts import explained, still_running
 from .progress import waiting
 from .tables import agents_frame, events_frame, jobs_frame, transcript_frame
 
 LOOP_MODES = ("portal", "kernel")
 CLOSED_MESSAGE = "this hub is closed; create a new Hub to continue (a store= directory keeps its children)"
+
+
+def activity(async_hub: AsyncHub) -> str:
+    """``2 agents running · 1 job active · 340 tokens``: plain reads of the engine's state from the
+    progress line's ticker thread (copies of its dicts; informational)."""
+    agents = list(async_hub.runtime.agents.values())
+    running = sum(1 for agent in agents if agent.status == "running")
+    jobs = sum(1 for job in list(async_hub._jobs.jobs.values()) if job.status in ("running", "stopping"))
+    tokens = sum(agent.usage.input_tokens + agent.usage.output_tokens for agent in agents)
+    parts = [f"{running} agent{'s' if running != 1 else ''} running"]
+    if jobs:
+        parts.append(f"{jobs} job{'s' if jobs != 1 else ''} active")
+    parts.append(f"{tokens} tokens")
+    return " · ".join(parts)
 
 
 def _check_optional_text(value: Any, name: str) -> None:
@@ -72,13 +90,78 @@ def _check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any
 class _State:
     """What the garbage-collection finalizer needs (never the facade itself)."""
 
-    __slots__ = ("runner", "async_hub", "closed", "key")
+    __slots__ = ("runner", "async_hub", "closed", "key", "closing", "store_key", "trees")
 
     def __init__(self, runner: Any, async_hub: AsyncHub, key: int) -> None:
         self.runner = runner
         self.async_hub = async_hub
         self.closed = False
         self.key = key
+        self.closing: Any = None  # the finalizer's close future, when it closed the hub
+        self.store_key: str | None = None
+        self.trees: "weakref.WeakSet" = weakref.WeakSet()  # open hub.tree() widgets, closed first
+
+
+#: the open sync hubs of this process by store directory (a re-run ``hub = tn.Hub(store=d)`` cell
+#: takes over from the previous hub on ``d``); values are the hubs' ``_State``. ``close()`` removes its
+#: entry; a hub dropped without ``close()`` stays listed with its finalizer's close future, which the
+#: next hub on that store waits for before it takes the store's lock.
+_BY_STORE: dict[str, _State] = {}
+_BY_STORE_LOCK = threading.Lock()
+TAKEOVER_TIMEOUT = 30.0  # seconds to wait for the previous hub on a store to close
+
+
+def _store_key(store: Any) -> str | None:
+    """The real path of a directory store argument (None for memory stores and store objects)."""
+    if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"):
+        return os.path.realpath(os.fsdecode(os.fspath(store)))
+    return None
+
+
+def _take_over(key: str | None, store: Any) -> None:
+    """Close the previous open hub of this process on the same store directory, saying so in one line.
+
+    Across processes the store's lock still refuses (a ``StoreError`` naming the holder's pid).
+    """
+    if key is None:
+        return
+    with _BY_STORE_LOCK:
+        previous = _BY_STORE.pop(key, None)
+    if previous is None:
+        return
+    if previous.closing is not None:  # dropped without close(): its finalizer is closing it already
+        try:
+            previous.closing.result(TAKEOVER_TIMEOUT)
+        except Exception:
+            pass
+        return
+    if previous.closed:
+        return
+    _close_state(previous)
+    print(f"toh_nb: closed the previous Hub on store {os.fspath(store)!s} (root {previous.async_hub.root}) "
+          f"and took it over; its continuable children stay resumable here")
+
+
+def _close_state(state: _State) -> None:
+    """Close a hub given its state (what ``Hub.close`` and a takeover share)."""
+    if state.store_key is not None:
+        with _BY_STORE_LOCK:
+            if _BY_STORE.get(state.store_key) is state:
+                del _BY_STORE[state.store_key]
+    if state.closed:
+        return
+    for tree in list(state.trees):  # while the hub still answers: each keeps its final snapshot
+        try:
+            tree.close()
+        except Exception:
+            pass
+    try:
+        state.runner.call(state.async_hub.close)
+    except ClosedError:
+        pass  # the portal already stopped, and its shutdown closed this hub
+    state.closed = True
+    state.runner.unregister_closer(state.key)
+    state.runner.release()
 
 
 def _finalize(state: _State) -> None:
@@ -95,6 +178,7 @@ def _finalize(state: _State) -> None:
         future = runner.submit(state.async_hub.close)
     except ClosedError:
         return
+    state.closing = future
     future.add_done_callback(lambda _: runner.release())
 
 
@@ -126,6 +210,8 @@ class Hub:
         if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
             raise UsageError(f"tools must be a list of functions or tn.Tool objects, got {type(tools).__name__}")
         self._loop_mode = loop
+        store_key = _store_key(store)
+        _take_over(store_key, store)
         runner = portals.acquire() if loop == "portal" else portals.KernelRunner()
         build = functools.partial(AsyncHub, model, store=store, max_depth=max_depth,
                                   max_parallel_tool_calls=max_parallel_tool_calls, ids=ids,
@@ -145,6 +231,10 @@ class Hub:
         runner.register_closer(self._state.key, async_hub.close)
         self._finalizer = weakref.finalize(self, _finalize, self._state)
         self._finalizer.atexit = False  # at exit the portal's own shutdown closes open hubs
+        if store_key is not None:
+            self._state.store_key = store_key
+            with _BY_STORE_LOCK:
+                _BY_STORE[store_key] = self._state
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -196,7 +286,14 @@ class Hub:
         """
         _check_text(prompt, "prompt")
         _check_timeout(timeout)
-        return self._call(functools.partial(self._async.run, prompt, timeout=timeout))
+        call = functools.partial(self._async.run, prompt, timeout=timeout)
+        with explained(lambda: f"root turn aborted; {still_running(self._async)}"):
+            with waiting("root turn", status=self._activity):
+                return self._call(call)
+
+    def _activity(self) -> str:
+        """The progress line's status: agents running, jobs active, tokens so far (plain reads)."""
+        return activity(self._async)
 
     def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
               persona: str | None = None, tool_filter: Any = None, model: Any = None,
@@ -207,43 +304,101 @@ class Hub:
         if not isinstance(background, bool):
             raise UsageError(f"background must be True or False, got {background!r}")
         _check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
-        value = self._call(functools.partial(self._async.spawn, prompt, label=label, background=background,
-                                             persona=persona, tool_filter=tool_filter, model=model,
-                                             max_tokens=max_tokens, provider=provider, max_steps=max_steps,
-                                             token_budget=token_budget, turn_timeout=turn_timeout))
-        return Job(self, value) if isinstance(value, AsyncJob) else value
+        call = functools.partial(self._async.spawn, prompt, label=label, background=background, persona=persona,
+                                 tool_filter=tool_filter, model=model, max_tokens=max_tokens, provider=provider,
+                                 max_steps=max_steps, token_budget=token_budget, turn_timeout=turn_timeout)
+        if background:
+            return Job(self, self._call(call))
+        name = f"foreground child {label!r}" if label else "foreground child"
+        with explained(lambda: f"{name} aborted; {still_running(self._async)}"):
+            with waiting(f"running {name}", status=self._activity):
+                return self._call(call)
 
     def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
               tool_filter: Any = None, model: Any = None, max_tokens: int | None = None,
               provider: str = "spawn", max_steps: int | None = None, token_budget: int | None = None,
               turn_timeout: float | None = None) -> "Child":
-        """A continuable child; returns as soon as its first message is accepted."""
+        """A continuable child; returns as soon as its first message is accepted (budgets as in
+        :meth:`spawn`; they hold for every turn of the child).
+
+        Re-running a cell is safe: an explicit ``label`` names one continuable child of the root. When
+        the root already has one with this label (``running``, ``idle`` or ``ready``, also one stored by
+        an earlier session in a ``store=`` directory), ``start`` returns that child instead of starting a
+        second one, does not send ``prompt``, and prints one line saying so. Pass another label (or
+        none) for a second child.
+        """
         _check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        if label is not None:
+            live = self._call(self._live_child_labelled, label)
+            if live is not None:
+                print(f'toh_nb: the root already has a child labelled "{label}": {live.id} [{live.status}]; '
+                      f"returned it and did not send the prompt (kid.send(...) sends more; "
+                      f"another label starts a second child)")
+                return Child(self, AsyncChild(self._async, live.id, live.label or label))
         value = self._call(functools.partial(self._async.start, prompt, label=label, persona=persona,
                                              tool_filter=tool_filter, model=model, max_tokens=max_tokens,
                                              provider=provider, max_steps=max_steps, token_budget=token_budget,
                                              turn_timeout=turn_timeout))
         return Child(self, value)
 
+    def _live_child_labelled(self, label: str) -> Any:
+        """The root's first continuable child labelled ``label``, or None (on the loop thread)."""
+        for entry in self._async.list_agents("children"):
+            if entry.kind == "child" and entry.label == label:
+                return entry
+        return None
+
+    def _by_id(self, agent_id: str, fn: Any, *args: Any) -> Any:
+        """``self._call(fn, *args)`` for a call naming an agent by id; when it fails and ``agent_id`` is
+        an agent's label rather than an id, a UsageError saying so and listing the matching ids."""
+        try:
+            return self._call(fn, *args)
+        except TohError as error:
+            ids = self._call(self._ids_labelled, agent_id)
+            if not ids:
+                raise
+            raise UsageError(f'"{agent_id}" is a label, not an agent id; agents labelled "{agent_id}": '
+                             f'{", ".join(ids)} (use the Child handle, or hub.send("{ids[-1]}", ...))'
+                             ) from error
+
+    def _refuse_label(self, agent_id: str) -> None:
+        if self._ids_labelled(agent_id):
+            raise UsageError(agent_id)  # turned into the label message by _by_id
+
+    def _ids_labelled(self, label: str) -> list[str]:
+        """The ids of the agents labelled ``label`` when ``label`` is not an agent id itself (loop thread)."""
+        hub = self._async
+        if label in hub.runtime.agents or hub._store.exists(label):
+            return []
+        return [row["id"] for row in hub.agent_rows() if row.get("label") == label]
+
     def child(self, child_id: "str | Child") -> "Child":
         """A handle on an existing continuable child of the root (for example after a restart)."""
-        return Child(self, self._call(self._async.child, child_id))
+        child_id = _agent_id(child_id, "child_id")
+        return Child(self, self._by_id(child_id, self._async.child, child_id))
 
     def job(self, job_id: str) -> "Job":
         """A handle on one of the root's background jobs (``subagent-N``), also those its model started."""
         return Job(self, self._call(self._async.job, job_id))
 
-    def send(self, agent_id: "str | Child", message: str) -> str:
-        """Queue ``message`` as the child's next turn (cold-resuming a ``ready`` child); the message id."""
-        return self._call(self._async.send, agent_id, message)
+    def send(self, agent_id: "str | Child", message: str) -> SendReceipt:
+        """Queue ``message`` as the child's next turn (cold-resuming a ``ready`` child); the message id
+        (a ``str`` that displays as ``sent message <id> to <agent>``)."""
+        agent_id = _agent_id(agent_id)
+        _check_text(message, "message")
+        return SendReceipt(self._by_id(agent_id, self._async.send, agent_id, message), agent_id)
 
     def interrupt(self, agent_id: "str | Child") -> None:
         """Stop only the agent's current turn; its queued messages wait for the next ``send``."""
+        agent_id = _agent_id(agent_id)
+        # interrupting an unknown id is a silent no-op (as for the tool): a label must not be one
+        self._by_id(agent_id, self._refuse_label, agent_id)
         self._call(self._async.interrupt, agent_id)
 
     def kill(self, agent_id: "str | Child") -> bool:
         """Stop a continuable child for good (its queue dropped; it settles and lists ``ready``)."""
-        return self._call(self._async.kill, agent_id)
+        agent_id = _agent_id(agent_id)
+        return self._by_id(agent_id, self._async.kill, agent_id)
 
     def list_agents(self, scope: str = "children") -> AgentListing:
         """The root's continuable children (``scope="descendants"``: the whole tree); ``str()`` is
@@ -262,8 +417,8 @@ class Hub:
     def stream(self, agent: Any = None, *, kinds: Any = None, history: bool = False,
                timeout: float | None = None) -> Iterator[HubEvent]:
         """``for ev in hub.stream(...)``: typed events as they happen (see :meth:`AsyncHub.astream` for
-        ``agent``, ``kinds`` and ``history``). Ends when the hub closes or, with ``timeout``, after that many
-        seconds without an event; the work keeps running on the portal while the loop body runs."""
+        ``agent``, ``kinds`` and ``history``). Ends after the hub's closing event or, with ``timeout``, after
+        that many seconds without an event; the work keeps running on the portal while the loop body runs."""
         if self._loop_mode == "kernel":
             raise UsageError('hub.stream() needs the portal loop; with Hub(loop="kernel") use '
                              "`async for ev in hub.async_hub.astream()`")
@@ -304,14 +459,24 @@ class Hub:
 
     def transcript(self, agent_id: "str | Child"):
         """DataFrame, one row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""
-        return transcript_frame(self._call(self._async.transcript_rows, agent_id))
+        agent_id = _agent_id(agent_id)
+        return transcript_frame(self._by_id(agent_id, self._async.transcript_rows, agent_id))
 
     def events(self):
         """DataFrame of the lifecycle events (subagent/start|end, job/*), in order."""
         return events_frame(self._call(self._async.event_rows))
 
-    def tree(self):
-        """The live agent-tree widget (``toh_nb.notebook.widget.AgentTree``)."""
+    def graph(self):
+        """A Mermaid diagram of the whole tree (agents and jobs): renders inline in JupyterLab; ``str()`` is
+        the Mermaid text for docs (:class:`toh_nb.notebook.graph.MermaidGraph`)."""
+        from .graph import MermaidGraph
+        from .treeview import tree_rows
+
+        return MermaidGraph(self._call(tree_rows, self._async))
+
+    def tree(self, **options: Any):
+        """The live agent-tree widget (``toh_nb.notebook.widget.AgentTree``); ``options`` are its
+        keyword arguments (``interval``, ``max_nodes``)."""
         self._check_open()
         if importlib.util.find_spec("toh_nb.notebook.widget") is None:
             raise UsageError("the agent-tree widget is not available in this installation "
@@ -320,7 +485,9 @@ class Hub:
             from .widget import AgentTree
         except ImportError as error:
             raise UsageError(f"the agent-tree widget cannot be loaded: {error}") from error
-        return AgentTree(self)
+        tree = AgentTree(self, **options)
+        self._state.trees.add(tree)
+        return tree
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -330,14 +497,8 @@ class Hub:
         state = self._state
         if state.closed:
             return
-        try:
-            self._runner.call(self._async.close)
-        except ClosedError:
-            pass  # the portal already stopped, and its shutdown closed this hub
-        state.closed = True
+        _close_state(state)
         self._finalizer.detach()
-        self._runner.unregister_closer(state.key)
-        self._runner.release()
 
     def __enter__(self) -> "Hub":
         return self
@@ -373,8 +534,14 @@ class Job(JobFacts):
         call = functools.partial(self._inner.output, wait=wait, timeout=timeout)
         if not wait:
             return self._hub._call(call)
-        with waiting(f"waiting for job {self.id}", status=lambda: self.status):
-            return self._hub._call(call)
+        with explained(self._stopped_waiting):
+            with waiting(f"waiting for job {self.id}", status=lambda: self.status):
+                return self._hub._call(call)
+
+    def _stopped_waiting(self) -> str:
+        if self.status in ("running", "stopping"):
+            return f"stopped waiting — job {self.id} is still running: job.kill() stops it"
+        return f"stopped waiting — job {self.id} is {self.status}: job.output() reads its result"
 
     def kill(self, reason: str | None = None) -> str:
         """Ask the job to stop: ``"requested"``, or ``"already-finished"`` for a settled job."""
@@ -393,10 +560,11 @@ class Child(ChildFacts):
         self.id = inner.id
         self.label = inner.label
 
-    def send(self, message: str) -> str:
-        """Queue ``message`` as the child's next turn; the message id."""
+    def send(self, message: str) -> SendReceipt:
+        """Queue ``message`` as the child's next turn; the message id (a ``str`` that displays as
+        ``sent message <id> to <child>``)."""
         _check_text(message, "message")
-        return self._hub._call(self._inner.send, message)
+        return SendReceipt(self._hub._call(self._inner.send, message), self.id)
 
     def interrupt(self) -> None:
         """Stop only the current turn; queued messages stay parked until the next ``send``."""
@@ -410,8 +578,15 @@ class Child(ChildFacts):
         """Block until the child is settled (or ``timeout`` seconds pass); the closing text of its last
         activation, or None when it has none."""
         _check_timeout(timeout)
-        with waiting(f"waiting for {self.id}", status=lambda: self.status):
-            return self._hub._call(self._inner.wait, timeout)
+        with explained(self._stopped_waiting):
+            with waiting(f"waiting for {self.id}", status=lambda: self.status):
+                return self._hub._call(self._inner.wait, timeout)
+
+    def _stopped_waiting(self) -> str:
+        status = self.status
+        if status == "running":
+            return f"stopped waiting — {self.id} is still running: kid.interrupt() stops its turn"
+        return f"stopped waiting — {self.id} is {status}"
 
     def transcript(self):
         """DataFrame of the child's log (see ``Hub.transcript``)."""

@@ -16,7 +16,8 @@ nothing and costs next to nothing.
 
 Stored notebooks stay deterministic: the line is displayed without a ``text/plain`` part and is
 replaced by an empty display when it closes, so whether a wait was long enough to show it never
-changes a cell's compared outputs.
+changes a cell's compared outputs. All the waits of one cell share one output (a loop of waits leaves
+one empty output, not one per wait).
 """
 
 from __future__ import annotations
@@ -64,31 +65,51 @@ class QuietLine:
 
 
 class ProgressLine:
-    """A progress bar (pulsing: the total is unknown) + a label, ticked by a daemon thread."""
+    """A progress bar (pulsing: the total is unknown) + a label, ticked by a daemon thread.
+
+    ``show_after``: seconds before the widgets are built and shown. Until then the cell holds only an
+    empty output (so a stored notebook has the same outputs whether a wait was short or long), and a
+    call that ends sooner — a loop of a thousand quick ``spawn`` calls — costs no widget models.
+    """
 
     shown = False
 
-    def __init__(self, description: str, status: Callable[[], Any] | None = None, interval: float = 0.25) -> None:
-        import ipywidgets as widgets
-
+    def __init__(self, description: str, status: Callable[[], Any] | None = None, interval: float = 0.25,
+                 show_after: float = 0.0) -> None:
         self.description = description
         self.text = ""
         self._status = status
         self._interval = interval
+        self._show_after = show_after
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handle: Any = None
         self.ticks = 0
+        self.bar: Any = None
+        self.label: Any = None
+        self.box: Any = None
+        if show_after <= 0:
+            self._build()
+
+    def _build(self) -> None:
+        import ipywidgets as widgets
+
         self.bar = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, bar_style="info",
                                          layout=widgets.Layout(width="160px"))
         self.label = widgets.HTML()
         self.box = widgets.HBox([self.bar, self.label], layout=widgets.Layout(align_items="center"))
         self._render()
 
+    def _bundle(self) -> dict:
+        view = self.box._repr_mimebundle_()
+        return {k: v for k, v in (view or {}).items() if k != "text/plain"}
+
     def _render(self) -> None:
         import html
 
+        if self.label is None:
+            return
         parts = [self.description, format_elapsed(time.monotonic() - self._started)]
         if self.text:
             parts.append(self.text)
@@ -102,7 +123,8 @@ class ProgressLine:
             except Exception as error:  # a status probe never breaks the wait
                 value = f"({type(error).__name__})"
             self.text = "" if value is None else str(value)
-        self.bar.value = (self.ticks % 20) / 20.0
+        if self.bar is not None:
+            self.bar.value = (self.ticks % 20) / 20.0
         self._render()
 
     def update(self, text: str) -> None:
@@ -110,17 +132,33 @@ class ProgressLine:
         self._render()
 
     def show(self) -> None:
-        """Display the line in the current cell (call from the cell's thread) and start ticking."""
+        """Display the line's output in the current cell (call from the cell's thread) and start
+        ticking; the widgets appear in it after ``show_after`` seconds."""
         from IPython.display import display
 
-        view = self.box._repr_mimebundle_()
-        bundle = {k: v for k, v in (view or {}).items() if k != "text/plain"}
-        self._handle = display(bundle, raw=True, display_id=True)
+        bundle = self._bundle() if self.box is not None else {}
+        handle = _cell_handle()
+        if handle is not None:  # an earlier wait of this cell left its (emptied) output: reuse it
+            if bundle:
+                handle.update(bundle, raw=True)
+            self._handle = handle
+        else:
+            self._handle = display(bundle, raw=True, display_id=True)
+            _remember_cell_handle(self._handle)
         self.shown = True
         self._thread = threading.Thread(target=self._run, name="toh-nb-progress", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        if self.box is None:
+            if self._stop.wait(self._show_after):
+                return  # over before it was worth showing: no widgets at all
+            try:
+                self._build()
+                if self._handle is not None:
+                    self._handle.update(self._bundle(), raw=True)
+            except Exception:
+                return
         while not self._stop.wait(self._interval):
             try:
                 self.tick()
@@ -131,6 +169,9 @@ class ProgressLine:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
+        if self.box is None:
+            self._handle = None
+            return  # never shown: the output is still empty
         if self._handle is not None:
             try:
                 self._handle.update({}, raw=True)  # leave an empty display, not a dead widget view
@@ -147,6 +188,30 @@ class ProgressLine:
 
 #: seconds between emptying a finished progress line and closing its widget models
 CLOSE_DELAY = 5.0
+#: seconds a call runs before its progress line's widgets are built and shown
+SHOW_AFTER = 0.3
+
+# (execution count, display handle) of the cell that last showed a progress line: every wait of one
+# cell (a loop of twelve ``child.wait()``) shares one output instead of leaving one empty output each
+_CELL: list = [None, None]
+
+
+def _execution_count() -> Any:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return None if shell is None else getattr(shell, "execution_count", None)
+
+
+def _cell_handle() -> Any:
+    count = _execution_count()
+    return _CELL[1] if count is not None and _CELL[0] == count else None
+
+
+def _remember_cell_handle(handle: Any) -> None:
+    _CELL[0], _CELL[1] = _execution_count(), handle
 
 
 def _close_widgets(widgets_to_close: tuple) -> None:
@@ -159,12 +224,13 @@ def _close_widgets(widgets_to_close: tuple) -> None:
 
 @contextmanager
 def waiting(description: str = "waiting", *, status: Callable[[], Any] | None = None, interval: float = 0.25,
-            enabled: bool | None = None) -> Iterator[ProgressLine | QuietLine]:
+            enabled: bool | None = None, show_after: float = SHOW_AFTER) -> Iterator[ProgressLine | QuietLine]:
     """Show a progress line while the ``with`` block runs, in a notebook only.
 
     ``description`` is the fixed text; ``status`` an optional zero-argument callable polled every
     ``interval`` seconds from the ticker thread (keep it to reading plain attributes, such as
-    ``job.status``); ``enabled`` forces the display on or off (default: :func:`in_notebook`).
+    ``job.status``); ``enabled`` forces the display on or off (default: :func:`in_notebook`);
+    ``show_after``: seconds before the widgets appear (the cell's output exists from the start, empty).
     Yields the line (``.update(text)`` sets the status text yourself; ``.shown`` tells whether anything
     was displayed).
     """
@@ -172,7 +238,7 @@ def waiting(description: str = "waiting", *, status: Callable[[], Any] | None = 
     line: ProgressLine | QuietLine
     if show:
         try:
-            line = ProgressLine(description, status=status, interval=interval)
+            line = ProgressLine(description, status=status, interval=interval, show_after=show_after)
             line.show()
         except Exception:
             line = QuietLine(description)

@@ -9,15 +9,23 @@ it has rows (so an empty table still concatenates, filters and displays like a f
 - counts (``depth``, ``turns``, tokens) → ``int64``; ``turn`` → nullable ``Int64`` (seed events have none);
 - flags (``is_error``) → ``bool``;
 - text (ids, labels, statuses, …) → ``object`` holding ``str`` or ``None``.
+
+The frames are :class:`Table` objects: ordinary DataFrames (every pandas operation works and keeps the
+full values) that *display* readably: no index column, long ids cut short (the full id on hover),
+clock times as ``HH:MM:SS``, durations as ``12.3 s``, empty cells instead of ``None``/``NaT``/``False``.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+import datetime
+import html
+
 import pandas as pd
 
 from ..snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS
+from .display import format_elapsed, short_id
 
 TIME = "time"
 FLOAT = "float"
@@ -36,6 +44,61 @@ TRANSCRIPT_TYPES = {"turn": NULLABLE_INT, "kind": TEXT, "role": TEXT, "source": 
                     "is_error": BOOL}
 EVENT_TYPES = {"time": TIME, "kind": TEXT, "id": TEXT, "parent": TEXT, "label": TEXT, "provider": TEXT,
                "mode": TEXT, "run_id": TEXT, "stop_reason": TEXT, "job": TEXT, "status": TEXT, "detail": TEXT}
+
+
+#: columns that hold agent/job/run ids: shown short, full on hover
+ID_COLUMNS = {"id", "parent", "owner", "run_id", "job", "child_id"}
+
+
+def _cell(column: str, value, markup: bool = True) -> str:
+    """One display cell: HTML-escaped text or markup (``markup=False``: plain text)."""
+    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    if isinstance(value, pd.Timestamp):
+        return datetime.datetime.fromtimestamp(value.timestamp()).strftime("%H:%M:%S")
+    if column == "elapsed_s":
+        return format_elapsed(float(value))
+    text = str(value)
+    if not markup:
+        return short_id(text) if column in ID_COLUMNS else text
+    if column in ID_COLUMNS:
+        return f"<code title='{html.escape(text)}'>{html.escape(short_id(text))}</code>"
+    return html.escape(text)
+
+
+class Table(pd.DataFrame):
+    """A DataFrame of one of the hub's tables that displays readably (see the module docstring);
+    filtering, slicing and concatenating keep it a Table."""
+
+    @property
+    def _constructor(self):
+        return Table
+
+    def _display_frame(self, limit: int | None, markup: bool) -> pd.DataFrame:
+        rows = self if limit is None or len(self) <= limit else self.head(limit)
+        return pd.DataFrame({column: [_cell(column, v, markup) for v in rows[column].tolist()]
+                             for column in rows.columns}, columns=list(rows.columns))
+
+    def _more(self, shown: int) -> str:
+        more = len(self) - shown
+        return f"\u2026 {more} more row{'s' if more != 1 else ''} (a DataFrame: filter or slice it)" if more else ""
+
+    def _repr_html_(self) -> str:
+        shown = self._display_frame(pd.get_option("display.max_rows"), markup=True)
+        page = shown.to_html(index=False, escape=False, border=0, classes="toh-table")
+        more = self._more(len(shown))
+        return page + (f"<div><i>{more}</i></div>" if more else "")
+
+    def __repr__(self) -> str:
+        """Plain text like the HTML view (no index, short ids, friendly times); ``(no rows)`` when empty."""
+        if not len(self):
+            return f"(no rows; columns: {', '.join(map(str, self.columns))})"
+        shown = self._display_frame(pd.get_option("display.max_rows"), markup=False)
+        text = shown.to_string(index=False)
+        more = self._more(len(shown))
+        return text + (f"\n{more}" if more else "")
 
 
 def _column(values: list, kind: str) -> pd.Series:
@@ -57,7 +120,7 @@ def frame(rows: Iterable[Mapping], columns: list[str], types: Mapping[str, str])
     """A DataFrame with exactly ``columns`` (in order) typed by ``types``; missing keys become nulls."""
     rows = list(rows)
     data = {name: _column([row.get(name) for row in rows], types[name]) for name in columns}
-    return pd.DataFrame(data, columns=columns)
+    return Table(data, columns=columns)
 
 
 def jobs_frame(rows: Iterable[Mapping]) -> pd.DataFrame:

@@ -1,49 +1,61 @@
-"""The live agent-tree widget (``hub.tree()``), built only from ipywidgets' own widgets.
+"""The live agent tree (``hub.tree()``): ONE anywidget model for the whole tree.
 
-One node per agent of the hub's tree (the root, continuable and one-shot children, live or stored) with
-its label, id, mode, a status badge, depth, turns, tokens and elapsed time; background jobs sit under
-their owner, with the job's child agent nested under the job. Every node can be expanded or collapsed
-and carries its actions: *Interrupt* and *Send* (continuable children), *Kill* (jobs) and *Transcript*
-(every agent: the transcript table rendered into the node).
+Why one model: the first tree built ~29 ipywidgets models per node (500 nodes → ~14,500 comms) and
+diffed them by hand. Here the tree is a single :class:`anywidget.AnyWidget` (it builds on ipywidgets and
+runs in JupyterLab, Notebook 7 and VS Code without a front-end extension): Python syncs plain rows
+(``rows``), an ES-module renderer (``tree.js``) draws them, and the page's clicks come back as custom
+messages (``{"action": "interrupt", "id": …}``). What users of trace viewers expect is there:
+collapse/expand and "collapse finished", a status filter and a search box, token columns with subtree
+totals and totals in the header, a timeline (Gantt) view of when each agent and job ran, a readable chat
+view of any transcript (tool calls folded), and exports (the tree as JSON, a transcript as Markdown).
+
+State and rules live in Python, so they are tested without a browser: which rows are visible
+(``visible``: filter + collapse, ancestors of matches kept) is computed here from the synced UI state
+(``query``, ``status_filter``, ``collapsed``, ``collapse_finished``); :meth:`AgentTree.act` is what a
+click sends.
 
 Threads. The engine lives on the hub's portal loop (a daemon thread); status changes and lifecycle
-events (``subagent/*``, ``job/*``) reach the widget's listeners on that thread. A listener only marks the
-tree dirty and, if no refresh is pending, schedules one with ``loop.call_later(interval, …)``: however
-many events arrive, the tree is rebuilt at most once per ``interval`` (0.1 s → ≤ 10 refreshes per
-second), and the rebuild reads the engine on its own thread, so it never races it and never blocks the
-kernel. While something runs, a heartbeat marks the tree dirty once a second so elapsed times move.
-Button callbacks run on the kernel's thread; they hand their work to the portal (``hub.portal.submit``,
-or ``run_coroutine_threadsafe`` for a bare AsyncHub) and return at once; the outcome (the same line a
-model would read, e.g. ``interrupt requested for agent agent-2``) appears in the tree's message line.
+events reach the widget's listeners on that thread. A listener only marks the tree dirty and, if no
+refresh is pending, schedules one with ``loop.call_later(interval, …)``: however many events arrive, the
+rows are rebuilt at most once per ``interval`` (0.1 s → ≤ 10 refreshes per second), on the engine's own
+thread, and synced only when they changed. While something runs, a heartbeat marks the tree dirty once a
+second so elapsed times and the timeline move. Actions run on the kernel's thread and hand their work to
+the portal without waiting; the outcome (the same line a model would read, e.g. ``interrupt requested
+for agent agent-2``) appears in the tree's message line (``message``).
 
-``repr(tree)`` — the widget's ``text/plain`` — is the deterministic ``list_agents`` descendants text,
-so a stored notebook output compares stably.
-
-Testing without a browser: ``tree.nodes`` maps ids (agent ids and job ids) to :class:`TreeNode` objects
-(``.status``, ``.label``, ``.interrupt_button``, ``.send_text``/``.send_button``, ``.kill_button``,
-``.transcript_button``, ``.expanded``); ``tree.refresh()`` rebuilds synchronously; ``tree.refresh_count``
-counts rebuilds; ``tree.close()`` unsubscribes.
+Displays: the live view plus a static snapshot of the whole tree (``text/plain`` and ``text/html`` from
+:mod:`toh_nb.notebook.treeview`), so nbconvert, GitHub and nbval show the tree without a kernel;
+``close()`` (and ``hub.close()``) replaces the live view by the final snapshot.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import html
+import json
+import pathlib
 import threading
+import time
 from typing import Any, Callable
 
-import ipywidgets as widgets
+import anywidget
+import traitlets
 
 from ..core.checks import is_int_at_least
 from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
-from ..results import STATUS_COLOURS
-from .display import format_elapsed
-from .tables import transcript_frame
+from .chat import chat_entries, chat_markdown
+from .display import short_id
+from .treeview import display_status, extra_columns, name_of, static_bundle, summary, tree_rows
 
+HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
 HEARTBEAT = 1.0  # seconds between refreshes while something runs, so elapsed times keep moving
+ACTIVE = ("running", "stopping")
+LIVE = ("running", "stopping", "idle")
+#: what the status filter offers (one vocabulary for agents and jobs)
+STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
+ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript")
 
 
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
@@ -87,226 +99,254 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _badge(status: str) -> str:
-    colour = STATUS_COLOURS.get(status, "#424242")
-    return (f"<span style='background:{colour};color:white;border-radius:8px;padding:0 6px;"
-            f"font-size:85%'>{html.escape(status)}</span>")
+def widget_rows(rows: list[dict]) -> list[dict]:
+    """The synced rows: JSON-safe, one per node in pre-order, with what the renderer shows and which
+    actions apply (a disabled action is not offered at all). ``subtree_tokens``: the node's own tokens
+    plus all its descendants' (jobs count their child agent's)."""
+    out: list[dict] = []
+    index: dict[str, dict] = {}
+    extra = extra_columns()
+    for row in rows:
+        status = display_status(row)
+        agent = row["kind"] == "agent"
+        own = ((row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)) if agent else 0
+        started = row.get("started")
+        elapsed = row.get("elapsed_s")
+        item = {
+            # the root named "root" shows as "root (you)" alone, not "root (you) root"
+            "id": row["id"], "short": "" if row.get("mode") == "root" and row["id"] == "root" else short_id(row["id"]),
+            "kind": row["kind"], "parent": row["tree_parent"],
+            "level": row["level"], "name": name_of(row), "label": row.get("label") or "",
+            "mode": (row.get("mode") or "") if agent else "job", "status": status,
+            "turns": row.get("turns") or 0 if agent else None,
+            "input_tokens": row.get("input_tokens") or 0 if agent else None,
+            "output_tokens": row.get("output_tokens") or 0 if agent else None,
+            "own_tokens": own, "subtree_tokens": own, "children": 0,
+            "detail": row.get("detail") or "", "stop_reason": row.get("stop_reason") or "",
+            "started": started, "elapsed_s": elapsed,
+            "ended": None if status in LIVE or started is None or elapsed is None else started + elapsed,
+            "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
+            "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
+            "has_transcript": agent,
+            "extra": [[name, _json_safe(row.get(name))] for name in extra if row.get(name) is not None],
+        }
+        out.append(item)
+        index[item["id"]] = item
+    for item in reversed(out):  # children come after their parent in pre-order
+        parent = index.get(item["parent"])
+        if parent is not None:
+            parent["subtree_tokens"] += item["subtree_tokens"]
+            parent["children"] += 1
+    return out
 
 
-def node_shape(kind: str, row: dict) -> tuple:
-    """What decides a node's widgets (its buttons): a change rebuilds the node."""
-    return (kind, row.get("mode") == "continuable")
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
-class TreeNode:
-    """One row of the tree: an agent (``kind="agent"``) or a background job (``kind="job"``).
+def visible_ids(rows: list[dict], query: str = "", status: str = "", collapsed: Any = (),
+                collapse_finished: bool = False) -> list[str]:
+    """Which rows the tree shows, in order.
 
-    Plain attributes mirror the last snapshot (``status``, ``label``, ``mode``, ``depth``, ``turns``,
-    ``input_tokens``, ``output_tokens``, ``elapsed_s``, ``parent`` = the node it sits under); the widgets
-    are attributes too, ``None`` where an action does not apply.
+    A filter (``query``: case-insensitive substring of name, label or id; ``status``: one status)
+    keeps the matching rows and their ancestors (so a match is seen in place). A collapsed row hides
+    its descendants; ``collapse_finished`` collapses every settled row (not running, stopping or idle)
+    that has children. While a filter is on, collapsing does not hide matches.
     """
+    by_id = {row["id"]: row for row in rows}
+    needle = query.strip().lower()
+    filtering = bool(needle or status)
+    keep: set[str] | None = None
+    if filtering:
+        keep = set()
+        for row in rows:
+            text = f"{row['name']}\n{row['label']}\n{row['id']}".lower()
+            if (not needle or needle in text) and (not status or row["status"] == status):
+                node: dict | None = row
+                while node is not None and node["id"] not in keep:
+                    keep.add(node["id"])
+                    node = by_id.get(node["parent"])
+    folded = set(collapsed)
+    if collapse_finished:
+        folded |= {row["id"] for row in rows if row["children"] and row["status"] not in LIVE}
+    out: list[str] = []
+    hidden_below: int | None = None  # level of the collapsed row whose subtree is being skipped
+    for row in rows:
+        if hidden_below is not None:
+            if row["level"] > hidden_below:
+                continue
+            hidden_below = None
+        if keep is not None:
+            if row["id"] in keep:
+                out.append(row["id"])
+            continue
+        out.append(row["id"])
+        if row["id"] in folded:
+            hidden_below = row["level"]
+    return out
 
-    def __init__(self, tree: "AgentTree", kind: str, node_id: str, row: dict) -> None:
-        self.tree = tree
-        self.kind = kind
-        self.id = node_id
-        self.shape = node_shape(kind, row)
-        self.row: dict = {}
-        self.parent: str | None = None
-        self.expanded = True
-        self.transcript_shown = False
-        self.toggle = widgets.Button(description="", icon="caret-down", tooltip="collapse",
-                                     layout=widgets.Layout(width="28px", padding="0"))
-        self.toggle.on_click(lambda _: self.set_expanded(not self.expanded))
-        self.info = widgets.HTML(layout=widgets.Layout(flex="1 1 auto"))
-        small = widgets.Layout(width="auto")
-        self.interrupt_button: widgets.Button | None = None
-        self.send_text: widgets.Text | None = None
-        self.send_button: widgets.Button | None = None
-        self.kill_button: widgets.Button | None = None
-        self.transcript_button: widgets.Button | None = None
-        buttons: list = []
-        rows: list = []
-        if kind == "job":
-            self.kill_button = widgets.Button(description="Kill", icon="stop", button_style="danger",
-                                              tooltip=f"kill job {node_id}", layout=small)
-            self.kill_button.on_click(lambda _: tree._kill(self.id))
-            buttons.append(self.kill_button)
-        else:
-            if row.get("mode") == "continuable":
-                self.interrupt_button = widgets.Button(description="Interrupt", icon="pause", button_style="warning",
-                                                       tooltip=f"stop the current turn of {node_id}", layout=small)
-                self.interrupt_button.on_click(lambda _: tree._interrupt(self.id))
-                buttons.append(self.interrupt_button)
-                self.send_text = widgets.Text(placeholder=f"message for {node_id}",
-                                              layout=widgets.Layout(width="360px"))
-                self.send_button = widgets.Button(description="Send", icon="paper-plane", tooltip=f"message {node_id}",
-                                                  layout=small)
-                self.send_button.on_click(lambda _: tree._send(self.id))
-                rows.append(widgets.HBox([self.send_text, self.send_button]))
-            self.transcript_button = widgets.Button(description="Transcript", icon="list", layout=small,
-                                                    tooltip=f"show the transcript of {node_id}")
-            self.transcript_button.on_click(lambda _: tree._toggle_transcript(self.id))
-            buttons.append(self.transcript_button)
-        self.transcript = widgets.HTML(layout=widgets.Layout(display="none", overflow="auto", max_height="320px"))
-        self.children_box = widgets.VBox(layout=widgets.Layout(margin="0 0 0 22px",
-                                                               border_left="1px solid #ddd"))
-        self.body = widgets.VBox(rows + [self.transcript, self.children_box],
-                                 layout=widgets.Layout(margin="0 0 0 22px" if rows else "0"))
-        self.header = widgets.HBox([self.toggle, self.info] + buttons,
-                                   layout=widgets.Layout(align_items="center"))
-        self.widget = widgets.VBox([self.header, self.body])
-        self.update(row)
 
-    # -- snapshot fields ---------------------------------------------------------------------------
+class NodeView:
+    """A read-only view of one synced row (``tree.nodes[id]``): ``.kind .id .status .label .parent``
+    (the row it sits under) and every other row field as an attribute."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: dict) -> None:
+        self.row = row
 
     def __getattr__(self, name: str) -> Any:
-        row = self.__dict__.get("row")
-        if row is not None and name in row:
+        row = object.__getattribute__(self, "row")
+        if name in row:
             return row[name]
         raise AttributeError(name)
 
     @property
-    def status(self) -> str:
-        return self.row.get("status") or "unknown"
-
-    @property
-    def label(self) -> str | None:
-        return self.row.get("label")
-
-    def update(self, row: dict) -> None:
-        self.row = row
-        self.parent = row.get("tree_parent")
-        value = self._info_html()
-        if self.info.value != value:
-            self.info.value = value
-        if self.interrupt_button is not None:
-            disabled = self.status != "running"
-            if self.interrupt_button.disabled != disabled:
-                self.interrupt_button.disabled = disabled
-        if self.send_button is not None:
-            disabled = not row.get("can_send", False)
-            if self.send_button.disabled != disabled:
-                self.send_button.disabled = disabled
-                self.send_text.disabled = disabled
-        if self.kill_button is not None:
-            disabled = self.status not in ("running",)
-            if self.kill_button.disabled != disabled:
-                self.kill_button.disabled = disabled
-
-    def _info_html(self) -> str:
-        row = self.row
-        esc = html.escape
-        if self.kind == "job":
-            parts = ["background job", f"owner {row.get('owner') or '-'}"]
-            if row.get("child_id"):
-                parts.append(f"child {row['child_id']}")
-            if row.get("detail"):
-                parts.append(str(row["detail"]))
-            parts.append(format_elapsed(row.get("elapsed_s")))
-            return (f"<b>{esc(row.get('label') or '')}</b> <code>{esc(self.id)}</code> {_badge(self.status)} "
-                    f"<small style='color:#666'>{esc(' · '.join(p for p in parts if p))}</small>")
-        label = row.get("label") or ("root (you)" if row.get("mode") == "root" else "")
-        parts = [row.get("mode") or "agent", f"depth {row.get('depth', 0)}",
-                 f"turns {row.get('turns', 0)}",
-                 f"tokens {row.get('input_tokens', 0)} in / {row.get('output_tokens', 0)} out",
-                 format_elapsed(row.get("elapsed_s"))]
-        if row.get("token_budget") is not None:
-            parts.append(f"budget {row.get('tokens_left')} of {row['token_budget']} tokens left")
-        if row.get("stop_reason") and row.get("stop_reason") != "completed":
-            parts.append(f"last stop: {row['stop_reason']}")
-        return (f"<b>{esc(label)}</b> <code>{esc(self.id)}</code> {_badge(self.status)} "
-                f"<small style='color:#666'>{esc(' · '.join(p for p in parts if p))}</small>")
-
-    def set_children(self, children: list) -> None:
-        boxes = tuple(child.widget for child in children)
-        if self.children_box.children != boxes:
-            self.children_box.children = boxes
-        self._sync_toggle()
-
-    def set_expanded(self, expanded: bool) -> None:
-        self.expanded = bool(expanded)
-        display = None if self.expanded else "none"
-        if self.body.layout.display != display:
-            self.body.layout.display = display
-        self._sync_toggle()
-
-    def _sync_toggle(self) -> None:
-        icon = "caret-down" if self.expanded else "caret-right"
-        if self.toggle.icon != icon:
-            self.toggle.icon = icon
-        tip = "collapse" if self.expanded else "expand"
-        if self.toggle.tooltip != tip:
-            self.toggle.tooltip = tip
-
-    def close(self) -> None:
-        for w in (self.widget, self.header, self.body, self.children_box, self.toggle, self.info, self.transcript,
-                  self.interrupt_button, self.send_text, self.send_button, self.kill_button, self.transcript_button):
-            if w is not None:
-                w.close()
+    def depth(self) -> int:
+        return self.row["level"]
 
     def __repr__(self) -> str:
-        return f"TreeNode({self.kind} {self.id} [{self.status}] \u2014 {self.label or ''})"
+        return f"NodeView({self.row['kind']} {self.row['id']} [{self.row['status']}] \u2014 {self.row['label']})"
 
 
-class AgentTree(widgets.VBox):
+class AgentTree(anywidget.AnyWidget):
     """The live tree of a hub's agents and jobs. Create with ``hub.tree()`` or ``AgentTree(hub)``.
 
     ``hub`` is a :class:`toh_nb.Hub` (the sync facade) or an :class:`toh_nb.AsyncHub`. ``interval`` is the
-    coalescing delay in seconds (at most one rebuild per interval, whatever the event rate);
-    ``max_nodes`` caps how many nodes are drawn (the rest are counted in the summary line).
+    coalescing delay in seconds (at most one refresh per interval, whatever the event rate);
+    ``max_nodes`` caps how many rows are synced (the rest are counted in ``hidden``).
     """
 
-    def __init__(self, hub: Any, *, interval: float = 0.1, max_nodes: int = 500, **kwargs: Any) -> None:
+    _esm = (HERE / "tree.js").read_text(encoding="utf-8")
+    _css = (HERE / "tree.css").read_text(encoding="utf-8")
+
+    rows = traitlets.List().tag(sync=True)
+    visible = traitlets.List().tag(sync=True)
+    summary = traitlets.Unicode().tag(sync=True)
+    hidden = traitlets.Int(0).tag(sync=True)
+    message = traitlets.Unicode().tag(sync=True)
+    message_error = traitlets.Bool(False).tag(sync=True)
+    query = traitlets.Unicode().tag(sync=True)
+    status_filter = traitlets.Enum(("",) + STATUS_CHOICES, default_value="").tag(sync=True)
+    collapsed = traitlets.List().tag(sync=True)
+    collapse_finished = traitlets.Bool(False).tag(sync=True)
+    view = traitlets.Enum(("tree", "timeline"), default_value="tree").tag(sync=True)
+    statuses = traitlets.List(list(STATUS_CHOICES)).tag(sync=True)  # the filter's options, for the page
+    transcript = traitlets.Dict().tag(sync=True)
+    now = traitlets.Float(0.0).tag(sync=True)
+    hub_closed = traitlets.Bool(False).tag(sync=True)
+
+    def __init__(self, hub: Any, *, interval: float = 0.1, max_nodes: int = 5000, **kwargs: Any) -> None:
         facade, inner = _resolve_hub(hub)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
             raise UsageError(f"interval must be a positive number of seconds, got {interval!r}")
         if not is_int_at_least(max_nodes, 1):
             raise UsageError(f"max_nodes must be an integer >= 1, got {max_nodes!r}")
-        self.summary = widgets.HTML()
-        self.message = widgets.HTML()
-        self.roots_box = widgets.VBox()
-        super().__init__([self.summary, self.roots_box, self.message], **kwargs)
+        super().__init__(**kwargs)
         self.hub = hub
         self._facade = facade
         self._hub = inner
         self._runtime = inner.runtime
         self.interval = float(interval)
         self.max_nodes = max_nodes
-        self.nodes: dict[str, TreeNode] = {}
         self.refresh_count = 0
         self.event_count = 0
         self.errors: list[str] = []
         self.last_message = ""
+        self.downloads: list[dict] = []  # what the export actions sent to the page (for tests)
         self._lock = threading.Lock()
         self._dirty = False
         self._pending: Any = None
         self._heartbeat: Any = None
         self._closed_tree = False
+        self._last_static: dict | None = None
+        self._handles: list = []  # displays of this tree, updated to the final snapshot on close()
         self._portal = _portal_of(facade)
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
+        self.on_msg(self._on_message)
+        self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished"])
         # the engine iterates its listener lists on its own thread: change them there
         self._call(self._subscribe)
         self.refresh()
 
+    @property
+    def nodes(self) -> dict[str, NodeView]:
+        """Every synced row by id (agents and jobs)."""
+        return {row["id"]: NodeView(row) for row in self.rows}
+
+    # -- filtering and collapsing (state in traits; rules in visible_ids) ---------------------------
+
+    def _refilter(self, change: Any = None) -> None:
+        visible = visible_ids(self.rows, self.query, self.status_filter, self.collapsed, self.collapse_finished)
+        if visible != self.visible:
+            self.visible = visible
+
+    def toggle(self, node_id: str) -> None:
+        """Collapse an expanded row, expand a collapsed one (what its caret does)."""
+        folded = list(self.collapsed)
+        if node_id in folded:
+            folded.remove(node_id)
+        else:
+            folded.append(node_id)
+        self.collapsed = folded
+
+    # -- clicks from the page -------------------------------------------------------------------------
+
+    def _on_message(self, widget: Any, content: Any, buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        try:
+            self.act(content.get("action"), content.get("id"), content.get("text"))
+        except Exception as error:  # a bad message from the page is shown, never raised into the kernel
+            self._say(f"Error: {error}", error=True)
+
+    def act(self, action: str, node_id: str | None = None, text: str | None = None) -> Any:
+        """Do what a click in the page does: ``interrupt``/``send``/``kill``/``transcript``/
+        ``close_transcript``/``toggle``/``export``/``export_transcript`` on row ``node_id`` (``text``:
+        the message for ``send``). Work for the engine is handed to the portal; the return value is its
+        future (or None)."""
+        if action not in ACTIONS:
+            raise UsageError(f"unknown tree action {action!r}; expected one of {', '.join(ACTIONS)}")
+        if action == "export":
+            return self._download("agent-tree.json", self.export_json(), "application/json")
+        if action == "close_transcript":
+            self.transcript = {}
+            return None
+        rows = {row["id"]: row for row in self.rows}
+        if not isinstance(node_id, str) or node_id not in rows:
+            raise UsageError(f"no row {node_id!r} in this tree")
+        row = rows[node_id]
+        needs = {"interrupt": "can_interrupt", "send": "can_send", "kill": "can_kill"}.get(action)
+        if needs is not None and not row[needs]:  # the page offers no such button; a stale page may
+            self._say(f"Error: {action} is not available for {node_id} [{row['status']}]", error=True)
+            return None
+        if action == "toggle":
+            return self.toggle(node_id)
+        if action == "interrupt":
+            return self._interrupt(node_id)
+        if action == "send":
+            return self._send_message(node_id, text)
+        if action == "kill":
+            return self._kill(node_id)
+        if row["kind"] != "agent":
+            raise UsageError(f"{node_id} is a job; its transcript is its child agent's")
+        if action == "transcript":
+            return self._show_transcript(node_id)
+        return self._download(f"{node_id}.md", self.export_markdown(node_id), "text/markdown")
+
+
     def _subscribe(self) -> None:
-        self._runtime.status_listeners.append(self._on_status)
-        self._unsubscribe = self._runtime.bus.subscribe(self._on_event)
+        self._unsubscribe = self._runtime.bus.subscribe(self._on_event)  # the hub's one event stream
 
     def _unsubscribe_all(self) -> None:
-        try:
-            self._runtime.status_listeners.remove(self._on_status)
-        except ValueError:
-            pass
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
 
     # -- engine events (portal thread) -------------------------------------------------------------
-
-    def _on_status(self, agent: Any) -> None:
-        self._mark_dirty()
 
     def _on_event(self, event: Any) -> None:
         self._mark_dirty()
@@ -429,8 +469,9 @@ class AgentTree(widgets.VBox):
 
     def _say(self, text: str, error: bool = False) -> None:
         self.last_message = text
-        colour = "#c62828" if error or text.startswith("Error:") else "#444"
-        self.message.value = f"<pre style='margin:2px 0;color:{colour};white-space:pre-wrap'>{html.escape(text)}</pre>"
+        with self.hold_sync():
+            self.message = text
+            self.message_error = bool(error or text.startswith("Error:"))
 
     # -- actions (kernel thread: submit and return) ------------------------------------------------
 
@@ -443,15 +484,10 @@ class AgentTree(widgets.VBox):
 
         return self._submit(run, f"interrupt {agent_id}")
 
-    def _send(self, agent_id: str) -> Any:
-        node = self.nodes.get(agent_id)
-        if node is None or node.send_text is None:
-            return None
-        text = node.send_text.value
-        if not text.strip():
+    def _send_message(self, agent_id: str, text: Any) -> Any:
+        if not isinstance(text, str) or not text.strip():
             self._say("Error: type a message first", error=True)
             return None
-        node.send_text.value = ""
         hub = self._hub
 
         async def run() -> str:
@@ -467,7 +503,7 @@ class AgentTree(widgets.VBox):
             registry = hub._jobs
             job = registry.jobs.get(job_id)
             if job is None:
-                raise UsageError(f"unknown job {job_id}")
+                raise UsageError(f"{job_id} is not a job")
             # the notebook user owns the whole tree: act as the job's owner
             outcome = registry.kill(job_id, job.owner, "killed from the agent tree")
             if outcome == "requested":
@@ -476,39 +512,42 @@ class AgentTree(widgets.VBox):
 
         return self._submit(run, f"kill {job_id}")
 
-    def _toggle_transcript(self, agent_id: str) -> Any:
-        node = self.nodes.get(agent_id)
-        if node is None:
-            return None
-        if node.transcript_shown:
-            node.transcript_shown = False
-            node.transcript.layout.display = "none"
-            node.transcript_button.description = "Transcript"
-            return None
-        node.transcript_shown = True
-        node.transcript_button.description = "Hide transcript"
-        node.transcript.layout.display = None
-        if not node.expanded:
-            node.set_expanded(True)
+    def _show_transcript(self, agent_id: str) -> Any:
         hub = self._hub
 
         async def run() -> str:
-            node.transcript.value = self._transcript_html(hub.transcript_rows(agent_id))
+            self.transcript = self._transcript_state(hub, agent_id)
             return f"transcript of {agent_id}"
 
         return self._submit(run, f"transcript of {agent_id}")
 
-    @staticmethod
-    def _transcript_html(rows: list[dict]) -> str:
-        frame = transcript_frame(rows)
-        if not len(frame):
-            return "<i>(empty transcript)</i>"
-        return frame.to_html(index=False, na_rep="", escape=True, border=0)
+    def _transcript_state(self, hub: Any, agent_id: str) -> dict:
+        row = next((r for r in self.rows if r["id"] == agent_id), None)
+        return {"id": agent_id, "name": row["name"] if row else agent_id,
+                "entries": chat_entries(hub.transcript_rows(agent_id))}
+
+    def _download(self, filename: str, text: str, mime: str) -> None:
+        """Hand a file to the page, which saves it (the export buttons)."""
+        message = {"type": "download", "filename": filename, "mime": mime, "text": text}
+        self.downloads.append(message)
+        self.send(message)
+        self._say(f"exported {filename}")
+
+    def export_json(self) -> str:
+        """The whole tree (every agent and job row, as synced) as JSON text."""
+        rows = [{k: v for k, v in row.items() if not k.startswith("can_")} for row in self.rows]
+        return json.dumps({"summary": self.summary, "rows": rows}, ensure_ascii=False, indent=1)
+
+    def export_markdown(self, agent_id: str) -> str:
+        """An agent's transcript as Markdown (the chat view's export)."""
+        hub = self._hub
+        label = next((r["label"] for r in self.rows if r["id"] == agent_id), None)
+        return self._call(lambda: chat_markdown(agent_id, chat_entries(hub.transcript_rows(agent_id)), label))
 
     # -- rebuilding (loop thread) ------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Rebuild the tree now (synchronously; runs on the engine's thread)."""
+        """Rebuild the rows now (synchronously; runs on the engine's thread)."""
         if self._closed_tree:
             return
         if getattr(self._hub, "closed", False):
@@ -516,106 +555,54 @@ class AgentTree(widgets.VBox):
             return
         self._call(self._rebuild)
 
-    def _snapshot(self) -> list[dict]:
-        """Every node's row in display order (pre-order), with ``tree_parent``."""
-        hub = self._hub
-        agents = hub.agent_rows()
-        registry = getattr(hub, "_jobs", None)
-        jobs = list(registry.jobs.values()) if registry is not None else []
-        root = agents[0]["id"] if agents else None
-        agent_ids = {row["id"] for row in agents}
-        by_child = {job.child_id: job for job in jobs if job.child_id}
-        rows: list[dict] = []
-        for row in agents:
-            row = dict(row, kind="agent")
-            job = by_child.get(row["id"])
-            if job is not None and job.owner_id == row["parent"]:
-                row["tree_parent"] = job.id
-            elif row["parent"] in agent_ids:
-                row["tree_parent"] = row["parent"]
-            else:
-                row["tree_parent"] = None if row["id"] == root else root
-            row["can_send"] = row["mode"] == "continuable" and row["parent"] == root and not hub.closed
-            rows.append(row)
-        for job in jobs:
-            owner = job.owner_id if job.owner_id in agent_ids else root
-            rows.append({"kind": "job", "id": job.id, "label": job.label, "status": job.status,
-                         "detail": job.detail, "owner": job.owner_id, "child_id": job.child_id,
-                         "started": job.started, "elapsed_s": job.elapsed, "tree_parent": owner})
-        return rows
-
     def _rebuild(self) -> None:
         if self._closed_tree:
             return
         if getattr(self._hub, "closed", False):
-            self.summary.value = "<i>the hub is closed</i>"
+            self.hub_closed = True
             self.refresh_count += 1
             return
-        rows = self._snapshot()
-        children: dict[str | None, list[dict]] = {}
-        for row in rows:
-            children.setdefault(row["tree_parent"], []).append(row)
-        for siblings in children.values():
-            siblings.sort(key=lambda r: (r.get("started") or 0.0, r["id"]))
-        # pre-order walk from the top, bounded by max_nodes
-        order: list[dict] = []
-        stack = list(reversed(children.get(None, [])))
-        while stack and len(order) < self.max_nodes:
-            row = stack.pop()
-            order.append(row)
-            stack.extend(reversed(children.get(row["id"], [])))
-        shown = {row["id"] for row in order}
-        for row in order:
-            node = self.nodes.get(row["id"])
-            expanded = True
-            if node is not None and node.shape != node_shape(row["kind"], row):
-                # e.g. a child first seen in its creation window, before its descriptor says continuable
-                expanded = node.expanded
-                node.close()
-                node = None
-            if node is None:
-                node = self.nodes[row["id"]] = TreeNode(self, row["kind"], row["id"], row)
-                if not expanded:
-                    node.set_expanded(False)
-            else:
-                node.update(row)
-        for gone in [key for key in self.nodes if key not in shown]:
-            self.nodes.pop(gone).close()
-        for row in order:
-            node = self.nodes[row["id"]]
-            node.set_children([self.nodes[c["id"]] for c in children.get(row["id"], []) if c["id"] in shown])
-            if node.transcript_shown and node.kind == "agent":
-                try:
-                    value = self._transcript_html(self._hub.transcript_rows(node.id))
-                except Exception as error:
-                    value = f"<i>{html.escape(str(error))}</i>"
-                if node.transcript.value != value:
-                    node.transcript.value = value
-        tops = tuple(self.nodes[row["id"]].widget for row in children.get(None, []) if row["id"] in shown)
-        if self.roots_box.children != tops:
-            self.roots_box.children = tops
-        agents = [r for r in rows if r["kind"] == "agent"]
-        jobs = [r for r in rows if r["kind"] == "job"]
-        running = sum(1 for r in agents if r["status"] == "running")
-        active_jobs = sum(1 for r in jobs if r["status"] in ("running", "stopping"))
-        hidden = len(rows) - len(order)
-        summary = (f"<b>agent tree</b> \u2014 {len(agents)} agent{'s' if len(agents) != 1 else ''}, "
-                   f"{running} running; {len(jobs)} job{'s' if len(jobs) != 1 else ''}, {active_jobs} active")
-        if hidden:
-            summary += f" <i>({hidden} more not shown; max_nodes={self.max_nodes})</i>"
-        if self.summary.value != summary:
-            self.summary.value = summary
+        base = tree_rows(self._hub)
+        kept = base[:self.max_nodes]
+        rows = widget_rows(kept)
+        text = summary(base)
+        shown = self.transcript.get("id") if self.transcript else None
+        transcript = None
+        if shown is not None:
+            try:
+                transcript = self._transcript_state(self._hub, shown)
+            except Exception as error:
+                transcript = {"id": shown, "name": shown, "entries": [], "error": str(error)}
+        with self.hold_sync():
+            self.now = time.time()
+            if rows != self.rows:
+                self.rows = rows
+                self._refilter()
+            if text != self.summary:
+                self.summary = text
+            if len(base) - len(kept) != self.hidden:
+                self.hidden = len(base) - len(kept)
+            if transcript is not None and transcript != self.transcript:
+                self.transcript = transcript
         self.refresh_count += 1
-        if running or active_jobs:
+        if any(row["status"] in ACTIVE for row in rows):
             self._arm_heartbeat()
 
     # -- display -----------------------------------------------------------------------------------
 
     def text(self) -> str:
-        """The ``list_agents`` descendants text of the hub's root (what ``repr`` shows)."""
-        if getattr(self._hub, "closed", False):
-            return "(hub closed)"
-        return self._call(lambda: str(self._hub.list_agents("descendants")))
+        """The whole tree (agents and jobs) as deterministic text: what ``repr`` shows."""
+        return self.static()["text/plain"]
+
+    def static(self) -> dict:
+        """The static snapshot ``{"text/plain": …, "text/html": …}`` of the whole tree, as a stored
+        notebook shows it without a kernel; after ``close()`` (or once the hub closed) the last one."""
+        if self._closed_tree or getattr(self._hub, "closed", False):
+            return self._last_static or {"text/plain": "agent tree: (hub closed)",
+                                         "text/html": "<i>agent tree: the hub is closed</i>"}
+        bundle = self._call(lambda: static_bundle(tree_rows(self._hub)))
+        self._last_static = bundle
+        return bundle
 
     def __repr__(self) -> str:
         try:
@@ -624,18 +611,49 @@ class AgentTree(widgets.VBox):
             return f"AgentTree(unavailable: {type(error).__name__})"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is not None:
-            bundle["text/plain"] = repr(self)  # untruncated: ipywidgets cuts reprs at 110 characters
+        return self._bundle(**kwargs)
+
+    def _bundle(self, **kwargs: Any) -> dict:
+        """The live view plus the static snapshot; a closed tree shows only its last snapshot."""
+        try:
+            static = self.static()
+        except Exception as error:  # a display must not raise
+            static = {"text/plain": f"AgentTree(unavailable: {type(error).__name__})"}
+        if self._closed_tree:
+            return dict(static)
+        live = anywidget.AnyWidget._repr_mimebundle_(self, **kwargs)
+        bundle = dict(live[0] if isinstance(live, tuple) else live or {})
+        bundle.update(static)
         return bundle
 
+    def _ipython_display_(self) -> None:
+        """Display with a display id, so ``close()`` can replace the live view by the final snapshot
+        (a stored notebook then shows the tree, not a blank cell)."""
+        from IPython.display import display
+
+        handle = display(self._bundle(), raw=True, display_id=True)
+        if handle is not None and not self._closed_tree:
+            self._handles.append(handle)
+
     def close(self) -> None:
-        """Unsubscribe from the engine and close every widget of the tree. Idempotent."""
+        """Leave the final snapshot in every display of the tree, unsubscribe from the engine and close
+        the widget model. Idempotent."""
         if self.__dict__.get("_closed_tree", True):
             if "_closed_tree" not in self.__dict__:  # construction failed before subscribing
                 super().close()
             return
+        try:
+            final = self.static()
+        except Exception:  # the hub's loop is gone: keep the last snapshot taken
+            final = self._last_static
         self._closed_tree = True
+        for handle in self._handles:
+            if final is not None:
+                try:
+                    handle.update(final, raw=True)
+                except Exception:
+                    pass
+        self._handles.clear()
         try:
             self._call(self._unsubscribe_all)
         except Exception:  # the hub's loop is gone: nothing runs the listeners any more
@@ -648,11 +666,6 @@ class AgentTree(widgets.VBox):
                 except RuntimeError:
                     pass
         self._pending = self._heartbeat = None
-        for node in self.nodes.values():
-            node.close()
-        self.nodes.clear()
-        for w in (self.summary, self.message, self.roots_box):
-            w.close()
         super().close()
 
     @property

@@ -1,0 +1,138 @@
+"""Static snapshots of the agent tree: rows, text, HTML, and what a display keeps after close()."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import toh_nb as tn
+from toh_nb.notebook import treeview
+from toh_nb.notebook.treeview import display_status, preorder, static_bundle, tree_html, tree_rows, tree_text
+
+
+async def labelled(request: tn.ModelRequest) -> str:
+    if (request.label or "").startswith("hold"):
+        await asyncio.sleep(60)
+    return f"{request.label or 'root'}: {request.last_user_text}"
+
+
+@pytest.fixture
+def hub():
+    with tn.Hub(tn.FunctionModel(labelled), ids="sequential") as hub:
+        yield hub
+
+
+def snapshot(hub) -> list[dict]:
+    return hub.portal.call(lambda: tree_rows(hub.async_hub))
+
+
+def build(hub):
+    hub.start("Keep notes", label="notes").wait()
+    hub.spawn("Crawl the site", label="crawl", background=True).output(wait=True)
+    hub.spawn("Sum it up", label="summary")
+
+
+def test_rows_cover_agents_and_jobs_in_tree_order(hub):
+    build(hub)
+    rows = snapshot(hub)
+    assert [(r["kind"], r["id"], r["tree_parent"], r["level"]) for r in rows] == [
+        ("agent", "root", None, 0), ("agent", "agent-1", "root", 1), ("job", "subagent-1", "root", 1),
+        ("agent", "agent-2", "subagent-1", 2), ("agent", "agent-3", "root", 1)]
+
+
+def test_the_text_snapshot_is_the_whole_tree(hub):
+    build(hub)
+    assert tree_text(snapshot(hub)) == "\n".join([
+        "agent tree: 4 agents (0 running) \u00b7 1 job (0 active) \u00b7 0 tokens",
+        "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out",
+        "\u251c\u2500\u2500 notes \u00b7 agent-1 \u00b7 continuable \u00b7 ready \u00b7 turns 1 \u00b7 tokens 0 in / 0 out",
+        "\u251c\u2500\u2500 job crawl \u00b7 subagent-1 \u00b7 completed",
+        "\u2502   \u2514\u2500\u2500 crawl \u00b7 agent-2 \u00b7 one-shot \u00b7 completed \u00b7 turns 1 \u00b7 tokens 0 in / 0 out",
+        "\u2514\u2500\u2500 summary \u00b7 agent-3 \u00b7 one-shot \u00b7 completed \u00b7 turns 1 \u00b7 tokens 0 in / 0 out"])
+
+
+def test_the_html_snapshot_has_a_row_per_node_short_ids_and_full_ids_on_hover():
+    rows = preorder([
+        {"kind": "agent", "id": "0b0f6a52-5c1e-4e8e-9f0e-6f1d2f3a4b5c", "tree_parent": None, "mode": "root",
+         "status": "idle", "turns": 1, "input_tokens": 5, "output_tokens": 7},
+        {"kind": "job", "id": "subagent-1", "tree_parent": "0b0f6a52-5c1e-4e8e-9f0e-6f1d2f3a4b5c", "label": "crawl",
+         "status": "killed", "started": 1.0}])
+    page = tree_html(rows)
+    assert page.count("<tr>") == 3
+    assert ("<code title='0b0f6a52-5c1e-4e8e-9f0e-6f1d2f3a4b5c'>0b0f6a52\u2026</code>") in page
+    assert "<td style='padding-left:0.3em;text-align:left'>root (you)</td>" in page
+    assert "<td style='padding-left:1.7em;text-align:left'>job crawl</td>" in page
+    assert tree_text(rows).splitlines()[1:] == [
+        "root (you) \u00b7 0b0f6a52\u2026 \u00b7 idle \u00b7 turns 1 \u00b7 tokens 5 in / 7 out",
+        "\u2514\u2500\u2500 job crawl \u00b7 subagent-1 \u00b7 killed"]
+
+
+def test_one_status_vocabulary_for_finished_agents():
+    assert [display_status({"kind": "agent", "status": "finished", "stop_reason": reason})
+            for reason in ("completed", "error", "aborted", None)] == ["completed", "failed", "killed", "completed"]
+    assert display_status({"kind": "job", "status": "running"}) == "running"
+    assert display_status({"kind": "agent", "status": "ready"}) == "ready"
+
+
+def test_columns_added_to_agent_rows_show_up_without_changes_here(monkeypatch):
+    monkeypatch.setattr(treeview, "AGENT_COLUMNS", treeview.AGENT_COLUMNS + ["tokens_left"])
+    rows = preorder([{"kind": "agent", "id": "root", "tree_parent": None, "mode": "root", "status": "idle",
+                      "tokens_left": 900}])
+    assert "<th>tokens left</th>" in tree_html(rows) and "<td>900</td>" in tree_html(rows)
+    assert tree_text(rows).endswith("\u00b7 tokens left 900")
+
+
+class FakeHandle:
+    def __init__(self, bundle):
+        self.shown = [bundle]
+
+    def update(self, bundle, raw=False):
+        self.shown.append(bundle)
+
+
+def test_a_displayed_tree_leaves_its_final_snapshot_when_closed(hub, monkeypatch):
+    import IPython.display
+
+    handles = []
+
+    def display(bundle, raw=False, display_id=None):
+        handles.append(FakeHandle(bundle))
+        return handles[-1]
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    tree = hub.tree()
+    tree._ipython_display_()  # displayed before anything was started
+    first = handles[0].shown[0]
+    assert "application/vnd.jupyter.widget-view+json" in first
+    assert first["text/plain"].startswith("agent tree: 1 agent (0 running)")
+    build(hub)
+    tree.close()
+    final = handles[0].shown[-1]
+    assert set(final) == {"text/plain", "text/html"}  # no dead widget view: the static snapshot
+    assert final == static_bundle(snapshot(hub))
+    assert final["text/plain"].startswith("agent tree: 4 agents (0 running) \u00b7 1 job (0 active)")
+    tree._ipython_display_()  # a closed tree displays its last snapshot
+    assert handles[1].shown == [final]
+
+
+def test_closing_the_hub_closes_its_trees_with_their_final_snapshot():
+    hub = tn.Hub(tn.FunctionModel(labelled), ids="sequential")
+    tree = hub.tree()
+    hub.start("Keep notes", label="notes").wait()
+    hub.close()
+    assert tree.closed
+    assert repr(tree).splitlines()[-1] == ("\u2514\u2500\u2500 notes \u00b7 agent-1 \u00b7 continuable \u00b7 ready "
+                                           "\u00b7 turns 1 \u00b7 tokens 0 in / 0 out")
+
+
+def test_static_snapshots_of_big_trees_end_with_a_count_of_the_rest(monkeypatch):
+    monkeypatch.setattr(treeview, "STATIC_MAX_ROWS", 3)
+    rows = preorder([{"kind": "agent", "id": "root", "tree_parent": None, "mode": "root", "status": "idle"}] + [
+        {"kind": "agent", "id": f"agent-{n}", "tree_parent": "root", "mode": "one-shot", "status": "completed",
+         "label": f"w{n}", "started": float(n)} for n in range(1, 6)])
+    lines = tree_text(rows).splitlines()
+    assert len(lines) == 5 and lines[-1] == "\u2026 3 more rows (the live tree and tree.export_json() have them all)"
+    assert lines[-2].startswith("\u251c\u2500\u2500 w2")  # still drawn as a middle sibling
+    page = tree_html(rows)
+    assert page.count("<tr>") == 4 and "\u2026 3 more rows" in page

@@ -1,0 +1,216 @@
+// The agent tree's renderer (anywidget ES module). Python owns the state: `rows` (one per agent or
+// job, pre-order), `visible` (which rows to show, after filter and collapse), `summary`, `message`,
+// `transcript`, `view`. This module draws them and sends clicks back as messages
+// ({action, id, text}); UI state (search text, status filter, collapse-finished, view) is written to
+// the model so Python recomputes `visible`. Rows are keyed by id and only re-drawn when they change,
+// so a refresh of a few rows in a big tree touches only those rows.
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") el.className = value;
+    else if (key === "text") el.textContent = value;
+    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children) if (child !== null && child !== undefined) el.append(child);
+  return el;
+}
+
+function elapsed(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  const m = Math.floor(seconds / 60), s = Math.floor(seconds % 60);
+  return `${m} min ${String(s).padStart(2, "0")} s`;
+}
+
+function tokens(row) {
+  if (row.kind !== "agent") return row.subtree_tokens ? `Σ ${row.subtree_tokens}` : "";
+  const own = `${row.input_tokens} in / ${row.output_tokens} out`;
+  return row.children ? `${own} · Σ ${row.subtree_tokens}` : own;
+}
+
+function render({ model, el }) {
+  el.classList.add("toh-tree");
+  const cache = new Map(); // id -> {key, el}
+  const state = { sendText: new Map() };
+
+  const search = h("input", { type: "search", class: "toh-search", placeholder: "search label or id",
+    "aria-label": "search" });
+  search.value = model.get("query");
+  search.addEventListener("input", () => { model.set("query", search.value); model.save_changes(); });
+  const status = h("select", { class: "toh-status-filter", "aria-label": "status filter" },
+    h("option", { value: "", text: "all statuses" }),
+    ...model.get("statuses").map((s) => h("option", { value: s, text: s })));
+  status.value = model.get("status_filter");
+  status.addEventListener("change", () => { model.set("status_filter", status.value); model.save_changes(); });
+  const finished = h("input", { type: "checkbox", class: "toh-collapse-finished" });
+  finished.checked = model.get("collapse_finished");
+  finished.addEventListener("change", () => { model.set("collapse_finished", finished.checked); model.save_changes(); });
+  const viewButton = (name, text) => h("button", { class: `toh-view toh-view-${name}`, text,
+    onclick: () => { model.set("view", name); model.save_changes(); } });
+  const treeTab = viewButton("tree", "Tree");
+  const timelineTab = viewButton("timeline", "Timeline");
+  const exportButton = h("button", { class: "toh-export", text: "Export JSON", title: "download the tree as JSON",
+    onclick: () => model.send({ action: "export" }) });
+  const summary = h("div", { class: "toh-summary" });
+  const toolbar = h("div", { class: "toh-toolbar" }, search, status,
+    h("label", { class: "toh-check" }, finished, " collapse finished"), treeTab, timelineTab, exportButton);
+  const list = h("div", { class: "toh-rows", role: "tree" });
+  const timeline = h("div", { class: "toh-timeline" });
+  const chat = h("div", { class: "toh-chat" });
+  const message = h("pre", { class: "toh-message" });
+  el.append(summary, toolbar, list, timeline, chat, message);
+
+  function actionButton(cls, text, title, onclick) {
+    return h("button", { class: `toh-action ${cls}`, text, title, onclick });
+  }
+
+  function drawRow(row) {
+    const caret = row.children
+      ? h("button", { class: "toh-caret", title: "collapse / expand", "aria-label": "toggle",
+          onclick: () => model.send({ action: "toggle", id: row.id }) })
+      : h("span", { class: "toh-caret-space" });
+    const name = h("span", { class: "toh-name", text: row.name });
+    const ident = row.short ? h("code", { class: "toh-id", title: `${row.id} (click to copy)`, text: row.short,
+      onclick: () => navigator.clipboard && navigator.clipboard.writeText(row.id).catch(() => {}) }) : null;
+    const badge = h("span", { class: `toh-badge toh-${row.status}`, text: row.status });
+    const facts = [row.kind === "agent" && row.mode !== "root" ? row.mode : null,
+      row.kind === "agent" ? `turns ${row.turns}` : null, tokens(row), elapsed(row.elapsed_s),
+      row.detail || null, ...row.extra.map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`)].filter(Boolean);
+    const info = h("span", { class: "toh-facts", text: facts.join(" · ") });
+    const actions = h("span", { class: "toh-actions" });
+    if (row.can_interrupt) actions.append(actionButton("toh-interrupt", "Interrupt", `stop the current turn of ${row.id}`,
+      () => model.send({ action: "interrupt", id: row.id })));
+    if (row.can_kill) actions.append(actionButton("toh-kill", "Kill", `kill job ${row.id}`,
+      () => model.send({ action: "kill", id: row.id })));
+    if (row.has_transcript) actions.append(actionButton("toh-transcript", "Transcript", `show the conversation of ${row.id}`,
+      () => model.send({ action: "transcript", id: row.id })));
+    const line = h("div", { class: `toh-row toh-kind-${row.kind}`, "data-id": row.id, role: "treeitem",
+      style: `padding-left:${row.level * 18}px` }, caret, name, ident, badge, info, actions);
+    if (row.can_send) {
+      const box = h("input", { type: "text", class: "toh-send-text", placeholder: `message for ${row.short}` });
+      box.value = state.sendText.get(row.id) || "";
+      box.addEventListener("input", () => state.sendText.set(row.id, box.value));
+      const send = () => {
+        model.send({ action: "send", id: row.id, text: box.value });
+        box.value = ""; state.sendText.delete(row.id);
+      };
+      box.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
+      line.append(h("span", { class: "toh-send" }, box, actionButton("toh-send-button", "Send", `message ${row.id}`, send)));
+    }
+    return line;
+  }
+
+  function drawRows() {
+    const rows = model.get("rows");
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const folded = new Set(model.get("collapsed"));
+    const frag = document.createDocumentFragment();
+    const seen = new Set();
+    for (const id of model.get("visible")) {
+      const row = byId.get(id);
+      if (!row) continue;
+      const key = JSON.stringify(row) + (folded.has(id) ? "+" : "-");
+      let entry = cache.get(id);
+      if (!entry || entry.key !== key) {
+        entry = { key, el: drawRow(row) };
+        entry.el.classList.toggle("toh-folded", folded.has(id));
+        cache.set(id, entry);
+      }
+      seen.add(id);
+      frag.append(entry.el);
+    }
+    for (const id of [...cache.keys()]) if (!byId.has(id)) cache.delete(id);
+    list.replaceChildren(frag);
+    const hidden = model.get("hidden");
+    summary.replaceChildren(h("b", { text: "agent tree" }), ` — ${model.get("summary")}`,
+      hidden ? h("i", { text: ` (${hidden} more not shown)` }) : "",
+      model.get("hub_closed") ? h("i", { text: " (the hub is closed)" }) : "");
+  }
+
+  function drawTimeline() {
+    const rows = model.get("rows");
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const now = model.get("now");
+    const shown = model.get("visible").map((id) => byId.get(id)).filter((r) => r && r.started !== null);
+    const t0 = Math.min(...shown.map((r) => r.started), now);
+    const t1 = Math.max(now, ...shown.map((r) => (r.ended !== null ? r.ended : now)));
+    const span = Math.max(t1 - t0, 1e-3);
+    const lanes = shown.map((row) => {
+      const end = row.ended !== null ? row.ended : now;
+      const left = ((row.started - t0) / span) * 100;
+      const width = Math.max(((end - row.started) / span) * 100, 0.4);
+      const bar = h("div", { class: `toh-bar toh-${row.status}`, title:
+        `${row.name} ${row.id}: ${row.status}, started +${(row.started - t0).toFixed(2)} s, ${elapsed(end - row.started)}`,
+        style: `left:${left.toFixed(3)}%;width:${width.toFixed(3)}%` });
+      return h("div", { class: "toh-lane", "data-id": row.id },
+        h("span", { class: "toh-lane-name", style: `padding-left:${row.level * 10}px`, text: `${row.name} ${row.short}`.trim() }),
+        h("span", { class: "toh-lane-track" }, bar));
+    });
+    timeline.replaceChildren(h("div", { class: "toh-axis", text: `0 s … ${elapsed(span)}` }), ...lanes);
+  }
+
+  function drawChat() {
+    const t = model.get("transcript");
+    if (!t || !t.id) { chat.replaceChildren(); chat.style.display = "none"; return; }
+    chat.style.display = "";
+    const entries = t.entries.map((e) => {
+      if (e.role === "turn") return h("div", { class: "toh-turn", text: e.text });
+      const who = e.role === "user" && e.source && e.source !== "user" ? e.source : e.role;
+      const calls = (e.calls || []).map((c) => h("details", { class: `toh-call${c.is_error ? " toh-error" : ""}` },
+        h("summary", { text: `tool ${c.tool}${c.is_error ? " (error)" : ""}` }),
+        h("pre", { text: c.arguments }), c.result !== null ? h("pre", { class: "toh-result", text: c.result }) : null));
+      return h("div", { class: `toh-msg toh-msg-${e.role}` }, h("span", { class: "toh-role", text: who }),
+        h("div", { class: "toh-text", text: e.text }), ...calls);
+    });
+    chat.replaceChildren(h("div", { class: "toh-chat-head" }, h("b", { text: `conversation of ${t.name} (${t.id})` }),
+      h("button", { class: "toh-chat-md", text: "Markdown", title: "download as Markdown",
+        onclick: () => model.send({ action: "export_transcript", id: t.id }) }),
+      h("button", { class: "toh-chat-close", text: "Close", onclick: () => model.send({ action: "close_transcript" }) })),
+      ...(entries.length ? entries : [h("i", { text: "(empty transcript)" })]));
+  }
+
+  function drawView() {
+    const view = model.get("view");
+    list.style.display = view === "tree" ? "" : "none";
+    timeline.style.display = view === "timeline" ? "" : "none";
+    treeTab.classList.toggle("toh-on", view === "tree");
+    timelineTab.classList.toggle("toh-on", view === "timeline");
+    if (view === "timeline") drawTimeline();
+  }
+
+  function drawMessage() {
+    message.textContent = model.get("message");
+    message.classList.toggle("toh-error", model.get("message_error"));
+  }
+
+  let scheduled = false;
+  function redraw() { // coalesce several trait changes of one sync into one frame
+    if (scheduled) return;
+    scheduled = true;
+    requestAnimationFrame(() => { scheduled = false; drawRows(); drawView(); });
+  }
+
+  const onMsg = (msg) => {
+    if (!msg || msg.type !== "download") return;
+    const url = URL.createObjectURL(new Blob([msg.text], { type: msg.mime }));
+    const a = h("a", { href: url, download: msg.filename });
+    document.body.append(a); a.click(); a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  };
+  const handlers = [["change:rows", redraw], ["change:visible", redraw], ["change:collapsed", redraw],
+    ["change:summary", redraw], ["change:hidden", redraw], ["change:hub_closed", redraw],
+    ["change:now", () => { if (model.get("view") === "timeline") redraw(); }], ["change:view", drawView],
+    ["change:transcript", drawChat], ["change:message", drawMessage], ["change:message_error", drawMessage],
+    ["change:query", () => { if (search.value !== model.get("query")) search.value = model.get("query"); }],
+    ["change:status_filter", () => { status.value = model.get("status_filter"); }],
+    ["change:collapse_finished", () => { finished.checked = model.get("collapse_finished"); }],
+    ["msg:custom", onMsg]];
+  for (const [name, fn] of handlers) model.on(name, fn);
+  drawRows(); drawView(); drawChat(); drawMessage();
+  return () => { for (const [name, fn] of handlers) model.off(name, fn); };
+}
+
+export default { render };

@@ -1,0 +1,205 @@
+"""The agent tree as plain rows, and its static snapshots (text and HTML) — no widgets here.
+
+One function reads the hub (:func:`tree_rows`, on the hub's loop thread); everything else renders
+those rows: the live widget (:mod:`toh_nb.notebook.widget`), the static ``text/plain`` and ``text/html``
+snapshots a stored notebook keeps when no kernel runs (nbconvert, GitHub, nbval), the Mermaid picture
+(:mod:`toh_nb.notebook.graph`) and the JSON export. Rows are dicts: every column of
+:func:`toh_nb.snapshots.agent_rows` (whatever columns it grows) plus ``kind`` (``agent | job``), ``tree_parent``
+(the row it sits under: a background job sits under its owner, the job's child under the job) and
+``level`` (0 for the root).
+
+Snapshots are deterministic: no clock times or durations (they would change run after run), ids as
+given (``ids="sequential"`` keeps them stable), statuses in one vocabulary (:func:`display_status`).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from ..results import STATUS_COLOURS
+from ..snapshots import AGENT_COLUMNS, FINISHED_AS
+from .display import short_id
+
+#: agent columns the snapshot table shows in their own way (the rest appear as plain extra columns,
+#: so a column added to ``agent_rows`` shows up without touching this module)
+SHOWN_APART = {"id", "parent", "depth", "label", "mode", "status", "started", "elapsed_s", "stop_reason", "subtree_tokens",
+               "turns", "input_tokens", "output_tokens"}
+
+
+#: rows a static snapshot lists (a bigger tree ends with a line counting the rest; the live widget and
+#: ``tree.export_json()`` have them all): keeps stored notebooks small
+STATIC_MAX_ROWS = 200
+
+
+def display_status(row: dict) -> str:
+    """``running | stopping | idle | ready | completed | failed | killed | corrupt`` for any row (rows
+    from ``agent_rows`` already say so; a ``finished`` status from elsewhere maps by its stop reason)."""
+    status = row.get("status") or "unknown"
+    if row.get("kind", "agent") == "agent" and status == "finished":
+        return FINISHED_AS.get(row.get("stop_reason") or "completed", "completed")
+    return status
+
+
+def tree_rows(hub: Any) -> list[dict]:
+    """Every agent and background job of ``hub`` (an AsyncHub) in display order (pre-order, siblings
+    by start time), each with ``kind``, ``tree_parent`` and ``level``. Call on the hub's loop thread."""
+    agents = hub.agent_rows()
+    registry = getattr(hub, "_jobs", None)
+    jobs = list(registry.jobs.values()) if registry is not None else []
+    root = agents[0]["id"] if agents else None
+    agent_ids = {row["id"] for row in agents}
+    by_child = {job.child_id: job for job in jobs if job.child_id}
+    rows: list[dict] = []
+    for row in agents:
+        row = dict(row, kind="agent")
+        job = by_child.get(row["id"])
+        if job is not None and job.owner_id == row["parent"]:
+            row["tree_parent"] = job.id
+        elif row["parent"] in agent_ids:
+            row["tree_parent"] = row["parent"]
+        else:
+            row["tree_parent"] = None if row["id"] == root else root
+        row["can_send"] = row["mode"] == "continuable" and row["parent"] == root and not hub.closed
+        rows.append(row)
+    for job in jobs:
+        rows.append({"kind": "job", "id": job.id, "label": job.label, "status": job.status,
+                     "detail": job.detail, "owner": job.owner_id, "child_id": job.child_id,
+                     "started": job.started, "finished": job.finished, "elapsed_s": job.elapsed,
+                     "tree_parent": job.owner_id if job.owner_id in agent_ids else root})
+    return preorder(rows)
+
+
+def preorder(rows: list[dict]) -> list[dict]:
+    """``rows`` in pre-order of ``tree_parent`` (siblings by start time, then id), with ``level``."""
+    children: dict[str | None, list[dict]] = {}
+    for row in rows:
+        children.setdefault(row["tree_parent"], []).append(row)
+    for siblings in children.values():
+        siblings.sort(key=lambda r: (r.get("started") or 0.0, r["id"]))
+    order: list[dict] = []
+    stack = [(row, 0) for row in reversed(children.get(None, []))]
+    while stack:
+        row, level = stack.pop()
+        row["level"] = level
+        order.append(row)
+        stack.extend((child, level + 1) for child in reversed(children.get(row["id"], [])))
+    return order
+
+
+def name_of(row: dict) -> str:
+    """The row's human name: ``root (you)``, the label, or ``job <label>``."""
+    if row.get("kind") == "job":
+        return f"job {row.get('label') or ''}".rstrip()
+    if row.get("mode") == "root":
+        return "root (you)"
+    return row.get("label") or ""
+
+
+def summary(rows: list[dict]) -> str:
+    """``3 agents (1 running) · 1 job (0 active) · 120 tokens``."""
+    agents = [r for r in rows if r["kind"] == "agent"]
+    jobs = [r for r in rows if r["kind"] == "job"]
+    running = sum(1 for r in agents if r["status"] == "running")
+    active = sum(1 for r in jobs if r["status"] in ("running", "stopping"))
+    tokens = sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in agents)
+    return (f"{len(agents)} agent{'s' if len(agents) != 1 else ''} ({running} running) \u00b7 "
+            f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} ({active} active) \u00b7 {tokens} tokens")
+
+
+def extra_columns() -> list[str]:
+    """The ``agent_rows`` columns shown as plain extra columns (whatever the engine adds later)."""
+    return [c for c in AGENT_COLUMNS if c not in SHOWN_APART]
+
+
+def _facts(row: dict) -> list[str]:
+    if row["kind"] == "job":
+        facts = [row["id"], display_status(row)]
+        if row.get("detail"):
+            facts.append(str(row["detail"]))
+        return facts
+    facts = [] if row.get("mode") == "root" and row["id"] == "root" else [short_id(row["id"])]
+    if row.get("mode") and row.get("mode") != "root":
+        facts.append(row["mode"])
+    facts += [display_status(row), f"turns {row.get('turns') or 0}",
+              f"tokens {row.get('input_tokens') or 0} in / {row.get('output_tokens') or 0} out"]
+    for column in extra_columns():
+        if row.get(column) is not None:
+            facts.append(f"{column.replace('_', ' ')} {row[column]}")
+    return facts
+
+
+def tree_text(rows: list[dict]) -> str:
+    """The whole tree as deterministic text (the widget's ``text/plain``)::
+
+        agent tree: 3 agents (0 running) · 1 job (0 active) · 54 tokens
+        root (you) · idle · turns 1 · tokens 12 in / 18 out
+        ├── notes · agent-1 · continuable · ready · turns 2 · tokens 8 in / 10 out
+        └── job crawl · subagent-1 · completed
+            └── crawl · agent-2 · one-shot · completed · turns 1 · tokens 3 in / 3 out
+    """
+    lines = [f"agent tree: {summary(rows)}"]
+    prefixes: list[str] = []  # the continuation prefix of each open level
+    for index, row in enumerate(rows[:STATIC_MAX_ROWS]):
+        level = row["level"]
+        del prefixes[level:]
+        last = not any(r["level"] == level for r in _until_parent_level(rows, index + 1, level))
+        name = name_of(row)
+        text = " \u00b7 ".join(([name] if name else []) + _facts(row))
+        if level == 0:
+            lines.append(text)
+        else:
+            lines.append("".join(prefixes[1:level]) + ("\u2514\u2500\u2500 " if last else "\u251c\u2500\u2500 ") + text)
+        prefixes.append("    " if last or level == 0 else "\u2502   ")
+    if len(rows) > STATIC_MAX_ROWS:
+        lines.append(_more(len(rows) - STATIC_MAX_ROWS))
+    return "\n".join(lines)
+
+
+def _more(count: int) -> str:
+    return f"\u2026 {count} more rows (the live tree and tree.export_json() have them all)"
+
+
+def _until_parent_level(rows: list[dict], start: int, level: int):
+    """The rows after ``start`` up to the next row above ``level`` (this row's later siblings and their
+    subtrees)."""
+    for row in rows[start:]:
+        if row["level"] < level:
+            return
+        yield row
+
+
+def status_badge(status: str) -> str:
+    colour = STATUS_COLOURS.get(status, "#455a64")
+    return (f"<span style='background:{colour};color:#fff;border-radius:8px;padding:0 6px;"
+            f"font-size:85%'>{html.escape(status)}</span>")
+
+
+def tree_html(rows: list[dict]) -> str:
+    """The whole tree as a static HTML table (the widget's ``text/html``: what a stored notebook shows
+    without a kernel). Full ids are in each id's ``title`` (hover)."""
+    esc = html.escape
+    extra = extra_columns()
+    head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in ["agent / job", "id", "mode", "status",
+                                                                   "turns", "tokens in", "tokens out"] + extra)
+    body = []
+    for row in rows[:STATIC_MAX_ROWS]:
+        indent = f"padding-left:{0.3 + 1.4 * row['level']:.1f}em;text-align:left"
+        is_agent = row["kind"] == "agent"
+        mode = (row.get("mode") or "") if is_agent else "background job"
+        numbers = [row.get("turns"), row.get("input_tokens"), row.get("output_tokens")] if is_agent else [None] * 3
+        cells = [f"<td style='{indent}'>{esc(name_of(row))}</td>",
+                 f"<td style='text-align:left'><code title='{esc(row['id'])}'>{esc(short_id(row['id']))}</code></td>",
+                 f"<td style='text-align:left'>{esc(mode)}</td>",
+                 f"<td style='text-align:left'>{status_badge(display_status(row))}</td>"]
+        cells += [f"<td>{'' if v is None else esc(str(v))}</td>" for v in numbers]
+        cells += [f"<td>{'' if row.get(c) is None else esc(str(row.get(c)))}</td>" for c in extra]
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    more = f"<div><i>{esc(_more(len(rows) - STATIC_MAX_ROWS))}</i></div>" if len(rows) > STATIC_MAX_ROWS else ""
+    return (f"<div class='toh-tree-static'><div><b>agent tree</b> \u2014 {esc(summary(rows))}</div>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}</div>")
+
+
+def static_bundle(rows: list[dict]) -> dict:
+    """``{"text/plain": …, "text/html": …}``: the snapshot a display keeps without a kernel."""
+    return {"text/plain": tree_text(rows), "text/html": tree_html(rows)}
