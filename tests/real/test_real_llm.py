@@ -65,8 +65,12 @@ def test_root_delegates_reads_the_childs_answer_and_ends_its_turn(backend):
             assert child_response.text.strip()
             # the root's next request ends with the subagent's result, which carries the child's answer
             last = root[1][0].messages[-1]
-            assert last.role == "tool" and last.tool_name == "subagent" and not last.is_error
+            assert last.role == "tool" and last.tool_name == "subagent"
             assert child_response.text.strip() in last.text
+            if child_response.stop_reason == "max_tokens":  # cut off: an error result with the partial output
+                assert last.is_error and "Partial output before the run ended:" in last.text
+            else:
+                assert not last.is_error
             # ... and the root read it, then ended its turn with a text answer
             assert root[1][1].tool_calls == []
             assert result.stop_reason in ("completed", "max-tokens")

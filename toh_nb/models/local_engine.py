@@ -27,7 +27,7 @@ import concurrent.futures
 import importlib.util
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -85,7 +85,8 @@ class Generation:
     cancel: threading.Event
     #: "auto": free text, stopping where ``<tool_call>`` starts; "required": a call at once; "none": text
     mode: str
-    grammar: str | None = None  # GBNF for the call (modes auto and required)
+    call_tools: list = field(default_factory=list)  # the ToolSpecs a call may name (modes auto and required)
+    max_string_chars: int = 600  # bound of grammar strings (see local_grammar)
     on_text: Callable[[str], None] | None = None  # text deltas, called from the worker thread
     call_open: str = "<tool_call>"
     hold_back: Callable[[str], int] | None = None
@@ -199,7 +200,10 @@ class Engine:
                     return Completion(text, None, finish, prompt_tokens, used)
             if used >= job.max_tokens:
                 return Completion(text, None, "length", prompt_tokens, used)
-            body, finish, more = self._run(prompt + text + job.call_open + "\n", job, grammar=job.grammar,
+            from .local_grammar import call_grammar
+
+            grammar = call_grammar(job.call_tools, job.max_string_chars)
+            body, finish, more = self._run(prompt + text + job.call_open + "\n", job, grammar=grammar,
                                            budget=job.max_tokens - used, watch=False, stream=False)
             return Completion(text, body if finish == "stop" else None, finish, prompt_tokens, used + more)
         finally:

@@ -31,7 +31,7 @@ def call_schema(tools: Sequence[ToolSpec]) -> dict:
             "type": "object", "properties": {}}
         alternatives.append({"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
                              "properties": {"name": {"const": tool.name}, "arguments": parameters}})
-    return alternatives[0] if len(alternatives) == 1 else {"oneOf": alternatives}
+    return {"oneOf": alternatives}  # even for one tool: every converter rule is then "alternative-…"
 
 
 def call_grammar(tools: Sequence[ToolSpec], max_string_chars: int = 600) -> str:
