@@ -9,6 +9,7 @@ contained, stop reasons), never the small model's wording.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import inspect
 import os
@@ -42,8 +43,11 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def llama_server():
-    """``llama_cpp.server`` on 127.0.0.1 with the bundled GGUF; yields its /v1 URL, stopped by pid."""
+def llama_server(tmp_path_factory):
+    """``llama_cpp.server`` on 127.0.0.1 with the bundled GGUF; yields its /v1 URL, stopped by pid.
+
+    Its (verbose) output goes to a file: a pipe nobody reads fills up and blocks the server.
+    """
     from toh_nb.models.local_engine import default_model_path
 
     port = free_port()
@@ -51,13 +55,16 @@ def llama_server():
                "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", str(port),
                "--n_ctx", "8192", "--n_threads", str(min(os.cpu_count() or 1, 8)), "--seed", "0",
                "--interrupt_requests", "False"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
+    log = open(log_path, "w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + SERVER_START_TIMEOUT
     try:
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {process.returncode}: {process.stderr.read()[-2000:]}")
+                raise RuntimeError(f"llama_cpp.server exited with {process.returncode}: "
+                                   f"{log_path.read_text(errors='replace')[-2000:]}")
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=2):
                     break
@@ -74,7 +81,7 @@ def llama_server():
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        process.stderr.close()
+        log.close()
 
 
 class Backend:
@@ -86,8 +93,31 @@ class Backend:
 
     def make(self, tool_choice, on_delta=None, max_tokens: int = MAX_TOKENS):
         if self.name == "local":
-            return tn.LocalModel(tool_choice=tool_choice, on_delta=on_delta, max_tokens=max_tokens)
-        return ServerModel(self.url, tool_choice, on_delta, max_tokens)
+            return ForegroundOnly(tn.LocalModel(tool_choice=tool_choice, on_delta=on_delta, max_tokens=max_tokens))
+        return ForegroundOnly(ServerModel(self.url, tool_choice, on_delta, max_tokens))
+
+
+class ForegroundOnly:
+    """Offers the model ``subagent`` without its ``run_in_background`` parameter.
+
+    The scenarios are foreground delegations; through the server the small model set
+    ``run_in_background: true`` on its forced call (measured), which turns a round trip into a race
+    between the child and the root. Narrowing the schema the model sees keeps every backend on the
+    same scenario; the engine still receives the full request.
+    """
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    async def request(self, request):
+        tools = [foreground(tool) if tool.name == "subagent" else tool for tool in request.tools]
+        return await self.inner.request(dataclasses.replace(request, tools=tools))
+
+
+def foreground(tool):
+    parameters = dict(tool.parameters)
+    parameters["properties"] = {k: v for k, v in parameters.get("properties", {}).items() if k != "run_in_background"}
+    return tn.ToolSpec(tool.name, tool.description, parameters)
 
 
 class ServerModel:
@@ -114,8 +144,6 @@ class ServerModel:
         return self._models[choice]
 
     async def request(self, request):
-        import dataclasses
-
         choice = self.tool_choice(request) if callable(self.tool_choice) else self.tool_choice
         if request.max_tokens is None:
             request = dataclasses.replace(request, max_tokens=self.max_tokens)
