@@ -44,7 +44,7 @@ def import_llama() -> Any:
 
     OpenMP threads of llama.cpp wait passively unless the user chose otherwise: with the default
     spinning, two threads on a busy two-core machine (a notebook next to other work, CI) were several
-    times slower per token (measured: 4 vs 17 tokens/s under load). The variable is read when the
+    times slower per token (one measurement under load: 4 vs 17 tokens/s). The variable is read when the
     library loads, so it is set before the first import.
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
