@@ -9,7 +9,7 @@ engine's own state); everything else (widget, tables, progress line, user stream
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from ..models.base import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome

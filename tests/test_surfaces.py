@@ -1,0 +1,49 @@
+"""The sync twin mirrors the async face: same public names, same parameters, on Hub, Child and Job.
+
+Differences are listed here on purpose (and only here): what exists because one side is async (the
+stream's name, the portal), and the async face's plain rows that the notebook turns into DataFrames.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import toh_nb as tn
+
+ASYNC_ONLY = {
+    "AsyncHub": {"astream",  # Hub.stream
+                 "agent_rows", "job_rows", "transcript_rows", "event_rows",  # plain rows behind the DataFrames
+                 "event_filter", "wait_settled", "root_agent"},
+}
+SYNC_ONLY = {
+    "Hub": {"stream",  # AsyncHub.astream
+            "async_hub", "portal", "loop",  # the portal plumbing of the sync twin
+            "tree"},  # the live widget: notebook only
+}
+
+
+def surface(cls) -> dict:
+    out = {}
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("_"):
+            continue
+        if isinstance(inspect.getattr_static(cls, name), property):
+            out[name] = "property"
+        elif callable(member):
+            out[name] = [(p.name, p.kind) for p in inspect.signature(member).parameters.values() if p.name != "self"]
+    return out
+
+
+def test_sync_and_async_faces_mirror_each_other():
+    for async_cls, sync_cls in [(tn.AsyncHub, tn.Hub), (tn.AsyncChild, tn.Child), (tn.AsyncJob, tn.Job)]:
+        a, s = surface(async_cls), surface(sync_cls)
+        assert set(a) - set(s) == ASYNC_ONLY.get(async_cls.__name__, set()), async_cls.__name__
+        assert set(s) - set(a) == SYNC_ONLY.get(sync_cls.__name__, set()), sync_cls.__name__
+        for name in set(a) & set(s):
+            assert a[name] == s[name], f"{sync_cls.__name__}.{name} differs from {async_cls.__name__}.{name}"
+
+
+def test_stream_and_astream_take_the_same_filters():
+    a = [p for p in inspect.signature(tn.AsyncHub.astream).parameters if p != "self"]
+    s = [p for p in inspect.signature(tn.Hub.stream).parameters if p != "self"]
+    assert s[: len(a)] == a and s[len(a):] == ["timeout"]
