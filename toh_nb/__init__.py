@@ -50,6 +50,7 @@ _EXPORTS = {
     "Provider": "toh_nb.subagents.provider",
     "SpawnProvider": "toh_nb.subagents.providers",
     "ForkProvider": "toh_nb.subagents.providers",
+    "RayProvider": "toh_nb.ray.provider",
     "ProviderError": "toh_nb.core.errors",
     "TohError": "toh_nb.core.errors",
     "UsageError": "toh_nb.core.errors",

@@ -480,6 +480,7 @@ class AsyncHub:
         for agent in list(self.runtime.agents.values()):
             await agent.dispose()
             self.runtime.unregister(agent)
+        await self._service.close_providers()
         self.runtime.closed = True
         self._store.close()
         aclose = getattr(self.runtime.model, "aclose", None)  # HTTP connection pools of real models
