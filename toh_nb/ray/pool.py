@@ -10,12 +10,15 @@ died continues on another one (possibly another node) at its next turn.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import os
+import queue
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..core.errors import UsageError
 from .host import Host
@@ -35,6 +38,38 @@ def import_ray() -> Any:
     except ImportError:
         raise UsageError("the ray provider needs Ray: pip install 'toh-nb[ray]' (plain `ray`)") from None
     return ray
+
+
+_starter: queue.SimpleQueue | None = None
+_starter_lock = threading.Lock()
+
+
+def in_lasting_thread(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` (``ray.init``) in a daemon thread that lives as long as the process, and return its result.
+
+    Why: Ray starts a local cluster's processes (GCS, raylet) with a parent-death signal, which Linux
+    sends when the *thread* that started them exits. Started from a short-lived worker thread (the
+    event loop's executor, the notebook's portal), the cluster would be killed under the notebook a
+    moment later; started from the main thread, a cell would block the kernel's loop. So one thread
+    that never exits starts it.
+    """
+    global _starter
+    with _starter_lock:
+        if _starter is None:
+            _starter = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(_starter,), name="toh_nb-ray-starter", daemon=True).start()
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    _starter.put((fn, done))
+    return done.result()
+
+
+def _serve(requests: queue.SimpleQueue) -> None:
+    while True:
+        fn, done = requests.get()
+        try:
+            done.set_result(fn())
+        except BaseException as error:
+            done.set_exception(error)
 
 
 def loopback_only() -> None:
@@ -96,7 +131,8 @@ class HostPool:
         if not ray.is_initialized():
             if self.address is None and not os.environ.get("RAY_ADDRESS"):
                 loopback_only()
-            ray.init(address=self.address, **{"include_dashboard": False, **self.init_options})
+            options = {"include_dashboard": False, **self.init_options}
+            in_lasting_thread(lambda: ray.init(address=self.address, **options))
         return ray
 
     def ensure(self) -> None:
@@ -158,3 +194,13 @@ class HostPool:
                     ray.kill(host.actor, no_restart=True)
                 except Exception:  # already gone with its node
                     pass
+            names = {h.name for h in hosts}
+            deadline = time.monotonic() + CANCEL_GRACE
+            while time.monotonic() < deadline:  # return once the cluster no longer lists them
+                try:
+                    listed = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}
+                except Exception:
+                    return
+                if not names & listed:
+                    return
+                time.sleep(0.05)
