@@ -24,7 +24,6 @@ for a real LLM) dominates long before that. Memory per child in the driver does 
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 
 import _common as c
