@@ -25,6 +25,16 @@ def where() -> str:
     return f"pid {os.getpid()}"
 
 
+def stall(marks: str) -> str:
+    """Block until killed, after leaving a mark."""
+    with open(marks, "a") as out:
+        out.write("tool started\n")
+    import time
+
+    time.sleep(3600)
+    return "never"
+
+
 class Script:
     """A scripted model whose reply depends on the latest instruction, the label and the step.
 
@@ -69,6 +79,10 @@ class Script:
                 return tn.ModelResponse(tool_calls=[tn.ToolCall("subagent", {"description": "deeper",
                                                                              "prompt": "more"}, id="d1")])
             return f"{who}: delegated: {last.text}"
+        if text == "stall":
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("stall", {"marks": self.marks}, id="s1")])
+            return f"{who}: the tool came back: {last.text}"
         if text == "secret":
             key = os.environ.get("TOH_NB_TEST_KEY", "")
             return f"{who}: the key has {len(key)} characters"

@@ -15,7 +15,7 @@ from toh_nb.core.session import TURN_END
 from toh_nb.ray.pool import NAME_PREFIX
 
 from ..helpers import render, until
-from .scripts import Script, marks_of
+from .scripts import Script, marks_of, stall
 
 pytestmark = pytest.mark.slow
 WAIT = 60.0
@@ -56,6 +56,28 @@ def test_a_host_killed_mid_turn_ends_the_turn_error_naming_the_node_and_loses_no
                          "USER [user]: block until killed", '-- turn 2 end: {"kind":"error"}']
     assert closing == "victim: again"
     assert len(hosts) == 2 and host.pid not in {h.pid for h in hosts}  # the pool replaced the dead host
+
+
+def test_a_host_killed_during_a_user_tool_fails_the_call_and_ends_the_turn_error(ray_cluster, tmp_path):
+    marks = str(tmp_path / "marks")
+
+    async def main():
+        provider = tn.RayProvider(Script(marks))
+        async with tn.AsyncHub(ids="sequential", providers={"ray": provider}, tools=[stall]) as hub:
+            job = await hub.spawn("stall", label="worker", background=True, provider="ray")
+            await until(lambda: marks_of(marks) == ["tool started"], "the remote tool to start", WAIT)
+            host = provider._pool.placement["agent-1"]
+            os.kill(host.pid, signal.SIGKILL)
+            await job.output(wait=True, timeout=WAIT)
+            session = hub.runtime.store.open("agent-1")
+            return host, job.status, render(session), [e.data for e in session.events if e.kind == TURN_END]
+
+    host, status, lines, ended = asyncio.run(main())
+    died = f"the Ray {host.describe()} died during this call (ActorDiedError)"
+    assert status == "failed"
+    assert ended == [{"reason": "error", "error": died}]  # the turn ends here, not on another host
+    assert lines[-3:] == ["TOOL-CALL s1 stall", f"TOOL-RESULT s1 (isError): Error: {died}",
+                          '-- turn 1 end: {"kind":"error"}']
 
 
 def test_a_ray_child_resumes_after_a_hub_restart(ray_cluster, tmp_path):
