@@ -8,7 +8,10 @@ Needs the ``ray`` extra (``pip install -e '.[ray]'``); it starts a local single-
   second. Its "floor" is the same work in-process (``provider="spawn"``), so ``ratio`` is what moving
   the model calls to the cluster costs. ``rss_bytes_per_child`` / ``floor_rss_bytes_per_child``: the
   driver's RSS growth per child (the driver keeps each child's log and tree node either way; the Ray
-  side adds the per-child placement and model adapter, while the hosts hold the model).
+  side adds the per-child placement and model adapter, while the hosts hold the model). The first
+  batch also pays the growth of Ray's own driver-side core worker (task and event buffers), about
+  four fifths of the figure here: a second batch of the same size grows the RSS by ~10 KB per child,
+  of which ~4 KB are Python objects (tracemalloc).
 - ``ray_round_trip``: one model request through the driver's adapter to a host actor and back (the
   latency each step of a Ray child pays on top of its model), median and p99 over ``--calls``
   sequential requests; the floor is the same request to the model in-process.
