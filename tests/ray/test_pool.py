@@ -35,3 +35,16 @@ def test_the_starter_thread_hands_back_the_callers_exception():
         assert str(error) == "ray.init refused"
     else:
         raise AssertionError("the error was swallowed")
+
+
+def test_without_ray_the_provider_says_how_to_install_it(monkeypatch):
+    import sys
+
+    import pytest
+
+    import toh_nb as tn
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # an import of ray now fails as if it were missing
+    with pytest.raises(tn.UsageError) as info:
+        tn.RayProvider()
+    assert str(info.value) == "the ray provider needs Ray: pip install 'toh-nb[ray]' (plain `ray`)"

@@ -262,6 +262,9 @@ class RayProvider:
             if method == "call":
                 self._lost[child_id] = text
             raise ModelError(text) from None
+        except ray.exceptions.RayError as error:  # the call itself failed in Ray (a lost object, a system error)
+            raise ModelError(f"Ray could not complete this call on the {host.describe()}: "
+                             f"{type(error).__name__}") from None
         if ok:
             return value
         raise value
