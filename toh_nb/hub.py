@@ -572,6 +572,7 @@ class AsyncHub:
         for agent in list(self.runtime.agents.values()):
             await agent.dispose()
             self.runtime.unregister(agent)
+        await self._service.close_providers()
         self.runtime.closed = True
         self.runtime.bus.publish(HubClosed(agent_id=self._root.id, depth=0))
         self._store.close()

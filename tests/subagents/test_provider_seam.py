@@ -13,6 +13,7 @@ import pytest
 
 import toh_nb as tn
 from toh_nb.core.content import ToolCall
+from toh_nb.core.tools import Tool
 
 from ..helpers import seen_by_model, until
 
@@ -178,3 +179,53 @@ def test_a_child_whose_provider_is_not_registered_cannot_resume(tmp_path):
 
     assert asyncio.run(main()) == ('Error: subagent "agent-1" cannot resume: its provider "remote" is not '
                                    "registered on this hub")
+
+
+def test_a_plan_can_run_user_tools_elsewhere_and_a_provider_is_closed_with_the_hub():
+    """``ChildPlan.wrap_tool`` swaps the child's user tools (toh_nb's own tools are the provider's to
+    keep), ``ChildInfo.model`` is the model the child would run in-process, ``aclose`` runs at close."""
+    seen = {}
+
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    class Elsewhere:
+        name = "elsewhere"
+        capabilities = tn.Capabilities()
+        closed = 0
+
+        async def plan(self, child):
+            seen["model"] = child.model
+
+            def wrap(tool):
+                if tool.name != "add":
+                    return tool
+                return Tool(tool.name, tool.description, tool.args_model,
+                               lambda ctx, args: f"elsewhere {args.a + args.b}", parameters=tool.parameters)
+
+            return tn.ChildPlan(wrap_tool=wrap)
+
+        async def aclose(self):
+            self.closed += 1
+
+    async def model(req):
+        if req.label == "kid" and req.step == 1:
+            return tn.ModelResponse(tool_calls=[ToolCall("add", {"a": 1, "b": 2}, id="a1")])
+        return req.messages[-1].text
+
+    provider = Elsewhere()
+    function_model = tn.FunctionModel(model)
+
+    async def main():
+        async with tn.AsyncHub(function_model, ids="sequential", tools=[add],
+                               providers={"elsewhere": provider}) as hub:
+            result = await hub.spawn("sum", label="kid", provider="elsewhere")
+            plain = await hub.spawn("sum", label="kid")
+            assert provider.closed == 0
+            return result.text, plain.text, hub.root_agent.tools["add"]
+
+    text, plain, root_add = asyncio.run(main())
+    assert (text, plain) == ("elsewhere 3", "3")
+    assert seen["model"] is function_model and provider.closed == 1
+    assert type(root_add).__name__ == "FunctionTool"  # the shared view is untouched

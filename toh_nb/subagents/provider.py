@@ -10,8 +10,14 @@ the widget. A provider contributes only what differs, as a :class:`ChildPlan`:
   model adapter here: one turn of the child is one prompt to it, cancelled when the turn is cancelled
   (interrupt, kill, timeout), and what it does meanwhile is recorded with :meth:`ChildInfo.record`;
 - ``own_tools``: the child brings its own tools (an external harness), so toh_nb offers it none;
+- ``wrap_tool``: where the child's tools run. Called once per tool the child sees; the tool it returns
+  (same name, description and schema) is the one dispatched, so a provider can run the user's tools
+  elsewhere (a Ray actor) while toh_nb's own tools, which act on the driver's tree, stay as they are;
 - ``close``: releases what the plan holds (a process, an actor) when the child is disposed: a one-shot
   run at its end, a continuable activation when it settles, everything at ``hub.close()``.
+
+A provider that holds resources beyond one child (a pool of Ray actors) may define ``async aclose()``:
+``hub.close()`` awaits it after every child and job is disposed, so nothing is left behind.
 
 Capabilities are declared, not probed: a call that needs one the provider lacks (a continuable child, a
 persona, a tool filter, a depth limit) is refused with a :class:`~toh_nb.core.errors.ProviderError`
@@ -67,6 +73,7 @@ class ChildPlan:
     model: Any = None
     own_tools: bool = False
     close: Callable[[], Awaitable[None]] | None = None
+    wrap_tool: Callable[[Any], Any] | None = None
 
 
 @dataclass(slots=True)
@@ -80,6 +87,7 @@ class ChildInfo:
     parent_id: str
     request: Any  # the StartRequest (prompt, persona, tool filter, options); None on a cold resume
     record: Callable[[str, dict], None]  # log an external activity into the child's transcript and stream
+    model: Any = None  # the model the child would run in-process (its own option, else its parent's)
 
 
 @runtime_checkable

@@ -287,8 +287,9 @@ class SubagentService(RuntimeObserver):
         return provider
 
     def _child_info(self, child_id: str, mode: str, label: str | None, depth: int, parent_id: str,
-                    request: StartRequest | None) -> ChildInfo:
-        return ChildInfo(child_id, mode, label, depth, parent_id, request, functools.partial(self._record, child_id))
+                    request: StartRequest | None, model: Any = None) -> ChildInfo:
+        return ChildInfo(child_id, mode, label, depth, parent_id, request, functools.partial(self._record, child_id),
+                         model)
 
     def _record(self, child_id: str, kind: str, data: dict) -> None:
         """An external child's activity (a remote tool call, a plan): into its log and the event stream."""
@@ -307,7 +308,7 @@ class SubagentService(RuntimeObserver):
         depth = child_depth(request.parent, request.max_depth)
         self._check_filter(request.tool_filter)
         return self._child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
-                                request)
+                                request, (request.agent_options or {}).get("model") or request.parent.model)
 
     async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
         provider = self._checked_provider(provider_name, request)
@@ -354,6 +355,7 @@ class SubagentService(RuntimeObserver):
             model=plan.model or options.get("model") or request.parent.model,
             max_tokens=options.get("max_tokens", request.parent.max_tokens), limits=options.get("limits"),
             conversation=conversation_of(seed), turns=last_turn_number(seed))
+        wrap_tools(child, plan)
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
         turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
         run._result = asyncio.get_running_loop().create_task(self._one_shot_result(run, turn))
@@ -408,7 +410,8 @@ class SubagentService(RuntimeObserver):
                                          persona=request.persona, tool_filter=request.tool_filter)
         parent = request.parent
         child_id = child_id or runtime.ids.agent()
-        info = self._child_info(child_id, "continuable", request.label, depth, parent.id, request)
+        info = self._child_info(child_id, "continuable", request.label, depth, parent.id, request,
+                                options.get("model") or parent.model)
         plan_now = getattr(provider, "plan_now", None)
         plan = plan_now(info) if plan_now is not None else await provider.plan(info)
         try:
@@ -436,13 +439,15 @@ class SubagentService(RuntimeObserver):
     def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
                      plan: ChildPlan) -> Agent:
         tools = (self.report_tool,) if self.report_tool is not None and not plan.own_tools else ()
-        return self.runtime.create_agent(
+        child = self.runtime.create_agent(
             session, label=record.get("label"), depth=depth, parent=parent, mode="continuable",
             persona=record.get("persona"), tool_filter=NO_TOOLS if plan.own_tools else record.get("toolFilter"),
             extra_tools=tools, sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
             model=plan.model or options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
             limits=options.get("limits"),
             conversation=conversation_of(session.events), turns=last_turn_number(session.events))
+        wrap_tools(child, plan)
+        return child
 
     async def _close_plan(self, plan: ChildPlan) -> None:
         if plan.close is not None:
@@ -537,8 +542,9 @@ class SubagentService(RuntimeObserver):
         provider = self.providers.get(record["provider"])
         if provider is None:
             raise SubagentError(texts.provider_not_registered(child_id, record["provider"]), "NOT_RESUMABLE")
+        options = self._options.get(child_id) or {"max_tokens": parent.max_tokens}
         info = self._child_info(child_id, "continuable", record.get("label"), header.delegation_depth, parent.id,
-                                None)
+                                None, options.get("model") or parent.model)
         resume_now = getattr(provider, "resume_now", None)
         plan = resume_now(info, session) if resume_now is not None else await provider.resume(info, session)
         if resume_now is None and (child_id in runtime.agents or not runtime.is_live(parent) or self.draining):
@@ -546,7 +552,6 @@ class SubagentService(RuntimeObserver):
             return await self.followup(parent, child_id, content, source)
         repair_tail(session)
         try:
-            options = self._options.get(child_id) or {"max_tokens": parent.max_tokens}
             child = self._materialize(session, record, parent, header.delegation_depth, options, plan)
         except Exception:
             await self._close_plan(plan)
@@ -815,6 +820,23 @@ class SubagentService(RuntimeObserver):
                 self._settle(act)
         if self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
+
+    async def close_providers(self) -> None:
+        """Release pool-level provider resources (a Ray actor pool): the hub's last step of closing,
+        after every child (continuable, foreground and background job) is disposed."""
+        for provider in list(self.providers.values()):
+            aclose = getattr(provider, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception as error:
+                    self.warnings.append(f'closing subagent provider "{provider.name}" failed: {error}')
+
+
+def wrap_tools(child: Agent, plan: ChildPlan) -> None:
+    """Apply the plan's ``wrap_tool`` to the child's tools (a copy: tool views are shared per shape)."""
+    if plan.wrap_tool is not None:
+        child.tools = {name: plan.wrap_tool(tool) for name, tool in child.tools.items()}
 
 
 UNKNOWN_OUTCOME = "Error: the session ended before this tool call finished; its outcome is unknown"

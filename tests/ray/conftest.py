@@ -1,0 +1,28 @@
+"""One local Ray cluster for the whole test session (started here, shut down after).
+
+Skipped with a reason when Ray is not installed (``pip install -e '.[ray]'``; ``.ci/run`` installs it).
+The cluster listens on 127.0.0.1 only; its workers get the repository on their path so they import
+this checkout's ``toh_nb`` and ``tests.ray.scripts``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' to run the Ray tests")
+    from toh_nb.ray.pool import loopback_only
+
+    loopback_only()
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,50 @@
+"""The pool's local start: Ray's cluster processes die with the *thread* that started them, so a
+provider starting a local cluster from the event loop's executor (or the notebook's portal thread)
+must start it from a thread that lasts as long as the process."""
+
+from __future__ import annotations
+
+import threading
+
+from toh_nb.ray.pool import in_lasting_thread
+
+
+def test_ray_is_started_from_one_daemon_thread_that_outlives_the_caller():
+    seen = []
+
+    def record():
+        seen.append(threading.current_thread())
+        return len(seen)
+
+    callers = [threading.Thread(target=in_lasting_thread, args=(record,)) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+        caller.join()
+    assert in_lasting_thread(record) == 3
+    assert len(set(seen)) == 1 and seen[0] not in callers and seen[0] is not threading.main_thread()
+    assert seen[0].daemon and seen[0].is_alive() and seen[0].name == "toh_nb-ray-starter"
+
+
+def test_the_starter_thread_hands_back_the_callers_exception():
+    def fail():
+        raise RuntimeError("ray.init refused")
+
+    try:
+        in_lasting_thread(fail)
+    except RuntimeError as error:
+        assert str(error) == "ray.init refused"
+    else:
+        raise AssertionError("the error was swallowed")
+
+
+def test_without_ray_the_provider_says_how_to_install_it(monkeypatch):
+    import sys
+
+    import pytest
+
+    import toh_nb as tn
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # an import of ray now fails as if it were missing
+    with pytest.raises(tn.UsageError) as info:
+        tn.RayProvider()
+    assert str(info.value) == "the ray provider needs Ray: pip install 'toh-nb[ray]' (plain `ray`)"
