@@ -274,7 +274,7 @@ def delegate_call(i: int, **extra: Any) -> Any:
 
 
 def calls(tool_calls: list) -> Any:
-    from toh_nb.models.base import ModelResponse
+    from toh_nb.core.model import ModelResponse
 
     return ModelResponse(tool_calls=tool_calls)
 

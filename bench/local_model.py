@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toh_nb as tn  # noqa: E402
 from toh_nb.core.content import Message, Text  # noqa: E402
-from toh_nb.models.base import ModelRequest  # noqa: E402
+from toh_nb.core.model import ModelRequest  # noqa: E402
 
 DELEGATE = "Find out what the capital of France is. Delegate it to a subagent."
 

@@ -36,7 +36,7 @@ class Instant:
     """A zero-latency model, pickled to the hosts (this file is ``__main__``, so by value)."""
 
     async def request(self, request):
-        from toh_nb.models.base import ModelResponse
+        from toh_nb.core.model import ModelResponse
 
         return ModelResponse(text="ok")
 
@@ -68,7 +68,7 @@ async def children(n: int, provider_name: str, providers: dict) -> dict:
 
 async def round_trips(calls: int, host_actors: int) -> tuple[list[float], list[float]]:
     """Time one model request through a Ray child's adapter, and the same request in-process."""
-    from toh_nb.models.base import ModelRequest
+    from toh_nb.core.model import ModelRequest
     from toh_nb.ray import RayProvider
     from toh_nb.subagents.provider import ChildInfo
 

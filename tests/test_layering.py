@@ -13,7 +13,7 @@ FORBIDDEN = re.compile(r"^\s*(import|from)\s+(ipywidgets|IPython|pandas|toh_nb\.
 
 def test_engine_packages_import_no_notebook_libraries():
     offenders = []
-    for package in ("core", "models", "store", "jobs", "subagents", "acp"):
+    for package in ("core", "models", "store", "jobs", "subagents", "acp", "ray"):
         for path in (ROOT / package).rglob("*.py"):
             if FORBIDDEN.search(path.read_text()):
                 offenders.append(str(path.relative_to(ROOT)))
@@ -32,3 +32,10 @@ def test_running_the_async_engine_loads_neither_pandas_nor_widgets():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_core_does_not_import_model_implementations():
+    """The model protocol lives in the core (``core/model.py``); ``models/`` depends on it, never back."""
+    offenders = [str(path.relative_to(ROOT)) for path in (ROOT / "core").rglob("*.py")
+                 if re.search(r"^\s*from\s+(\.\.models|toh_nb\.models)\b", path.read_text(), re.M)]
+    assert offenders == []

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import html
-import math
 import time
 from typing import Any, Mapping, Sequence
 
 from .core.budget import DEFAULT_MAX_STEPS, Limits
-from .core.checks import is_int_at_least
+from .core.checks import agent_id_of, check_text, check_timeout, is_int_at_least
 from .core.events import DEFAULT_HISTORY, HubClosed, SubtreeFilter
 from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, TohError, UsageError
@@ -39,36 +38,6 @@ from .subagents.service import StartRequest, repair_tail, validate_max_depth, va
 from .subagents.tool import SubagentTool, background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"
-
-
-def _check_timeout(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout < 0:
-        raise UsageError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
-    return float(timeout)
-
-
-def _check_text(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise UsageError(f"{name} must be a string, got {type(value).__name__}")
-    if not value.strip():
-        raise UsageError(f"{name} must not be empty")
-    return value
-
-
-def _agent_id(value: Any, name: str = "agent_id") -> str:
-    """An agent id from an id string or a Child/Job handle (a job means the child doing its work)."""
-    if isinstance(value, str):
-        _check_text(value, name)
-        return value
-    child_id = getattr(value, "child_id", None)
-    if isinstance(child_id, str):
-        return child_id
-    agent_id = getattr(value, "id", None)
-    if isinstance(agent_id, str):
-        return agent_id
-    raise UsageError(f"{name} must be a string or a Child/Job handle, got {type(value).__name__}")
 
 
 def _default_label(prompt: str) -> str:
@@ -142,7 +111,7 @@ class AsyncJob(JobFacts):
     async def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s
         (a ``timeout`` without ``wait=True`` is a UsageError: it would silently read ``""``)."""
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         if timeout is not None and not wait:
             raise UsageError(f"timeout only applies when waiting: job.output(wait=True, timeout={timeout!r}) "
                              f"waits up to {timeout!r} s; job.output() reads the result now")
@@ -317,8 +286,8 @@ class AsyncHub:
     async def run(self, prompt: str, *, timeout: float | None = None) -> RunResult:
         """Give the root agent's model a turn with ``prompt``; it may delegate itself."""
         self._check_open()
-        _check_text(prompt, "prompt")
-        timeout = _check_timeout(timeout)
+        check_text(prompt, "prompt")
+        timeout = check_timeout(timeout)
         future = self._root.submit(user_message(prompt, id=self._ids.message()))
         try:
             outcome = await asyncio.wait_for(asyncio.shield(future), timeout)
@@ -332,12 +301,12 @@ class AsyncHub:
 
     def _request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
                  model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
-        _check_text(prompt, "prompt")
-        _check_text(provider, "provider")
+        check_text(prompt, "prompt")
+        check_text(provider, "provider")
         # a provider that manages depth itself (an external harness) gets no cap from this hub
         capped = self._service.get_provider(provider).capabilities.depth_limit
         if label is not None:
-            _check_text(label, "label")
+            check_text(label, "label")
         if persona is not None and not isinstance(persona, str):
             raise UsageError(f"persona must be a string, got {type(persona).__name__}")
         options = {}
@@ -399,7 +368,7 @@ class AsyncHub:
     def child(self, child_id: str) -> AsyncChild:
         """A handle on an existing continuable child (for example after a restart)."""
         self._check_open()
-        child_id = _agent_id(child_id, "child_id")
+        child_id = agent_id_of(child_id, "child_id")
         for entry in self._service.list_descendants(self._root.id):
             if entry.id == child_id and entry.kind == "child":
                 return AsyncChild(self, child_id, entry.label or "")
@@ -408,19 +377,19 @@ class AsyncHub:
     def job(self, job_id: str) -> AsyncJob:
         """A handle on one of the root's background jobs (``subagent-N``), also those its model started."""
         self._check_open()
-        _check_text(job_id, "job_id")
+        check_text(job_id, "job_id")
         return AsyncJob(self, self._jobs.get(job_id, self._root))
 
     async def send(self, agent_id: "str | AsyncChild", message: str) -> str:
         """Queue ``message`` as the child's next turn (cold-resuming it if it is ``ready``)."""
         self._check_open()
-        agent_id = _agent_id(agent_id)
-        _check_text(message, "message")
+        agent_id = agent_id_of(agent_id)
+        check_text(message, "message")
         return await self._service.followup(self._root, agent_id, message, USER_SOURCE)
 
     def interrupt(self, agent_id: "str | AsyncChild") -> None:
         self._check_open()
-        agent_id = _agent_id(agent_id)
+        agent_id = agent_id_of(agent_id)
         self._service.interrupt(agent_id, self._root)
 
     def kill(self, agent_id: "str | AsyncChild") -> bool:
@@ -428,11 +397,11 @@ class AsyncHub:
         settles (``ready``: a later ``send`` still resumes it). Its parent is told it was stopped. False
         when it was not running (an accepted no-op, like ``interrupt``)."""
         self._check_open()
-        return self._service.kill(_agent_id(agent_id), self._root)
+        return self._service.kill(agent_id_of(agent_id), self._root)
 
     async def wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
-        child_id = _agent_id(child_id)
-        timeout = _check_timeout(timeout)
+        child_id = agent_id_of(child_id)
+        timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         while child_id in self._service.activations:
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -466,7 +435,7 @@ class AsyncHub:
     async def call_tool(self, name: str, /, **arguments: Any) -> ToolResult:
         """Run one tool as the root agent; returns exactly what a model would read."""
         self._check_open()
-        _check_text(name, "name")
+        check_text(name, "name")
         ctx = ToolContext(self._root, self.runtime, self._ids.call(), by_user=True)
         return await dispatch(self._root.tools.get, ctx, name, arguments)
 
@@ -475,7 +444,7 @@ class AsyncHub:
     def event_filter(self, agent: Any = None, kinds: Any = None) -> SubtreeFilter:
         """The filter ``astream``/``stream`` apply: ``agent`` (an id or a Child/Job handle) and its
         descendants, and only ``kinds`` (``"turn/end"``, ``"tool/call"``… see ``toh_nb.core.events``)."""
-        root = _agent_id(agent) if agent is not None else None
+        root = agent_id_of(agent) if agent is not None else None
         if isinstance(kinds, str):
             kinds = [kinds]
         if kinds is not None and not all(isinstance(k, str) for k in kinds):
@@ -522,7 +491,7 @@ class AsyncHub:
         return agent_rows(self.runtime, self._root.id)
 
     def transcript_rows(self, agent_id: "str | AsyncChild") -> list[dict]:
-        agent_id = _agent_id(agent_id)
+        agent_id = agent_id_of(agent_id)
         agent = self.runtime.agents.get(agent_id)
         try:
             session = agent.session if agent is not None else self._store.open(agent_id)

@@ -9,7 +9,7 @@ import pytest
 import toh_nb as tn
 from toh_nb.core.content import Message, Source, Text, ToolCallBlock, ToolResultBlock
 from toh_nb.core.errors import UsageError
-from toh_nb.models.base import ModelRequest, ToolSpec
+from toh_nb.core.model import ModelRequest, ToolSpec
 from toh_nb.models.demo import DemoModel
 
 TOPIC = "Plan a small vegetable garden"

@@ -15,7 +15,7 @@ import pytest
 
 from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock, user_message
 from toh_nb.core.errors import ModelError, UsageError
-from toh_nb.models.base import ModelRequest, ModelResponse, ToolSpec
+from toh_nb.core.model import ModelRequest, ModelResponse, ToolSpec
 from toh_nb.hub import AsyncHub
 from toh_nb.models.openai_chat import OpenAIChatModel
 

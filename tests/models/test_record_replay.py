@@ -10,7 +10,7 @@ import pytest
 
 from toh_nb.core.content import Message, Source, ToolCallBlock, ToolResultBlock, user_message
 from toh_nb.core.errors import ModelError, ReplayMissError, UsageError
-from toh_nb.models.base import ModelRequest, ModelResponse, ToolSpec
+from toh_nb.core.model import ModelRequest, ModelResponse, ToolSpec
 from toh_nb.hub import AsyncHub
 from toh_nb.models.openai_chat import OpenAIChatModel
 from toh_nb.models.record import RecordingModel, ReplayModel, canonical_request, request_digest

@@ -9,7 +9,7 @@ import pytest
 import toh_nb as tn
 from toh_nb.core.errors import ScriptExhausted, UsageError
 from toh_nb.models import FunctionModel, ModelResponse, ScriptedModel
-from toh_nb.models.base import ModelRequest
+from toh_nb.core.model import ModelRequest
 
 
 def make_request(label=None, path="root", agent="root"):

@@ -15,7 +15,7 @@ import toh_nb as tn
 from tests.helpers import until
 from tests.real.conftest import HAVE_LOCAL, NO_LOCAL
 from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock
-from toh_nb.models.base import ModelRequest
+from toh_nb.core.model import ModelRequest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.skipif(not HAVE_LOCAL, reason=NO_LOCAL)]
 

@@ -13,7 +13,7 @@ import asyncio
 from typing import Any, Awaitable, Callable
 
 from ..core.errors import ModelError
-from ..models.base import ModelResponse
+from ..core.model import ModelResponse
 from .permissions import PermissionPolicy, PermissionRequest
 from .process import AgentProcess
 from .stops import response_for

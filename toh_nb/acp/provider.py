@@ -23,7 +23,7 @@ import tempfile
 from typing import Any, Mapping, Sequence
 
 from ..core.errors import SubagentError, UsageError
-from ..models.base import ModelRequest, ModelResponse
+from ..core.model import ModelRequest, ModelResponse
 from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
 from .link import SESSION_RECORD, AgentLink, _acp
 from .permissions import PermissionPolicy

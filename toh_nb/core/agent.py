@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models.base import ModelRequest, ModelResponse, ToolSpec, call_off_loop, coerce_response
+from .model import ModelRequest, ModelResponse, ToolSpec, call_off_loop, coerce_response
 from . import budget
 from .budget import Limits
 from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock, Usage

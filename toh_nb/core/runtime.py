@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..models.base import ToolSpec
+from .model import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
 from .budget import Limits
 from .checks import is_int_at_least

@@ -1,7 +1,7 @@
 """Models: the protocol, test models that are part of the product, the demo and real-LLM adapters."""
 
 from ..core.content import ToolCall, Usage
-from .base import Model, ModelRequest, ModelResponse, ToolSpec
+from ..core.model import Model, ModelRequest, ModelResponse, ToolSpec
 from .function import FunctionModel
 from .local import LocalModel  # cheap: llama-cpp-python is imported on the first request
 from .scripted import ScriptedModel

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..core.content import Message, ToolCall, Usage
 from ..core.errors import UsageError
-from .base import ModelRequest, ModelResponse, ToolSpec
+from ..core.model import ModelRequest, ModelResponse, ToolSpec
 
 INSTRUCTION_SOURCES = ("user", "coordinator")
 FANOUT = ("research", "analyse", "draft")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Awaitable, Callable, Union
 
 from ..core.errors import UsageError
-from .base import ModelRequest, ModelResponse, call_off_loop, coerce_response
+from ..core.model import ModelRequest, ModelResponse, call_off_loop, coerce_response
 
 ModelFunction = Callable[[ModelRequest], Union[ModelResponse, str, Awaitable[Union[ModelResponse, str]]]]
 

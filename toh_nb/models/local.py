@@ -46,7 +46,7 @@ from typing import Any, Callable, Union
 from ..core.content import Usage
 from ..core.errors import ModelError, UsageError
 from ..core.checks import is_int_at_least
-from .base import ModelRequest, ModelResponse
+from ..core.model import ModelRequest, ModelResponse
 from .local_engine import Generation, check_path, default_model_path, engine_for
 from .local_prompt import chat_messages, parse_call
 

@@ -16,7 +16,7 @@ import json
 import re
 from typing import Sequence
 
-from .base import ToolSpec
+from ..core.model import ToolSpec
 from .local_prompt import CALL_CLOSE
 
 #: the converter's rule for a string without maxLength, rewritten with a bound

@@ -21,7 +21,7 @@ import json
 from typing import Sequence
 
 from ..core.content import ToolCall
-from .base import ModelRequest, ToolSpec
+from ..core.model import ModelRequest, ToolSpec
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"

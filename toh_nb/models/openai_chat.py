@@ -2,9 +2,9 @@
 
 Why one adapter for many servers: OpenAI, DeepSeek, Ollama, vLLM and the llama.cpp server all speak
 ``POST /v1/chat/completions`` with function tools, so one adapter built on the official ``openai``
-client covers hosted and local models alike. It maps a :class:`~toh_nb.models.base.ModelRequest`
+client covers hosted and local models alike. It maps a :class:`~toh_nb.core.model.ModelRequest`
 (system prompt, conversation, tool specs, ``max_tokens``) onto chat messages and function tools, and
-the completion back onto a :class:`~toh_nb.models.base.ModelResponse` (text, tool calls, usage, stop
+the completion back onto a :class:`~toh_nb.core.model.ModelResponse` (text, tool calls, usage, stop
 reason).
 
 Pointing it at a server::
@@ -97,7 +97,7 @@ from pydantic import SecretStr
 from ..core.checks import is_int_at_least
 from ..core.content import ToolCall, Usage
 from ..core.errors import ModelError, UsageError
-from .base import ModelRequest, ModelResponse
+from ..core.model import ModelRequest, ModelResponse
 from .partial_json import is_cut_json
 from .profiles import DeltaUnescaper, resolve_profile, unescape_html, unescape_values
 from .tool_choice import ToolChoice, check_tool_choice, resolve_tool_choice

@@ -42,7 +42,7 @@ from typing import Any, Iterable
 
 from ..core.content import ToolCall, Usage, block_to_json
 from ..core.errors import ModelError, ReplayMissError, UsageError
-from .base import ModelRequest, ModelResponse, call_off_loop
+from ..core.model import ModelRequest, ModelResponse, call_off_loop
 
 FORMAT_VERSION = 1
 
@@ -166,7 +166,7 @@ class RecordingModel:
             record["error"] = str(error) or type(error).__name__
             await self._append(record)
             raise
-        from .base import coerce_response
+        from ..core.model import coerce_response
 
         response = coerce_response(response)
         record["response"] = response_to_json(response)

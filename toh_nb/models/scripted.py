@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core.content import ToolCall
 from ..core.errors import ScriptExhausted, UsageError
-from .base import ModelRequest, ModelResponse, call_off_loop, coerce_response
+from ..core.model import ModelRequest, ModelResponse, call_off_loop, coerce_response
 
 
 class ScriptedModel:

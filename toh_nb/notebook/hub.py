@@ -41,7 +41,8 @@ from ..core.budget import DEFAULT_MAX_STEPS
 from ..core.checks import is_int_at_least
 from ..core.errors import ClosedError, TohError, UsageError
 from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
-from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, _agent_id, _check_text, _check_timeout
+from ..core.checks import agent_id_of, check_text, check_timeout
+from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts
 from ..results import AgentListing, RunResult
 from ..subagents.service import validate_tool_filter
 from . import portal as portals
@@ -70,12 +71,12 @@ def activity(async_hub: AsyncHub) -> str:
 
 def _check_optional_text(value: Any, name: str) -> None:
     if value is not None:
-        _check_text(value, name)
+        check_text(value, name)
 
 
 def _check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any, model: Any,
                          max_tokens: Any, provider: Any) -> None:
-    _check_text(prompt, "prompt")
+    check_text(prompt, "prompt")
     _check_optional_text(label, "label")
     if persona is not None and not isinstance(persona, str):
         raise UsageError(f"persona must be a string or None, got {type(persona).__name__}")
@@ -84,7 +85,7 @@ def _check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any
         raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
     if max_tokens is not None and not is_int_at_least(max_tokens, 1):
         raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
-    _check_text(provider, "provider")
+    check_text(provider, "provider")
 
 
 class _State:
@@ -284,8 +285,8 @@ class Hub:
 
         ``timeout`` (seconds) aborts the turn when it runs longer (stop reason ``aborted``).
         """
-        _check_text(prompt, "prompt")
-        _check_timeout(timeout)
+        check_text(prompt, "prompt")
+        check_timeout(timeout)
         call = functools.partial(self._async.run, prompt, timeout=timeout)
         with explained(lambda: f"root turn aborted; {still_running(self._async)}"):
             with waiting("root turn", status=self._activity):
@@ -374,7 +375,7 @@ class Hub:
 
     def child(self, child_id: "str | Child") -> "Child":
         """A handle on an existing continuable child of the root (for example after a restart)."""
-        child_id = _agent_id(child_id, "child_id")
+        child_id = agent_id_of(child_id, "child_id")
         return Child(self, self._by_id(child_id, self._async.child, child_id))
 
     def job(self, job_id: str) -> "Job":
@@ -384,20 +385,20 @@ class Hub:
     def send(self, agent_id: "str | Child", message: str) -> SendReceipt:
         """Queue ``message`` as the child's next turn (cold-resuming a ``ready`` child); the message id
         (a ``str`` that displays as ``sent message <id> to <agent>``)."""
-        agent_id = _agent_id(agent_id)
-        _check_text(message, "message")
+        agent_id = agent_id_of(agent_id)
+        check_text(message, "message")
         return SendReceipt(self._by_id(agent_id, self._async.send, agent_id, message), agent_id)
 
     def interrupt(self, agent_id: "str | Child") -> None:
         """Stop only the agent's current turn; its queued messages wait for the next ``send``."""
-        agent_id = _agent_id(agent_id)
+        agent_id = agent_id_of(agent_id)
         # interrupting an unknown id is a silent no-op (as for the tool): a label must not be one
         self._by_id(agent_id, self._refuse_label, agent_id)
         self._call(self._async.interrupt, agent_id)
 
     def kill(self, agent_id: "str | Child") -> bool:
         """Stop a continuable child for good (its queue dropped; it settles and lists ``ready``)."""
-        agent_id = _agent_id(agent_id)
+        agent_id = agent_id_of(agent_id)
         return self._by_id(agent_id, self._async.kill, agent_id)
 
     def list_agents(self, scope: str = "children") -> AgentListing:
@@ -409,7 +410,7 @@ class Hub:
 
     def call_tool(self, name: str, /, **arguments: Any) -> Any:
         """Run one tool as the root agent; the ToolResult is exactly what a model would receive."""
-        _check_text(name, "name")
+        check_text(name, "name")
         return self._call(functools.partial(self._async.call_tool, name, **arguments))
 
     # -- the event stream ---------------------------------------------------------------------------
@@ -422,7 +423,7 @@ class Hub:
         if self._loop_mode == "kernel":
             raise UsageError('hub.stream() needs the portal loop; with Hub(loop="kernel") use '
                              "`async for ev in hub.async_hub.astream()`")
-        _check_timeout(timeout)
+        check_timeout(timeout)
         keep = self._call(self._async.event_filter, agent, kinds)
         events: queue.SimpleQueue = queue.SimpleQueue()
         bus = self._async.runtime.bus
@@ -459,7 +460,7 @@ class Hub:
 
     def transcript(self, agent_id: "str | Child"):
         """DataFrame, one row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""
-        agent_id = _agent_id(agent_id)
+        agent_id = agent_id_of(agent_id)
         return transcript_frame(self._by_id(agent_id, self._async.transcript_rows, agent_id))
 
     def events(self):
@@ -530,7 +531,7 @@ class Job(JobFacts):
         timeout or a KeyboardInterrupt."""
         if not isinstance(wait, bool):
             raise UsageError(f"wait must be True or False, got {wait!r}")
-        _check_timeout(timeout)
+        check_timeout(timeout)
         call = functools.partial(self._inner.output, wait=wait, timeout=timeout)
         if not wait:
             return self._hub._call(call)
@@ -563,7 +564,7 @@ class Child(ChildFacts):
     def send(self, message: str) -> SendReceipt:
         """Queue ``message`` as the child's next turn; the message id (a ``str`` that displays as
         ``sent message <id> to <child>``)."""
-        _check_text(message, "message")
+        check_text(message, "message")
         return SendReceipt(self._hub._call(self._inner.send, message), self.id)
 
     def interrupt(self) -> None:
@@ -577,7 +578,7 @@ class Child(ChildFacts):
     def wait(self, timeout: float | None = None) -> str | None:
         """Block until the child is settled (or ``timeout`` seconds pass); the closing text of its last
         activation, or None when it has none."""
-        _check_timeout(timeout)
+        check_timeout(timeout)
         with explained(self._stopped_waiting):
             with waiting(f"waiting for {self.id}", status=lambda: self.status):
                 return self._hub._call(self._inner.wait, timeout)

@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from ..core.errors import ModelError
-from ..models.base import call_off_loop, coerce_response
+from ..core.model import call_off_loop, coerce_response
 
 
 def load(blob: bytes) -> Any:

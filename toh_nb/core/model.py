@@ -1,5 +1,7 @@
 """The model protocol: what an agent sends a model each step and what it gets back.
 
+It lives in the core (the agent loop speaks it); ``toh_nb.models`` holds implementations only.
+
 A model is any object with ``async def request(self, request: ModelRequest) -> ModelResponse``.
 ``ModelRequest.messages`` is only the conversation (prompts, follow-ups, notices, reports, assistant
 turns, tool results); the persona, the delegated-scope statement and tool guidance live in
@@ -14,7 +16,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
-from ..core.content import Message, ToolCall, Usage
+from .content import Message, ToolCall, Usage
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "refusal")
@@ -68,7 +70,7 @@ class ModelResponse:
         if self.stop_reason is None:
             self.stop_reason = "tool_use" if self.tool_calls else "end_turn"
         elif self.stop_reason not in STOP_REASONS:
-            from ..core.errors import ModelError
+            from .errors import ModelError
 
             raise ModelError(f"unknown stop_reason {self.stop_reason!r}; expected one of {', '.join(STOP_REASONS)}")
 
@@ -84,7 +86,7 @@ def coerce_response(value: Any) -> ModelResponse:
         return value
     if isinstance(value, str):
         return ModelResponse(text=value)
-    from ..core.errors import ModelError
+    from .errors import ModelError
 
     raise ModelError(f"a model function must return a ModelResponse or a str, got {type(value).__name__}")
 
