@@ -38,7 +38,8 @@ JOB_TYPES = {"id": TEXT, "label": TEXT, "status": TEXT, "detail": TEXT, "owner":
              "finished": TIME, "elapsed_s": FLOAT}
 AGENT_TYPES = {"id": TEXT, "parent": TEXT, "depth": INT, "label": TEXT, "mode": TEXT, "status": TEXT,
                "turns": INT, "input_tokens": INT, "output_tokens": INT, "subtree_tokens": INT,
-               "token_budget": NULLABLE_INT, "tokens_left": NULLABLE_INT, "started": TIME, "elapsed_s": FLOAT,
+               "token_budget": NULLABLE_INT, "tokens_left": NULLABLE_INT, "cost": FLOAT, "subtree_cost": FLOAT,
+               "started": TIME, "elapsed_s": FLOAT,
                "stop_reason": TEXT}
 TRANSCRIPT_TYPES = {"turn": NULLABLE_INT, "kind": TEXT, "role": TEXT, "source": TEXT, "text": TEXT, "tool": TEXT,
                     "is_error": BOOL}
@@ -130,7 +131,8 @@ def jobs_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
 
 def agents_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
     """``hub.agents()``: id, parent, depth, label, mode, status, turns, tokens (own, subtree, budget and what
-    is left of it), started, elapsed_s, stop_reason."""
+    is left of it), cost and subtree_cost (from ``Hub(prices=...)``; NaN when unknown), started, elapsed_s,
+    stop_reason."""
     return frame(rows, AGENT_COLUMNS, AGENT_TYPES)
 
 

@@ -46,7 +46,7 @@ from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
 from .chat import chat_entries, chat_markdown
 from .display import short_id
-from .treeview import display_status, extra_columns, name_of, static_bundle, summary, tree_rows
+from .treeview import FORMATS, cell_text, display_status, extra_columns, name_of, static_bundle, summary, tree_rows
 
 HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
@@ -128,7 +128,7 @@ def widget_rows(rows: list[dict]) -> list[dict]:
             "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
             "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
             "has_transcript": agent,
-            "extra": [[name, _json_safe(row.get(name))] for name in extra if row.get(name) is not None],
+            "extra": [[name, _extra_value(name, row.get(name))] for name in extra if row.get(name) is not None],
         }
         out.append(item)
         index[item["id"]] = item
@@ -140,7 +140,10 @@ def widget_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _json_safe(value: Any) -> Any:
+def _extra_value(column: str, value: Any) -> Any:
+    """What the page shows for an extra column: numbers stay numbers, costs are fixed-decimal text."""
+    if column in FORMATS:
+        return cell_text(column, value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
@@ -500,7 +503,7 @@ class AgentTree(anywidget.AnyWidget):
         hub = self._hub
 
         async def run() -> str:
-            registry = hub._jobs
+            registry = hub.job_registry
             job = registry.jobs.get(job_id)
             if job is None:
                 raise UsageError(f"{job_id} is not a job")
