@@ -144,6 +144,13 @@ def test_tables_display_without_index_with_short_ids_and_friendly_times():
     assert frame.loc[0, "owner"] == LONG_ID  # the data keeps the full id
 
 
+def test_costs_display_with_fixed_decimals_and_unknown_costs_empty():
+    frame = agents_frame([dict(AGENT_ROW, cost=3.4200000000000005e-05, subtree_cost=0.000236), CORRUPT_AGENT])
+    assert repr(frame[["id", "cost", "subtree_cost"]]).splitlines() == [
+        "     id     cost subtree_cost", "agent-1 0.000034     0.000236", "agent-2                      "]
+    assert "<td>0.000034</td>" in frame._repr_html_()
+
+
 def test_filtering_keeps_the_readable_display_and_flags_show_as_yes():
     frame = transcript_frame(TRANSCRIPT_ROWS)
     errors = frame[frame["is_error"]]

@@ -81,7 +81,8 @@ class AcpAgent:
     - ``cwd``: the agent's workspace, an absolute directory path. ``None``: each child gets a fresh
       temporary directory (never the notebook's working directory by accident).
     - ``permissions``: ``"deny"`` (default), ``"allow"``, a collection of ACP tool kinds to allow
-      (``{"read", "edit"}``) or a callable ``(PermissionRequest) -> bool | option id`` (sync or async).
+      (``{"read", "edit"}``), a callable ``(PermissionRequest) -> bool | option id`` (sync or async), or
+      ``"ask"`` / ``AskUser(timeout)``: the notebook user answers in ``hub.tree()`` (denied on timeout).
     - ``timeout``: seconds for each protocol step (start + initialize, session/new, session/load, and the
       acknowledgement of a cancel); ``prompt_timeout``: for a whole prompt (default none: the hub's
       ``turn_timeout`` bounds turns).

@@ -24,6 +24,7 @@ import html
 
 import pandas as pd
 
+from ..costs import format_cost
 from ..snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS
 from .display import format_elapsed, short_id
 
@@ -47,6 +48,8 @@ EVENT_TYPES = {"time": TIME, "kind": TEXT, "id": TEXT, "parent": TEXT, "label": 
                "mode": TEXT, "run_id": TEXT, "stop_reason": TEXT, "job": TEXT, "status": TEXT, "detail": TEXT}
 
 
+#: money columns: fixed decimals (``0.000034``, never ``3.4200000000000005e-05``)
+COST_COLUMNS = {"cost", "subtree_cost"}
 #: columns that hold agent/job/run ids: shown short, full on hover
 ID_COLUMNS = {"id", "parent", "owner", "run_id", "job", "child_id"}
 
@@ -61,6 +64,8 @@ def _cell(column: str, value, markup: bool = True) -> str:
         return datetime.datetime.fromtimestamp(value.timestamp()).strftime("%H:%M:%S")
     if column == "elapsed_s":
         return format_elapsed(float(value))
+    if column in COST_COLUMNS:
+        return format_cost(float(value))
     text = str(value)
     if not markup:
         return short_id(text) if column in ID_COLUMNS else text
