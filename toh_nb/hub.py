@@ -26,6 +26,7 @@ from .core.ids import IdSource, is_valid_id
 from .core.runtime import Runtime
 from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number
 from .core.tools import FunctionTool, Tool, ToolContext, ToolResult, dispatch
+from .costs import CostBook
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
 from .results import AgentListing, RunResult, item_html, run_result
@@ -165,7 +166,8 @@ class AsyncHub:
                  max_jobs_per_owner: int = 10, report_delivery: str = "next-step",
                  max_tokens: int | None = None, max_steps: int | None = DEFAULT_MAX_STEPS,
                  token_budget: int | None = None, turn_timeout: float | None = None,
-                 providers: Mapping[str, Any] | None = None, history: int = DEFAULT_HISTORY) -> None:
+                 providers: Mapping[str, Any] | None = None, history: int = DEFAULT_HISTORY,
+                 prices: Mapping[str, tuple[float, float]] | None = None) -> None:
         if model is None:
             from .models.demo import DemoModel
 
@@ -178,6 +180,7 @@ class AsyncHub:
             raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
         if background_mode not in ("one-shot", "continuable"):
             raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
+        self._costs = CostBook(prices)  # checked before the store is opened
         store_options = {"fsync": fsync} if fsync is not None else {}
         self._store = open_store(store, **store_options)
         try:
@@ -215,6 +218,8 @@ class AsyncHub:
                 if not isinstance(item, SubagentTool):
                     runtime.tools.add(item if isinstance(item, Tool) else FunctionTool(item))
             self._root = self._make_root(root_id, root_limits, max_tokens)
+            if self._costs.prices:  # a finished one-shot agent leaves the runtime: note its model while live
+                runtime.bus.subscribe(lambda event: self._costs.note(event.agent_id, runtime))
         except BaseException:
             self._store.close()  # a refused configuration must not keep the store's lock
             raise
@@ -276,6 +281,16 @@ class AsyncHub:
     @property
     def model(self) -> Any:
         return self.runtime.model
+
+    @property
+    def job_registry(self) -> JobRegistry:
+        """The engine's jobs (the notebook layer reads them for progress lines and the tree's Kill)."""
+        return self._jobs
+
+    @property
+    def store(self) -> Any:
+        """The hub's session store (in-memory or JSONL)."""
+        return self._store
 
     def _check_open(self) -> None:
         if self._closed:
@@ -488,7 +503,7 @@ class AsyncHub:
         return job_rows(self._jobs)
 
     def agent_rows(self) -> list[dict]:
-        return agent_rows(self.runtime, self._root.id)
+        return self._costs.fill(agent_rows(self.runtime, self._root.id), self.runtime)
 
     def transcript_rows(self, agent_id: "str | AsyncChild") -> list[dict]:
         agent_id = agent_id_of(agent_id)

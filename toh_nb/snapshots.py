@@ -15,7 +15,8 @@ from .subagents import descriptor as descriptors
 
 JOB_COLUMNS = ["id", "label", "status", "detail", "owner", "started", "finished", "elapsed_s"]
 AGENT_COLUMNS = ["id", "parent", "depth", "label", "mode", "status", "turns", "input_tokens", "output_tokens",
-                 "subtree_tokens", "token_budget", "tokens_left", "started", "elapsed_s", "stop_reason"]
+                 "subtree_tokens", "token_budget", "tokens_left", "cost", "subtree_cost", "started", "elapsed_s",
+                 "stop_reason"]
 TRANSCRIPT_COLUMNS = ["turn", "kind", "role", "source", "text", "tool", "is_error"]
 #: one status vocabulary for agents and jobs: a finished one-shot agent's status says how it ended, in
 #: the words a job uses (running | stopping | idle | ready | completed | failed | killed | corrupt)
@@ -68,7 +69,7 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
             rows.append({"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
                          "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
                          "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
-                         "started": None, "elapsed_s": None, "stop_reason": None})
+                         "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None})
             continue
         header = session.header
         record = descriptors.identity(session.descriptor) if session.descriptor is not None else None
@@ -85,7 +86,7 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
         rows.append({"id": agent_id, "parent": header.parent_session, "depth": header.delegation_depth,
                      "label": label, "mode": mode, "status": status, "turns": turns, "input_tokens": inp,
                      "output_tokens": out, "subtree_tokens": inp + out, "token_budget": runtime.budgets.get(agent_id),
-                     "tokens_left": None, "started": header.created, "elapsed_s": max(0.0, end - header.created),
+                     "tokens_left": None, "cost": None, "subtree_cost": None, "started": header.created, "elapsed_s": max(0.0, end - header.created),
                      "stop_reason": TURN_TO_STOP.get(reason) if reason else None})
         children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
         for child in reversed(children):

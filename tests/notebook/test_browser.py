@@ -141,3 +141,53 @@ def test_agent_tree_buttons_filters_and_timeline_in_jupyterlab(tmp_path):
                                  f"{server.log_tail()}") from error
     assert shot.exists()
     print(f"browser check took {time.monotonic() - started:.1f} s; screenshot {shot}")
+
+
+def ask_cells(work) -> list[str]:
+    from ..acp.helpers import fake
+
+    return [
+        "import toh_nb as tn",
+        f"coder = tn.AcpAgent({fake()!r}, cwd={str(work)!r}, permissions='ask')\n"
+        "hub = tn.Hub(ids='sequential', providers={'coder': coder})\n"
+        f"job = hub.spawn('WRITE {work}/out.txt hello', label='writer', provider='coder', background=True)",
+        "hub.tree()",
+    ]
+
+
+def test_an_acp_permission_request_is_answered_with_its_allow_button(tmp_path):
+    """``permissions="ask"``: the request shows as a prompt in the tree; Allow lets the agent write."""
+    reason = lab.missing()
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import expect
+
+    work = tmp_path / "work"
+    work.mkdir()
+    cells = ask_cells(work)
+    shot = tmp_path / "agent-tree-ask.png"
+    with lab.lab_page(tmp_path, cells) as (page, server):
+        try:
+            lab.run_all(page)
+            output = page.locator(".jp-Notebook .jp-CodeCell").nth(len(cells) - 1).locator(".jp-Cell-outputArea")
+            tree = output.locator(".toh-tree")
+            ask = tree.locator(".toh-ask")
+            expect(ask).to_have_count(1)
+            expect(ask).to_contain_text(f"agent-1 asks permission: Write {work}/out.txt (edit)")
+            page.screenshot(path=str(shot), full_page=True)
+            ask.locator("button.toh-allow").click()
+            expect(tree.locator(".toh-message")).to_have_text(f"allowed: Write {work}/out.txt (agent-1)")
+            expect(ask).to_have_count(0)
+            expect(tree.locator('.toh-row[data-id="subagent-1"] .toh-badge')).to_have_text("completed")
+            assert (work / "out.txt").read_text() == "hello"
+            errors = page.evaluate("() => window.__pageErrors")
+            assert errors == [], f"uncaught JavaScript errors in the page: {errors}"
+        except (AssertionError, PlaywrightError) as error:
+            try:
+                page.screenshot(path=str(shot), full_page=True)
+            except PlaywrightError:
+                pass
+            raise AssertionError(f"{error}\nscreenshot: {shot}\nserver log ({server.log}):\n"
+                                 f"{server.log_tail()}") from error

@@ -17,6 +17,8 @@ CELLS = [
     "hub.jobs()[['id', 'label', 'status', 'owner']]",
     "import asyncio\ncoro = asyncio.sleep(0)\ntry:\n    asyncio.run(coro)\nexcept RuntimeError as error:\n"
     "    coro.close()\n    print(error)",
+    "print('before')\nslow = tn.Hub(tn.FunctionModel(lambda r: time.sleep(1.0) or 'slow answer'))\n"
+    "slow.spawn('Take your time').text",
     "hub.close()\nhub",
 ]
 
@@ -54,12 +56,14 @@ def test_a_notebook_using_the_sync_hub_runs_in_a_real_kernel(tmp_path):
     html = [o for o in notebook.cells[5].outputs if "data" in o and "text/html" in o.data]
     assert html and "<table" in html[0].data["text/html"]
     assert outputs[6] == "asyncio.run() cannot be called from a running event loop"
-    assert outputs[7] == "Hub(root=root, model=DemoModel, loop=portal, closed)"
+    assert outputs[7] == "before\n'slow answer'"
+    assert outputs[8] == "Hub(root=root, model=DemoModel, loop=portal, closed)"
     rich = [o.data for cell in notebook.cells[2:5] for o in cell.outputs if "data" in o and "text/plain" in o.data]
     assert len(rich) == 3 and all("text/html" in data for data in rich)  # RunResult, AgentListing, Job as HTML
-    # kid.wait() left its progress line's output in the cell (empty: a quick wait builds no widgets)
-    progress = [o for o in notebook.cells[3].outputs if o.output_type == "display_data" and "text/plain" not in o.data]
-    assert len(progress) == 1
+    # a quick wait (kid.wait()) leaves no output; a long one (1 s) showed its line and left it emptied
+    assert [o.output_type for o in notebook.cells[3].outputs] == ["execute_result"]
+    assert [(o.output_type, sorted(o.get("data", {}))) for o in notebook.cells[7].outputs] == [
+        ("stream", []), ("display_data", []), ("execute_result", ["text/plain"])]
 
 
 KERNEL_MODE_CELLS = [

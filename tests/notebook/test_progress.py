@@ -117,7 +117,15 @@ def test_elapsed_formatting():
     assert progress.format_elapsed(75) == "1 min 15 s"
 
 
-def test_the_waits_of_one_cell_share_one_output_and_quick_ones_build_no_widgets(fake_display, monkeypatch):
+def poll(predicate, what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def test_quick_waits_leave_no_output_and_long_ones_of_one_cell_share_one(fake_display, monkeypatch):
     import IPython
 
     shell = types.SimpleNamespace(kernel=object(), execution_count=7)
@@ -127,16 +135,19 @@ def test_the_waits_of_one_cell_share_one_output_and_quick_ones_build_no_widgets(
     for _ in range(3):  # a loop of quick calls in one cell
         with waiting("waiting", interval=0.02) as line:
             lines.append(line)
-    (handle,) = fake_display
-    assert handle.bundle == {} and handle.updates == []  # one empty output, nothing else sent
+    assert fake_display == []  # nothing displayed at all: the saved cell has no output from them
     assert all(line.shown and line.box is None for line in lines)  # no widget models were made
-    with waiting("waiting", interval=0.02, show_after=0.05) as line:  # a long one shows its widgets
-        deadline = time.monotonic() + 5
-        while not handle.updates and time.monotonic() < deadline:
-            time.sleep(0.01)
+    with waiting("waiting", interval=0.02, show_after=0.05):  # a long one displays its widgets
+        poll(lambda: fake_display, "the progress line's display")
+    (handle,) = fake_display
+    assert "application/vnd.jupyter.widget-view+json" in handle.bundle and "text/plain" not in handle.bundle
+    assert handle.updates == [({}, True)]  # emptied when the wait ended
+    with waiting("waiting", interval=0.02, show_after=0.05):  # another long wait of the cell reuses it
+        poll(lambda: len(handle.updates) == 2, "the reused display")
     assert len(fake_display) == 1
-    assert "application/vnd.jupyter.widget-view+json" in handle.updates[0][0] and handle.updates[-1] == ({}, True)
+    assert "application/vnd.jupyter.widget-view+json" in handle.updates[1][0] and handle.updates[2] == ({}, True)
     shell.execution_count = 8  # the next cell gets its own output
-    with waiting("waiting", interval=0.02):
-        pass
-    assert len(fake_display) == 2
+    with waiting("waiting", interval=0.02, show_after=0.05):
+        poll(lambda: len(fake_display) == 2, "the next cell's display")
+    assert fake_display[1].updates == [({}, True)]
+

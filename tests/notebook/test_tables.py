@@ -17,7 +17,8 @@ JOB_DTYPES = {"id": "object", "label": "object", "status": "object", "detail": "
               "started": UTC_TIME, "finished": UTC_TIME, "elapsed_s": "float64"}
 AGENT_DTYPES = {"id": "object", "parent": "object", "depth": "int64", "label": "object", "mode": "object",
                 "status": "object", "turns": "int64", "input_tokens": "int64", "output_tokens": "int64",
-                "subtree_tokens": "int64", "token_budget": "Int64", "tokens_left": "Int64", "started": UTC_TIME, "elapsed_s": "float64", "stop_reason": "object"}
+                "subtree_tokens": "int64", "token_budget": "Int64", "tokens_left": "Int64", "cost": "float64",
+                "subtree_cost": "float64", "started": UTC_TIME, "elapsed_s": "float64", "stop_reason": "object"}
 TRANSCRIPT_DTYPES = {"turn": "Int64", "kind": "object", "role": "object", "source": "object", "text": "object",
                      "tool": "object", "is_error": "bool"}
 EVENT_DTYPES = {"time": UTC_TIME, **{c: "object" for c in EVENT_COLUMNS if c != "time"}}
@@ -28,7 +29,7 @@ RUNNING_JOB = {"id": "subagent-2", "label": "wait", "status": "running", "detail
                "started": T0, "finished": None, "elapsed_s": 0.25}
 AGENT_ROW = {"id": "agent-1", "parent": "root", "depth": 1, "label": "research", "mode": "one-shot",
              "status": "completed", "turns": 1, "input_tokens": 12, "output_tokens": 5, "subtree_tokens": 17,
-             "token_budget": 100, "tokens_left": 83, "started": T0,
+             "token_budget": 100, "tokens_left": 83, "cost": 0.000012, "subtree_cost": 0.00002, "started": T0,
              "elapsed_s": 0.5, "stop_reason": "completed"}
 CORRUPT_AGENT = {"id": "agent-2", "parent": None, "depth": 1, "label": None, "mode": None, "status": "corrupt",
                  "turns": 0, "input_tokens": 0, "output_tokens": 0, "started": None, "elapsed_s": None,
@@ -78,7 +79,8 @@ def test_agent_values_with_unknowns():
     frame = agents_frame([AGENT_ROW, CORRUPT_AGENT])
     assert frame.loc[0, ["depth", "turns", "input_tokens", "output_tokens", "subtree_tokens", "token_budget",
                          "tokens_left"]].tolist() == [1, 1, 12, 5, 17, 100, 83]
-    assert frame.loc[1, ["token_budget", "tokens_left"]].isna().tolist() == [True, True]
+    assert frame.loc[1, ["token_budget", "tokens_left", "cost", "subtree_cost"]].isna().tolist() == [True] * 4
+    assert frame.loc[0, ["cost", "subtree_cost"]].tolist() == [0.000012, 0.00002]
     assert frame.loc[1, "started"] is pd.NaT
     assert math.isnan(frame.loc[1, "elapsed_s"])
     assert frame.loc[1, "label"] is None and frame.loc[1, "status"] == "corrupt"
@@ -140,6 +142,13 @@ def test_tables_display_without_index_with_short_ids_and_friendly_times():
     assert f"<td>{clock(T0)}</td>" in page and "<td>1.5 s</td>" in page
     assert "NaT" not in page and "None" not in page and "<th></th>" not in page
     assert frame.loc[0, "owner"] == LONG_ID  # the data keeps the full id
+
+
+def test_costs_display_with_fixed_decimals_and_unknown_costs_empty():
+    frame = agents_frame([dict(AGENT_ROW, cost=3.4200000000000005e-05, subtree_cost=0.000236), CORRUPT_AGENT])
+    assert repr(frame[["id", "cost", "subtree_cost"]]).splitlines() == [
+        "     id     cost subtree_cost", "agent-1 0.000034     0.000236", "agent-2                      "]
+    assert "<td>0.000034</td>" in frame._repr_html_()
 
 
 def test_filtering_keeps_the_readable_display_and_flags_show_as_yes():

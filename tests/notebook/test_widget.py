@@ -142,6 +142,39 @@ def test_token_columns_carry_subtree_totals(hub):
             tree.close()
 
 
+def priced(request: tn.ModelRequest) -> tn.ModelResponse:
+    return tn.ModelResponse(text="done", usage=tn.Usage(1000, 100))  # 0.000210 at (0.15, 0.60) per million
+
+
+def test_costs_show_in_rows_header_and_static_snapshot():
+    with tn.Hub(model=tn.FunctionModel(priced, name="gpt-4o-mini"), ids="sequential",
+                prices={"gpt-4o-mini": (0.15, 0.60)}) as priced_hub:
+        priced_hub.spawn("sum it up", label="summary")
+        priced_hub.spawn("other", label="other", model=tn.FunctionModel(priced, name="unpriced"))
+        tree = priced_hub.tree()
+        try:
+            rows = {row["id"]: row for row in tree.rows}
+            assert rows["agent-1"]["extra"] == [["cost", "0.000210"], ["subtree_cost", "0.000210"]]
+            assert rows["root"]["extra"] == [["cost", "0.000000"], ["subtree_cost", "0.000210"]]
+            assert rows["agent-2"]["extra"] == []  # no price for its model: no cost, not zero
+            assert tree.summary == "3 agents (0 running) \u00b7 0 jobs (0 active) \u00b7 2200 tokens \u00b7 cost 0.000210"
+            text = tree.text().splitlines()
+            assert text[2] == ("\u251c\u2500\u2500 summary \u00b7 agent-1 \u00b7 one-shot \u00b7 completed \u00b7 turns 1 "
+                               "\u00b7 tokens 1000 in / 100 out \u00b7 cost 0.000210 \u00b7 subtree cost 0.000210")
+            assert text[3].endswith("\u00b7 tokens 1000 in / 100 out")
+            html = tree.static()["text/html"]
+            assert "<th>cost</th><th>subtree cost</th>" in html and "<td>0.000210</td>" in html
+        finally:
+            tree.close()
+
+
+def test_the_static_table_has_no_cost_columns_without_prices(tree, hub):
+    hub.spawn("sum it up", label="summary")
+    tree.refresh()
+    assert "<th>cost</th>" not in tree.static()["text/html"]
+    assert "cost" not in tree.summary
+
+
 def test_a_running_child_offers_interrupt(tree, hub):
     kid = hub.start("dig", label="slow digger")
     wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].status == "running", what="running node")

@@ -67,7 +67,8 @@ class _Handler:
                                     kind=tool_call.kind or "other", tool_call_id=tool_call.tool_call_id,
                                     options=offered, raw_input=tool_call.raw_input)
         try:
-            decision = await self.link.policy.decide(request)
+            decision = await self.link.policy.decide(  # "ask": announced in the child's log and stream
+                request, self.link.agent_id, lambda ask: self.link.record("permission_request", ask))
         except Exception as error:  # a failing policy refuses; the failure is on record
             self.link.record("permission", {"toolCallId": request.tool_call_id, "title": request.title,
                                             "kind": request.kind, "allowed": False,
@@ -108,8 +109,10 @@ class AgentLink:
 
     def __init__(self, *, command: list[str], env: dict[str, str], cwd: str, policy: PermissionPolicy,
                  timeout: float, prompt_timeout: float | None, eof_grace: float, kill_grace: float,
-                 record: Callable[[str, dict], None], session_id: str | None = None) -> None:
+                 record: Callable[[str, dict], None], session_id: str | None = None,
+                 agent_id: str | None = None) -> None:
         self.command = command
+        self.agent_id = agent_id  # the child this link serves (permission asks name it)
         self.env = env
         self.cwd = cwd
         self.policy = policy

@@ -2,13 +2,23 @@
 
 The agent asks before it edits a file or runs a command; nobody is at a terminal to answer, so a policy
 does. Deny is the default because the agent is a program we do not control: the user opts in, either by
-tool kind (``{"read", "edit"}``, ACP's ``ToolKind`` names), for everything (``"allow"``), or with a
-callable that sees the request and decides (sync or async; ``True``/``False`` or an option id).
+tool kind (``{"read", "edit"}``, ACP's ``ToolKind`` names), for everything (``"allow"``), with a
+callable that sees the request and decides (sync or async; ``True``/``False`` or an option id), or by
+asking the person at the notebook (``"ask"`` or :class:`AskUser`): the request waits in
+:data:`PENDING` (the live tree shows it with Allow/Deny buttons; :func:`answer` is what they call) and
+is denied when nobody answers within the timeout.
+
+The engine side knows nothing of notebooks: an ask is announced through the ``notify`` hook the link
+passes to :meth:`PermissionPolicy.decide` (it records an ``external/permission_request`` event, which
+reaches the event stream as ``ExternalActivity``), and answered through :func:`answer`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import itertools
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -36,18 +46,110 @@ class Decision:
     option_id: str | None  # the option answered; None = the request is answered "cancelled"
 
 
+#: seconds an asked permission waits for the notebook user before it is denied
+ASK_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class AskUser:
+    """``permissions=AskUser(timeout=60)``: ask the notebook user (``"ask"`` is ``AskUser()``)."""
+
+    timeout: float = ASK_TIMEOUT
+
+    def __post_init__(self) -> None:
+        t = self.timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 or t == float("inf"):
+            raise UsageError(f"AskUser timeout must be a positive number of seconds, got {t!r}")
+
+
+@dataclass(slots=True)
+class PendingAsk:
+    """A permission request waiting for the user: ``id`` (``perm-N``) and what the prompt shows."""
+
+    id: str
+    agent_id: str | None
+    request: PermissionRequest
+    future: asyncio.Future
+    answered_by: str | None = None  # "user" | "timeout" once settled
+
+    def to_dict(self) -> dict:
+        r = self.request
+        return {"id": self.id, "agent": self.agent_id, "title": r.title, "kind": r.kind,
+                "tool_call_id": r.tool_call_id}
+
+
+class PendingAsks:
+    """Every permission request of this process waiting for the user (thread-safe: the tree answers
+    from the kernel's thread; the futures belong to the engine's loop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._asks: dict[str, PendingAsk] = {}
+        self._ids = itertools.count(1)
+
+    def add(self, agent_id: str | None, request: PermissionRequest) -> PendingAsk:
+        with self._lock:
+            ask = PendingAsk(f"perm-{next(self._ids)}", agent_id, request, asyncio.get_running_loop().create_future())
+            self._asks[ask.id] = ask
+        return ask
+
+    def remove(self, ask: PendingAsk) -> None:
+        with self._lock:
+            self._asks.pop(ask.id, None)
+
+    def listing(self, agent_ids: Iterable[str] | None = None) -> list[dict]:
+        """The pending asks (of those agents), oldest first."""
+        keep = None if agent_ids is None else set(agent_ids)
+        with self._lock:
+            asks = list(self._asks.values())
+        return [a.to_dict() for a in asks if keep is None or a.agent_id in keep]
+
+    def answer(self, ask_id: str, allowed: bool) -> str:
+        """Allow or deny a pending ask; the line the tree shows. Callable from any thread."""
+        if not isinstance(allowed, bool):
+            raise UsageError(f"allowed must be True or False, got {allowed!r}")
+        with self._lock:
+            ask = self._asks.pop(ask_id, None)
+        if ask is None:
+            raise UsageError(f"no pending permission request {ask_id!r} (answered, timed out or cancelled)")
+        ask.answered_by = "user"
+        future = ask.future
+
+        def settle() -> None:
+            if not future.done():
+                future.set_result(allowed)
+
+        future.get_loop().call_soon_threadsafe(settle)
+        return f"{'allowed' if allowed else 'denied'}: {ask.request.title or ask.request.kind} ({ask.agent_id})"
+
+
+#: the process's pending asks (``hub.tree()`` lists and answers them)
+PENDING = PendingAsks()
+
+
+def answer(ask_id: str, allowed: bool) -> str:
+    """Allow (``True``) or deny (``False``) the pending permission request ``ask_id``."""
+    return PENDING.answer(ask_id, allowed)
+
+
 class PermissionPolicy:
     """Built from ``AcpAgent(permissions=...)``: ``"deny"`` (default), ``"allow"``, an iterable of tool
-    kinds to allow, or a callable ``(PermissionRequest) -> bool | str`` (sync or async)."""
+    kinds to allow, a callable ``(PermissionRequest) -> bool | str`` (sync or async), or ``"ask"`` /
+    :class:`AskUser` (the notebook user answers in ``hub.tree()``; denied after the timeout)."""
 
     def __init__(self, spec: Any = "deny") -> None:
         self.allow_all = False
         self.kinds: frozenset[str] = frozenset()
         self.decide_fn: Callable | None = None
+        self.ask: AskUser | None = None
         if spec is None or spec == "deny":
             pass
         elif spec == "allow":
             self.allow_all = True
+        elif spec == "ask":
+            self.ask = AskUser()
+        elif isinstance(spec, AskUser):
+            self.ask = spec
         elif callable(spec):
             self.decide_fn = spec
         elif isinstance(spec, Iterable) and not isinstance(spec, (str, bytes, dict)):
@@ -58,19 +160,27 @@ class PermissionPolicy:
                                  f"expected some of {', '.join(TOOL_KINDS)}")
             self.kinds = frozenset(kinds)
         else:
-            raise UsageError('permissions must be "deny", "allow", a collection of ACP tool kinds or a callable, '
-                             f"got {spec!r}")
+            raise UsageError('permissions must be "deny", "allow", "ask", AskUser(timeout), a collection of ACP '
+                             f"tool kinds or a callable, got {spec!r}")
 
     def describe(self) -> str:
         if self.allow_all:
             return "allow"
+        if self.ask is not None:
+            return "ask" if self.ask == AskUser() else f"ask (timeout {self.ask.timeout:g} s)"
         if self.decide_fn is not None:
             return getattr(self.decide_fn, "__name__", "callable")
         if self.kinds:
             return "allow " + ",".join(sorted(self.kinds))
         return "deny"
 
-    async def decide(self, request: PermissionRequest) -> Decision:
+    async def decide(self, request: PermissionRequest, agent_id: str | None = None,
+                     notify: Callable[[dict], None] | None = None) -> Decision:
+        """The answer to ``request``. ``agent_id``/``notify``: for ``"ask"``, whose request it is and a
+        hook that announces the pending ask (its dict: id, agent, title, kind, tool_call_id)."""
+        if self.ask is not None:
+            allowed = await self._ask_user(request, agent_id, notify)
+            return Decision(allowed, _pick(request.options, "allow" if allowed else "reject"))
         if self.decide_fn is not None:
             answer = self.decide_fn(request)
             if inspect.isawaitable(answer):
@@ -84,6 +194,21 @@ class PermissionPolicy:
         else:
             allowed = self.allow_all or request.kind in self.kinds
         return Decision(allowed, _pick(request.options, "allow" if allowed else "reject"))
+
+    async def _ask_user(self, request: PermissionRequest, agent_id: str | None,
+                        notify: Callable[[dict], None] | None) -> bool:
+        """Wait for the notebook user's answer; False (deny) after ``ask.timeout`` seconds."""
+        ask = PENDING.add(agent_id, request)
+        try:
+            if notify is not None:
+                notify(ask.to_dict())
+            try:
+                return bool(await asyncio.wait_for(asyncio.shield(ask.future), self.ask.timeout))
+            except asyncio.TimeoutError:
+                ask.answered_by = ask.answered_by or "timeout"
+                return False
+        finally:
+            PENDING.remove(ask)
 
 
 def _pick(options: list[dict], prefix: str) -> str | None:

@@ -81,7 +81,8 @@ class AcpAgent:
     - ``cwd``: the agent's workspace, an absolute directory path. ``None``: each child gets a fresh
       temporary directory (never the notebook's working directory by accident).
     - ``permissions``: ``"deny"`` (default), ``"allow"``, a collection of ACP tool kinds to allow
-      (``{"read", "edit"}``) or a callable ``(PermissionRequest) -> bool | option id`` (sync or async).
+      (``{"read", "edit"}``), a callable ``(PermissionRequest) -> bool | option id`` (sync or async), or
+      ``"ask"`` / ``AskUser(timeout)``: the notebook user answers in ``hub.tree()`` (denied on timeout).
     - ``timeout``: seconds for each protocol step (start + initialize, session/new, session/load, and the
       acknowledgement of a cancel); ``prompt_timeout``: for a whole prompt (default none: the hub's
       ``turn_timeout`` bounds turns).
@@ -133,7 +134,8 @@ class AcpAgent:
               already_sent: Sequence[Any] = ()) -> ChildPlan:
         link = AgentLink(command=self.command, env=self.environment(), cwd=cwd, policy=self.policy,
                          timeout=self.timeout, prompt_timeout=self.prompt_timeout, eof_grace=self.eof_grace,
-                         kill_grace=self.kill_grace, record=child.record, session_id=session_id)
+                         kill_grace=self.kill_grace, record=child.record, session_id=session_id,
+                         agent_id=child.id)
         self.links.append(link)
         return ChildPlan(model=AcpModel(link, already_sent), own_tools=True, close=link.close)
 

@@ -35,7 +35,7 @@ import os
 import queue
 import threading
 import weakref
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..core.budget import DEFAULT_MAX_STEPS
 from ..core.checks import is_int_at_least
@@ -60,7 +60,7 @@ def activity(async_hub: AsyncHub) -> str:
     progress line's ticker thread (copies of its dicts; informational)."""
     agents = list(async_hub.runtime.agents.values())
     running = sum(1 for agent in agents if agent.status == "running")
-    jobs = sum(1 for job in list(async_hub._jobs.jobs.values()) if job.status in ("running", "stopping"))
+    jobs = sum(1 for job in list(async_hub.job_registry.jobs.values()) if job.status in ("running", "stopping"))
     tokens = sum(agent.usage.input_tokens + agent.usage.output_tokens for agent in agents)
     parts = [f"{running} agent{'s' if running != 1 else ''} running"]
     if jobs:
@@ -205,7 +205,7 @@ class Hub:
                  report_delivery: str = "next-step", loop: str = "portal", max_tokens: int | None = None,
                  max_steps: int | None = DEFAULT_MAX_STEPS, token_budget: int | None = None,
                  turn_timeout: float | None = None, providers: Any = None,
-                 history: int = DEFAULT_HISTORY) -> None:
+                 history: int = DEFAULT_HISTORY, prices: Any = None) -> None:
         if loop not in LOOP_MODES:
             raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
         if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
@@ -220,7 +220,8 @@ class Hub:
                                   delegation_tools=delegation_tools, root_id=root_id, fsync=fsync,
                                   max_jobs_per_owner=max_jobs_per_owner, report_delivery=report_delivery,
                                   max_tokens=max_tokens, max_steps=max_steps, token_budget=token_budget,
-                                  turn_timeout=turn_timeout, providers=providers, history=history)
+                                  turn_timeout=turn_timeout, providers=providers, history=history,
+                                  prices=prices)
         try:
             async_hub = runner.call(build)
         except BaseException:
@@ -246,6 +247,9 @@ class Hub:
     def _call(self, fn: Any, *args: Any) -> Any:
         self._check_open()
         return self._runner.call(fn, *args)
+
+    def _job_handle(self, inner: AsyncJob) -> "Job":
+        return Job(self._call, inner, self._async.job_registry.jobs[inner.id])
 
     # -- properties --------------------------------------------------------------------------------
 
@@ -309,7 +313,7 @@ class Hub:
                                  tool_filter=tool_filter, model=model, max_tokens=max_tokens, provider=provider,
                                  max_steps=max_steps, token_budget=token_budget, turn_timeout=turn_timeout)
         if background:
-            return Job(self, self._call(call))
+            return self._job_handle(self._call(call))
         name = f"foreground child {label!r}" if label else "foreground child"
         with explained(lambda: f"{name} aborted; {still_running(self._async)}"):
             with waiting(f"running {name}", status=self._activity):
@@ -335,12 +339,12 @@ class Hub:
                 print(f'toh_nb: the root already has a child labelled "{label}": {live.id} [{live.status}]; '
                       f"returned it and did not send the prompt (kid.send(...) sends more; "
                       f"another label starts a second child)")
-                return Child(self, AsyncChild(self._async, live.id, live.label or label))
+                return Child(self._call, AsyncChild(self._async, live.id, live.label or label), self.transcript)
         value = self._call(functools.partial(self._async.start, prompt, label=label, persona=persona,
                                              tool_filter=tool_filter, model=model, max_tokens=max_tokens,
                                              provider=provider, max_steps=max_steps, token_budget=token_budget,
                                              turn_timeout=turn_timeout))
-        return Child(self, value)
+        return Child(self._call, value, self.transcript)
 
     def _live_child_labelled(self, label: str) -> Any:
         """The root's first continuable child labelled ``label``, or None (on the loop thread)."""
@@ -369,18 +373,18 @@ class Hub:
     def _ids_labelled(self, label: str) -> list[str]:
         """The ids of the agents labelled ``label`` when ``label`` is not an agent id itself (loop thread)."""
         hub = self._async
-        if label in hub.runtime.agents or hub._store.exists(label):
+        if label in hub.runtime.agents or hub.store.exists(label):
             return []
         return [row["id"] for row in hub.agent_rows() if row.get("label") == label]
 
     def child(self, child_id: "str | Child") -> "Child":
         """A handle on an existing continuable child of the root (for example after a restart)."""
         child_id = agent_id_of(child_id, "child_id")
-        return Child(self, self._by_id(child_id, self._async.child, child_id))
+        return Child(self._call, self._by_id(child_id, self._async.child, child_id), self.transcript)
 
     def job(self, job_id: str) -> "Job":
         """A handle on one of the root's background jobs (``subagent-N``), also those its model started."""
-        return Job(self, self._call(self._async.job, job_id))
+        return self._job_handle(self._call(self._async.job, job_id))
 
     def send(self, agent_id: "str | Child", message: str) -> SendReceipt:
         """Queue ``message`` as the child's next turn (cold-resuming a ``ready`` child); the message id
@@ -520,10 +524,10 @@ class Hub:
 class Job(JobFacts):
     """A background one-shot child, as a job (``subagent-N``)."""
 
-    def __init__(self, hub: Hub, inner: AsyncJob) -> None:
-        self._hub = hub
+    def __init__(self, call: Callable[..., Any], inner: AsyncJob, record: Any) -> None:
+        self._call = call  # the hub's call onto its loop (refuses once the hub is closed)
         self._inner = inner
-        self._job = inner._job
+        self._job = record  # the registry's Job, read by JobFacts
 
     def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` first waits for the job to
@@ -534,10 +538,10 @@ class Job(JobFacts):
         check_timeout(timeout)
         call = functools.partial(self._inner.output, wait=wait, timeout=timeout)
         if not wait:
-            return self._hub._call(call)
+            return self._call(call)
         with explained(self._stopped_waiting):
             with waiting(f"waiting for job {self.id}", status=lambda: self.status):
-                return self._hub._call(call)
+                return self._call(call)
 
     def _stopped_waiting(self) -> str:
         if self.status in ("running", "stopping"):
@@ -548,32 +552,37 @@ class Job(JobFacts):
         """Ask the job to stop: ``"requested"``, or ``"already-finished"`` for a settled job."""
         if reason is not None and not isinstance(reason, str):
             raise UsageError(f"reason must be a string or None, got {type(reason).__name__}")
-        return self._hub._call(self._inner.kill, reason)
+        return self._call(self._inner.kill, reason)
 
 
 class Child(ChildFacts):
     """A continuable child: send it turns, interrupt it, wait for it to settle."""
 
-    def __init__(self, hub: Hub, inner: AsyncChild) -> None:
-        self._hub = hub
+    def __init__(self, call: Callable[..., Any], inner: AsyncChild, transcript: Callable[[str], Any]) -> None:
+        self._call = call  # the hub's call onto its loop (refuses once the hub is closed)
         self._inner = inner
-        self._service = inner._service
+        self._transcript = transcript
         self.id = inner.id
         self.label = inner.label
+
+    @property
+    def status(self) -> str:
+        """``running | idle | ready`` (``ready``: settled, resumes on the next ``send``)."""
+        return self._inner.status
 
     def send(self, message: str) -> SendReceipt:
         """Queue ``message`` as the child's next turn; the message id (a ``str`` that displays as
         ``sent message <id> to <child>``)."""
         check_text(message, "message")
-        return SendReceipt(self._hub._call(self._inner.send, message), self.id)
+        return SendReceipt(self._call(self._inner.send, message), self.id)
 
     def interrupt(self) -> None:
         """Stop only the current turn; queued messages stay parked until the next ``send``."""
-        self._hub._call(self._inner.interrupt)
+        self._call(self._inner.interrupt)
 
     def kill(self) -> bool:
         """Stop this child for good: its turn aborts, its queue is dropped, it settles."""
-        return self._hub._call(self._inner.kill)
+        return self._call(self._inner.kill)
 
     def wait(self, timeout: float | None = None) -> str | None:
         """Block until the child is settled (or ``timeout`` seconds pass); the closing text of its last
@@ -581,7 +590,7 @@ class Child(ChildFacts):
         check_timeout(timeout)
         with explained(self._stopped_waiting):
             with waiting(f"waiting for {self.id}", status=lambda: self.status):
-                return self._hub._call(self._inner.wait, timeout)
+                return self._call(self._inner.wait, timeout)
 
     def _stopped_waiting(self) -> str:
         status = self.status
@@ -591,4 +600,4 @@ class Child(ChildFacts):
 
     def transcript(self):
         """DataFrame of the child's log (see ``Hub.transcript``)."""
-        return self._hub.transcript(self.id)
+        return self._transcript(self.id)

@@ -28,8 +28,8 @@ def still_running(async_hub: Any) -> str:
     Read from the caller's thread without waiting for the loop (it may be busy cancelling): copies of
     the engine's dicts, informational only.
     """
-    jobs = [job.id for job in list(async_hub._jobs.jobs.values()) if job.status in ("running", "stopping")]
-    job_children = {job.child_id for job in list(async_hub._jobs.jobs.values())}
+    jobs = [job.id for job in list(async_hub.job_registry.jobs.values()) if job.status in ("running", "stopping")]
+    job_children = {job.child_id for job in list(async_hub.job_registry.jobs.values())}
     root = async_hub.root
     agents = [agent.id for agent in list(async_hub.runtime.agents.values())
               if agent.status == "running" and agent.id != root and agent.id not in job_children]

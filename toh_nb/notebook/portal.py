@@ -247,6 +247,10 @@ class Portal:
     def unregister_closer(self, key: int) -> None:
         self._closers.pop(key, None)
 
+    def add_user(self) -> None:
+        """Count one more hub using this portal (:meth:`release` uncounts it; the last one stops it)."""
+        self._users += 1
+
     def release(self) -> None:
         """One user (hub) is done; the last one stops the portal."""
         with _LOCK:
@@ -323,10 +327,10 @@ def get_portal() -> Portal:
     """The running process-wide portal, started on first use."""
     global _CURRENT
     portal = _CURRENT
-    if portal is not None and not portal._closed:
+    if portal is not None and portal.running:
         return portal
     with _LOCK:
-        if _CURRENT is None or _CURRENT._closed:
+        if _CURRENT is None or not _CURRENT.running:
             _CURRENT = Portal()
         return _CURRENT
 
@@ -335,9 +339,9 @@ def acquire() -> Portal:
     """The running portal, counted as used by one more hub (pair with :meth:`Portal.release`)."""
     global _CURRENT
     with _LOCK:
-        if _CURRENT is None or _CURRENT._closed:
+        if _CURRENT is None or not _CURRENT.running:
             _CURRENT = Portal()
-        _CURRENT._users += 1
+        _CURRENT.add_user()
         return _CURRENT
 
 

@@ -14,14 +14,17 @@ with the description, the elapsed time and the status text, updated by a daemon 
 exception, including KeyboardInterrupt). Anywhere else (scripts, plain IPython, pytest) it shows
 nothing and costs next to nothing.
 
-Stored notebooks stay deterministic: the line is displayed without a ``text/plain`` part and is
-replaced by an empty display when it closes, so whether a wait was long enough to show it never
-changes a cell's compared outputs. All the waits of one cell share one output (a loop of waits leaves
-one empty output, not one per wait).
+Stored notebooks stay clean and deterministic: nothing is displayed until a wait has lasted
+``SHOW_AFTER`` (0.3 s), so a quick wait leaves no output at all in the saved file. A longer one shows
+the line without a ``text/plain`` part and, when it ends, empties it (a display with no data: nothing
+that nbval compares, nothing nbconvert or GitHub shows). All the waits of one cell share that one
+output (a loop of long waits leaves one empty output, not one per wait). Removing an output outright
+would take ``clear_output()``, which also erases everything else the cell printed, so it is not used.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from contextlib import contextmanager
@@ -67,9 +70,9 @@ class QuietLine:
 class ProgressLine:
     """A progress bar (pulsing: the total is unknown) + a label, ticked by a daemon thread.
 
-    ``show_after``: seconds before the widgets are built and shown. Until then the cell holds only an
-    empty output (so a stored notebook has the same outputs whether a wait was short or long), and a
-    call that ends sooner — a loop of a thousand quick ``spawn`` calls — costs no widget models.
+    ``show_after``: seconds before the widgets are built and displayed (by the ticker thread, in the
+    cell's context so the output lands in the waiting cell). A call that ends sooner — a loop of a
+    thousand quick ``spawn`` calls — displays nothing and costs no widget models.
     """
 
     shown = False
@@ -85,6 +88,8 @@ class ProgressLine:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handle: Any = None
+        self._lock = threading.Lock()  # orders the ticker's first display against close()
+        self._cell: Any = None  # the waiting cell's execution count
         self.ticks = 0
         self.bar: Any = None
         self.label: Any = None
@@ -132,33 +137,40 @@ class ProgressLine:
         self._render()
 
     def show(self) -> None:
-        """Display the line's output in the current cell (call from the cell's thread) and start
-        ticking; the widgets appear in it after ``show_after`` seconds."""
+        """Start the line for the current cell (call from the cell's thread): displayed at once when
+        ``show_after`` is 0, else by the ticker thread once the wait has lasted ``show_after``."""
+        self._cell = _execution_count()
+        self.shown = True
+        if self.box is not None:
+            self._display()
+        context = contextvars.copy_context()  # the cell's output context (ipykernel's parent header)
+        self._thread = threading.Thread(target=context.run, args=(self._run,), name="toh-nb-progress", daemon=True)
+        self._thread.start()
+
+    def _display(self) -> None:
+        """Show the widgets: in this cell's progress output if an earlier wait of the cell made one."""
         from IPython.display import display
 
-        bundle = self._bundle() if self.box is not None else {}
-        handle = _cell_handle()
-        if handle is not None:  # an earlier wait of this cell left its (emptied) output: reuse it
-            if bundle:
-                handle.update(bundle, raw=True)
+        handle = _cell_handle(self._cell)
+        if handle is not None:
+            handle.update(self._bundle(), raw=True)
             self._handle = handle
         else:
-            self._handle = display(bundle, raw=True, display_id=True)
-            _remember_cell_handle(self._handle)
-        self.shown = True
-        self._thread = threading.Thread(target=self._run, name="toh-nb-progress", daemon=True)
-        self._thread.start()
+            self._handle = display(self._bundle(), raw=True, display_id=True)
+            _remember_cell_handle(self._cell, self._handle)
 
     def _run(self) -> None:
         if self.box is None:
             if self._stop.wait(self._show_after):
-                return  # over before it was worth showing: no widgets at all
-            try:
-                self._build()
-                if self._handle is not None:
-                    self._handle.update(self._bundle(), raw=True)
-            except Exception:
-                return
+                return  # over before it was worth showing: no output, no widgets
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                try:
+                    self._build()
+                    self._display()
+                except Exception:
+                    return
         while not self._stop.wait(self._interval):
             try:
                 self.tick()
@@ -166,12 +178,13 @@ class ProgressLine:
                 return
 
     def close(self) -> None:
-        self._stop.set()
+        with self._lock:  # a display under way finishes first; none starts after this
+            self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
         if self.box is None:
             self._handle = None
-            return  # never shown: the output is still empty
+            return  # never shown: the cell has no output from it
         if self._handle is not None:
             try:
                 self._handle.update({}, raw=True)  # leave an empty display, not a dead widget view
@@ -205,13 +218,12 @@ def _execution_count() -> Any:
     return None if shell is None else getattr(shell, "execution_count", None)
 
 
-def _cell_handle() -> Any:
-    count = _execution_count()
+def _cell_handle(count: Any) -> Any:
     return _CELL[1] if count is not None and _CELL[0] == count else None
 
 
-def _remember_cell_handle(handle: Any) -> None:
-    _CELL[0], _CELL[1] = _execution_count(), handle
+def _remember_cell_handle(count: Any, handle: Any) -> None:
+    _CELL[0], _CELL[1] = count, handle
 
 
 def _close_widgets(widgets_to_close: tuple) -> None:
@@ -230,7 +242,7 @@ def waiting(description: str = "waiting", *, status: Callable[[], Any] | None = 
     ``description`` is the fixed text; ``status`` an optional zero-argument callable polled every
     ``interval`` seconds from the ticker thread (keep it to reading plain attributes, such as
     ``job.status``); ``enabled`` forces the display on or off (default: :func:`in_notebook`);
-    ``show_after``: seconds before the widgets appear (the cell's output exists from the start, empty).
+    ``show_after``: seconds before anything is displayed (a quicker wait leaves no output at all).
     Yields the line (``.update(text)`` sets the status text yourself; ``.shown`` tells whether anything
     was displayed).
     """

@@ -24,6 +24,7 @@ import html
 
 import pandas as pd
 
+from ..costs import format_cost
 from ..snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS
 from .display import format_elapsed, short_id
 
@@ -38,7 +39,8 @@ JOB_TYPES = {"id": TEXT, "label": TEXT, "status": TEXT, "detail": TEXT, "owner":
              "finished": TIME, "elapsed_s": FLOAT}
 AGENT_TYPES = {"id": TEXT, "parent": TEXT, "depth": INT, "label": TEXT, "mode": TEXT, "status": TEXT,
                "turns": INT, "input_tokens": INT, "output_tokens": INT, "subtree_tokens": INT,
-               "token_budget": NULLABLE_INT, "tokens_left": NULLABLE_INT, "started": TIME, "elapsed_s": FLOAT,
+               "token_budget": NULLABLE_INT, "tokens_left": NULLABLE_INT, "cost": FLOAT, "subtree_cost": FLOAT,
+               "started": TIME, "elapsed_s": FLOAT,
                "stop_reason": TEXT}
 TRANSCRIPT_TYPES = {"turn": NULLABLE_INT, "kind": TEXT, "role": TEXT, "source": TEXT, "text": TEXT, "tool": TEXT,
                     "is_error": BOOL}
@@ -46,6 +48,8 @@ EVENT_TYPES = {"time": TIME, "kind": TEXT, "id": TEXT, "parent": TEXT, "label": 
                "mode": TEXT, "run_id": TEXT, "stop_reason": TEXT, "job": TEXT, "status": TEXT, "detail": TEXT}
 
 
+#: money columns: fixed decimals (``0.000034``, never ``3.4200000000000005e-05``)
+COST_COLUMNS = {"cost", "subtree_cost"}
 #: columns that hold agent/job/run ids: shown short, full on hover
 ID_COLUMNS = {"id", "parent", "owner", "run_id", "job", "child_id"}
 
@@ -60,6 +64,8 @@ def _cell(column: str, value, markup: bool = True) -> str:
         return datetime.datetime.fromtimestamp(value.timestamp()).strftime("%H:%M:%S")
     if column == "elapsed_s":
         return format_elapsed(float(value))
+    if column in COST_COLUMNS:
+        return format_cost(float(value))
     text = str(value)
     if not markup:
         return short_id(text) if column in ID_COLUMNS else text
@@ -130,7 +136,8 @@ def jobs_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
 
 def agents_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
     """``hub.agents()``: id, parent, depth, label, mode, status, turns, tokens (own, subtree, budget and what
-    is left of it), started, elapsed_s, stop_reason."""
+    is left of it), cost and subtree_cost (from ``Hub(prices=...)``; NaN when unknown), started, elapsed_s,
+    stop_reason."""
     return frame(rows, AGENT_COLUMNS, AGENT_TYPES)
 
 

@@ -61,7 +61,15 @@ function render({ model, el }) {
   const timeline = h("div", { class: "toh-timeline" });
   const chat = h("div", { class: "toh-chat" });
   const message = h("pre", { class: "toh-message" });
-  el.append(summary, toolbar, list, timeline, chat, message);
+  const asks = h("div", { class: "toh-asks" });
+  el.append(summary, asks, toolbar, list, timeline, chat, message);
+
+  function drawAsks() {  // ACP permission requests waiting for the user (permissions="ask")
+    asks.replaceChildren(...model.get("asks").map((ask) => h("div", { class: "toh-ask", "data-ask": ask.id },
+      h("b", { text: `${ask.agent} asks permission: ` }), h("span", { text: `${ask.title} (${ask.kind})` }),
+      actionButton("toh-allow", "Allow", `allow ${ask.title}`, () => model.send({ action: "allow", id: ask.id })),
+      actionButton("toh-deny", "Deny", `deny ${ask.title}`, () => model.send({ action: "deny", id: ask.id })))));
+  }
 
   function actionButton(cls, text, title, onclick) {
     return h("button", { class: `toh-action ${cls}`, text, title, onclick });
@@ -203,13 +211,13 @@ function render({ model, el }) {
   const handlers = [["change:rows", redraw], ["change:visible", redraw], ["change:collapsed", redraw],
     ["change:summary", redraw], ["change:hidden", redraw], ["change:hub_closed", redraw],
     ["change:now", () => { if (model.get("view") === "timeline") redraw(); }], ["change:view", drawView],
-    ["change:transcript", drawChat], ["change:message", drawMessage], ["change:message_error", drawMessage],
+    ["change:transcript", drawChat], ["change:asks", drawAsks], ["change:message", drawMessage], ["change:message_error", drawMessage],
     ["change:query", () => { if (search.value !== model.get("query")) search.value = model.get("query"); }],
     ["change:status_filter", () => { status.value = model.get("status_filter"); }],
     ["change:collapse_finished", () => { finished.checked = model.get("collapse_finished"); }],
     ["msg:custom", onMsg]];
   for (const [name, fn] of handlers) model.on(name, fn);
-  drawRows(); drawView(); drawChat(); drawMessage();
+  drawRows(); drawView(); drawChat(); drawMessage(); drawAsks();
   return () => { for (const [name, fn] of handlers) model.off(name, fn); };
 }
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..costs import format_cost
 from ..results import STATUS_COLOURS
 from ..snapshots import AGENT_COLUMNS, FINISHED_AS
 from .display import short_id
@@ -45,7 +46,7 @@ def tree_rows(hub: Any) -> list[dict]:
     """Every agent and background job of ``hub`` (an AsyncHub) in display order (pre-order, siblings
     by start time), each with ``kind``, ``tree_parent`` and ``level``. Call on the hub's loop thread."""
     agents = hub.agent_rows()
-    registry = getattr(hub, "_jobs", None)
+    registry = getattr(hub, "job_registry", None)
     jobs = list(registry.jobs.values()) if registry is not None else []
     root = agents[0]["id"] if agents else None
     agent_ids = {row["id"] for row in agents}
@@ -97,19 +98,33 @@ def name_of(row: dict) -> str:
 
 
 def summary(rows: list[dict]) -> str:
-    """``3 agents (1 running) · 1 job (0 active) · 120 tokens``."""
+    """``3 agents (1 running) · 1 job (0 active) · 120 tokens``, then ``· cost 0.000045`` when a price
+    table gives some agent a cost (the sum of the known costs)."""
     agents = [r for r in rows if r["kind"] == "agent"]
     jobs = [r for r in rows if r["kind"] == "job"]
     running = sum(1 for r in agents if r["status"] == "running")
     active = sum(1 for r in jobs if r["status"] in ("running", "stopping"))
     tokens = sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in agents)
+    costs = [r["cost"] for r in agents if r.get("cost") is not None]
     return (f"{len(agents)} agent{'s' if len(agents) != 1 else ''} ({running} running) \u00b7 "
-            f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} ({active} active) \u00b7 {tokens} tokens")
+            f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} ({active} active) \u00b7 {tokens} tokens"
+            + (f" \u00b7 cost {format_cost(sum(costs))}" if costs else ""))
 
 
 def extra_columns() -> list[str]:
     """The ``agent_rows`` columns shown as plain extra columns (whatever the engine adds later)."""
     return [c for c in AGENT_COLUMNS if c not in SHOWN_APART]
+
+
+#: extra columns with their own text form (costs: fixed decimals, never ``2.7e-05``)
+FORMATS = {"cost": format_cost, "subtree_cost": format_cost}
+
+
+def cell_text(column: str, value: Any) -> str:
+    """An extra column's value as displayed (empty for None)."""
+    if value is None:
+        return ""
+    return FORMATS.get(column, str)(value)
 
 
 def _facts(row: dict) -> list[str]:
@@ -125,7 +140,7 @@ def _facts(row: dict) -> list[str]:
               f"tokens {row.get('input_tokens') or 0} in / {row.get('output_tokens') or 0} out"]
     for column in extra_columns():
         if row.get(column) is not None:
-            facts.append(f"{column.replace('_', ' ')} {row[column]}")
+            facts.append(f"{column.replace('_', ' ')} {cell_text(column, row[column])}")
     return facts
 
 
@@ -179,11 +194,12 @@ def tree_html(rows: list[dict]) -> str:
     """The whole tree as a static HTML table (the widget's ``text/html``: what a stored notebook shows
     without a kernel). Full ids are in each id's ``title`` (hover)."""
     esc = html.escape
-    extra = extra_columns()
+    shown = rows[:STATIC_MAX_ROWS]
+    extra = [c for c in extra_columns() if any(row.get(c) is not None for row in shown)]  # no empty columns
     head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in ["agent / job", "id", "mode", "status",
                                                                    "turns", "tokens in", "tokens out"] + extra)
     body = []
-    for row in rows[:STATIC_MAX_ROWS]:
+    for row in shown:
         indent = f"padding-left:{0.3 + 1.4 * row['level']:.1f}em;text-align:left"
         is_agent = row["kind"] == "agent"
         mode = (row.get("mode") or "") if is_agent else "background job"
@@ -193,7 +209,7 @@ def tree_html(rows: list[dict]) -> str:
                  f"<td style='text-align:left'>{esc(mode)}</td>",
                  f"<td style='text-align:left'>{status_badge(display_status(row))}</td>"]
         cells += [f"<td>{'' if v is None else esc(str(v))}</td>" for v in numbers]
-        cells += [f"<td>{'' if row.get(c) is None else esc(str(row.get(c)))}</td>" for c in extra]
+        cells += [f"<td>{esc(cell_text(c, row.get(c)))}</td>" for c in extra]
         body.append(f"<tr>{''.join(cells)}</tr>")
     more = f"<div><i>{esc(_more(len(rows) - STATIC_MAX_ROWS))}</i></div>" if len(rows) > STATIC_MAX_ROWS else ""
     return (f"<div class='toh-tree-static'><div><b>agent tree</b> \u2014 {esc(summary(rows))}</div>"

@@ -7,7 +7,10 @@ runs in JupyterLab, Notebook 7 and VS Code without a front-end extension): Pytho
 messages (``{"action": "interrupt", "id": …}``). What users of trace viewers expect is there:
 collapse/expand and "collapse finished", a status filter and a search box, token columns with subtree
 totals and totals in the header, a timeline (Gantt) view of when each agent and job ran, a readable chat
-view of any transcript (tool calls folded), and exports (the tree as JSON, a transcript as Markdown).
+view of any transcript (tool calls folded), exports (the tree as JSON, a transcript as Markdown),
+costs when the hub has a price table, and the permission requests of ACP children set to
+``permissions="ask"`` as prompts with Allow/Deny buttons (``asks``; unanswered ones are denied after
+their timeout by the engine).
 
 State and rules live in Python, so they are tested without a browser: which rows are visible
 (``visible``: filter + collapse, ancestors of matches kept) is computed here from the synced UI state
@@ -34,6 +37,7 @@ import asyncio
 import concurrent.futures
 import json
 import pathlib
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -46,7 +50,7 @@ from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
 from .chat import chat_entries, chat_markdown
 from .display import short_id
-from .treeview import display_status, extra_columns, name_of, static_bundle, summary, tree_rows
+from .treeview import FORMATS, cell_text, display_status, extra_columns, name_of, static_bundle, summary, tree_rows
 
 HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
@@ -55,7 +59,17 @@ ACTIVE = ("running", "stopping")
 LIVE = ("running", "stopping", "idle")
 #: what the status filter offers (one vocabulary for agents and jobs)
 STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
-ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript")
+ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript",
+           "allow", "deny")
+#: where ACP permission requests asked with ``permissions="ask"`` wait (loaded only when ACP is in use)
+PERMISSIONS_MODULE = "toh_nb.acp.permissions"
+
+
+def pending_asks(agent_ids: Any) -> list[dict]:
+    """The ACP permission requests of these agents waiting for the user (``permissions="ask"``): each
+    ``{"id", "agent", "title", "kind", "tool_call_id"}``. Empty unless the ACP provider is loaded."""
+    module = sys.modules.get(PERMISSIONS_MODULE)
+    return [] if module is None else module.PENDING.listing(agent_ids)
 
 
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
@@ -128,7 +142,7 @@ def widget_rows(rows: list[dict]) -> list[dict]:
             "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
             "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
             "has_transcript": agent,
-            "extra": [[name, _json_safe(row.get(name))] for name in extra if row.get(name) is not None],
+            "extra": [[name, _extra_value(name, row.get(name))] for name in extra if row.get(name) is not None],
         }
         out.append(item)
         index[item["id"]] = item
@@ -140,7 +154,10 @@ def widget_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _json_safe(value: Any) -> Any:
+def _extra_value(column: str, value: Any) -> Any:
+    """What the page shows for an extra column: numbers stay numbers, costs are fixed-decimal text."""
+    if column in FORMATS:
+        return cell_text(column, value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
@@ -235,6 +252,7 @@ class AgentTree(anywidget.AnyWidget):
     view = traitlets.Enum(("tree", "timeline"), default_value="tree").tag(sync=True)
     statuses = traitlets.List(list(STATUS_CHOICES)).tag(sync=True)  # the filter's options, for the page
     transcript = traitlets.Dict().tag(sync=True)
+    asks = traitlets.List().tag(sync=True)  # pending permission requests (Allow/Deny prompts)
     now = traitlets.Float(0.0).tag(sync=True)
     hub_closed = traitlets.Bool(False).tag(sync=True)
 
@@ -306,12 +324,15 @@ class AgentTree(anywidget.AnyWidget):
     def act(self, action: str, node_id: str | None = None, text: str | None = None) -> Any:
         """Do what a click in the page does: ``interrupt``/``send``/``kill``/``transcript``/
         ``close_transcript``/``toggle``/``export``/``export_transcript`` on row ``node_id`` (``text``:
-        the message for ``send``). Work for the engine is handed to the portal; the return value is its
-        future (or None)."""
+        the message for ``send``), or ``allow``/``deny`` on the pending permission request ``node_id``
+        (an id from ``asks``). Work for the engine is handed to the portal; the return value is its
+        future (or None; the answer's line for ``allow``/``deny``)."""
         if action not in ACTIONS:
             raise UsageError(f"unknown tree action {action!r}; expected one of {', '.join(ACTIONS)}")
         if action == "export":
             return self._download("agent-tree.json", self.export_json(), "application/json")
+        if action in ("allow", "deny"):
+            return self._answer(node_id, action == "allow")
         if action == "close_transcript":
             self.transcript = {}
             return None
@@ -500,7 +521,7 @@ class AgentTree(anywidget.AnyWidget):
         hub = self._hub
 
         async def run() -> str:
-            registry = hub._jobs
+            registry = hub.job_registry
             job = registry.jobs.get(job_id)
             if job is None:
                 raise UsageError(f"{job_id} is not a job")
@@ -511,6 +532,17 @@ class AgentTree(anywidget.AnyWidget):
             return job_texts.kill_already_finished(job_id, job.status, job.detail)
 
         return self._submit(run, f"kill {job_id}")
+
+    def _answer(self, ask_id: Any, allowed: bool) -> str | None:
+        """Answer a pending permission request (its Allow/Deny buttons); the agent's turn goes on."""
+        if not any(ask["id"] == ask_id for ask in self.asks):
+            raise UsageError(f"no pending permission request {ask_id!r} in this tree")
+        module = sys.modules[PERMISSIONS_MODULE]
+        line = module.answer(ask_id, allowed)
+        self.asks = [ask for ask in self.asks if ask["id"] != ask_id]
+        self._say(line)
+        self._mark_dirty()
+        return line
 
     def _show_transcript(self, agent_id: str) -> Any:
         hub = self._hub
@@ -584,6 +616,9 @@ class AgentTree(anywidget.AnyWidget):
                 self.hidden = len(base) - len(kept)
             if transcript is not None and transcript != self.transcript:
                 self.transcript = transcript
+            asks = pending_asks(row["id"] for row in rows)
+            if asks != self.asks:
+                self.asks = asks
         self.refresh_count += 1
         if any(row["status"] in ACTIVE for row in rows):
             self._arm_heartbeat()
