@@ -53,6 +53,7 @@ _EXPORTS = {
     "ForkProvider": "toh_nb.subagents.providers",
     "AcpAgent": "toh_nb.acp.provider",
     "PermissionRequest": "toh_nb.acp.permissions",
+    "AskUser": "toh_nb.acp.permissions",
     "RayProvider": "toh_nb.ray.provider",
     "ProviderError": "toh_nb.core.errors",
     "TohError": "toh_nb.core.errors",
