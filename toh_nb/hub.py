@@ -24,7 +24,7 @@ from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, TohError, UsageError
 from .core.ids import IdSource, is_valid_id
 from .core.runtime import Runtime
-from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number
+from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number, repair_tail
 from .core.tools import FunctionTool, Tool, ToolContext, ToolResult, dispatch
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
@@ -34,7 +34,7 @@ from .store import open_store, reserved_ids
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
-from .subagents.service import StartRequest, repair_tail, validate_max_depth, validate_tool_filter
+from .subagents.arguments import StartRequest, validate_max_depth, validate_tool_filter
 from .subagents.tool import SubagentTool, background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"
