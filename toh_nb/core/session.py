@@ -10,8 +10,6 @@ Event kinds (the ``kind`` strings are the interface stores, tables and the widge
 - ``subagent/descriptor`` (``data``: the versioned descriptor of a child, see
   ``toh_nb.subagents.descriptor``)
 
-A log a crash left mid-turn is closed by :func:`repair_tail` before anything resumes from it.
-
 The log is the source of truth: an agent's conversation is a projection of it
 (:func:`conversation_of`), which is what makes cold resume possible.
 """
@@ -22,9 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .content import Message, ToolResultBlock, message_from_json, message_to_json
+from .content import Message, message_from_json, message_to_json
 from .states import TurnEnd
-from .tools import ABORTED_BEFORE_DISPATCH
 
 TURN_END_REASONS = tuple(TurnEnd)
 
@@ -148,33 +145,3 @@ def last_turn_number(events: Iterable[Event]) -> int:
         if event.kind == TURN_START and event.turn is not None:
             number = max(number, event.turn)
     return number
-
-
-UNKNOWN_OUTCOME = "Error: the session ended before this tool call finished; its outcome is unknown"
-
-
-def repair_tail(session: Session) -> None:
-    """Close a turn a crash left open: results for unanswered calls, then ``turn/end interrupted``."""
-    events = session.events
-    open_turn = None
-    for event in reversed(events):
-        if event.kind == TURN_END:
-            break
-        if event.kind == TURN_START:
-            open_turn = event.turn
-            break
-    if open_turn is None:
-        return
-    turn_events = [e for e in events if e.turn == open_turn]
-    answered = {e.message.tool_call_id for e in turn_events if e.kind == TOOL_RESULT}
-    dispatched = {e.data["call_id"] for e in turn_events if e.kind == TOOL_CALL}
-    # every call the model asked for gets a result, so the conversation stays valid for the next model
-    for event in turn_events:
-        if event.kind != ASSISTANT_MESSAGE:
-            continue
-        for block in event.message.content:
-            if block.type == "tool-call" and block.id not in answered:
-                text = (UNKNOWN_OUTCOME if block.id in dispatched else f"Error: {ABORTED_BEFORE_DISPATCH}")
-                session.append(TOOL_RESULT, turn=open_turn,
-                               message=Message("tool", [ToolResultBlock(block.id, block.name, text, True)]))
-    session.append(TURN_END, turn=open_turn, data={"reason": "interrupted"})

@@ -77,7 +77,7 @@ class Tool:
     """
 
     __slots__ = ("name", "description", "args_model", "fn", "render", "concurrency_safe", "guidance",
-                 "guidance_order", "parameters", "run_in_thread", "_is_async")
+                 "guidance_order", "parameters", "run_in_thread", "is_async")
 
     def __init__(self, name: str, description: str, args_model: type[pydantic.BaseModel],
                  fn: Callable[..., Any], *, render: Callable[[Any], str] | None = None,
@@ -96,7 +96,8 @@ class Tool:
         self.guidance_order = guidance_order
         self.run_in_thread = run_in_thread
         self.parameters = parameters if parameters is not None else json_schema_of(args_model)
-        self._is_async = inspect.iscoroutinefunction(fn)
+        #: decided once here, read on every call (``invoke`` awaits it instead of threading or calling it)
+        self.is_async = inspect.iscoroutinefunction(fn)
 
     def is_safe(self, args: Any) -> bool:
         """Only an explicit ``True`` opts in; a throwing classifier means exclusive."""
@@ -219,7 +220,7 @@ def validate_arguments(tool: Tool, arguments: Any) -> Any:
 async def invoke(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
     """Run a validated call and render it; every exception becomes an errored result."""
     try:
-        if tool._is_async:
+        if tool.is_async:
             value = await tool.fn(ctx, args)
         elif tool.run_in_thread:
             value = await asyncio.to_thread(tool.fn, ctx, args)

@@ -15,7 +15,8 @@ from ..core.agent import Agent
 from ..core.content import USER_SOURCE, Source, relay_source
 from ..core.errors import StoreError, SubagentError, UsageError
 from ..core.events import Interrupted
-from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, last_turn_number, repair_tail
+from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, last_turn_number
+from ..core.session_repair import repair_tail
 from . import descriptor as descriptors
 from . import texts
 from .arguments import StartRequest, child_depth, model_name
