@@ -25,6 +25,7 @@ from .core.errors import ClosedError, TohError, UsageError
 from .core.ids import IdSource, is_valid_id
 from .core.runtime import Runtime
 from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number
+from .core.session_repair import repair_tail
 from .core.tools import FunctionTool, Tool, ToolContext, ToolResult, dispatch
 from .costs import CostBook
 from .jobs import JobRegistry, make_job_tools
@@ -35,7 +36,7 @@ from .store import open_store, reserved_ids
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
-from .subagents.service import StartRequest, repair_tail, validate_max_depth, validate_tool_filter
+from .subagents.arguments import StartRequest, validate_max_depth, validate_tool_filter
 from .subagents.tool import SubagentTool, background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"
@@ -108,6 +109,9 @@ class AsyncJob(JobFacts):
     def __init__(self, hub: "AsyncHub", job: Job) -> None:
         self._hub = hub
         self._job = job
+        # a handle is part of its hub (made by AsyncHub here): it reads the hub's job registry directly, since
+        # a public name would put the engine's registry on the user's surface (and on the sync twin's)
+        self._jobs, self._root = hub._jobs, hub._root  # noqa: SLF001
 
     async def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s
@@ -121,12 +125,12 @@ class AsyncJob(JobFacts):
                 await asyncio.wait_for(asyncio.shield(self._job.task), timeout)
             except asyncio.TimeoutError:
                 pass
-        return self._hub._jobs.read(self._job.id, self._hub._root)
+        return self._jobs.read(self._job.id, self._root)
 
     def kill(self, reason: str | None = None) -> str:
         if reason is not None and not isinstance(reason, str):
             raise UsageError(f"reason must be a string or None, got {type(reason).__name__}")
-        return self._hub._jobs.kill(self._job.id, self._hub._root, reason)
+        return self._jobs.kill(self._job.id, self._root, reason)
 
 
 class AsyncChild(ChildFacts):
@@ -134,7 +138,7 @@ class AsyncChild(ChildFacts):
 
     def __init__(self, hub: "AsyncHub", child_id: str, label: str) -> None:
         self._hub = hub
-        self._service = hub._service
+        self._service = hub._service  # noqa: SLF001 - the hub's own handle (see AsyncJob.__init__)
         self.id = child_id
         self.label = label
 

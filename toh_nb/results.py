@@ -13,8 +13,8 @@ from typing import Any
 
 from .core.content import Usage, text_of
 
-from .subagents.service import EPOCH_TURN_TO_STOP as TURN_TO_STOP  # a root turn maps like an epoch
-from .subagents.service import AgentList
+from .subagents.listing import AgentList
+from .subagents.settlement import EPOCH_TURN_TO_STOP as TURN_TO_STOP  # a root turn maps like an epoch
 
 
 STATUS_COLOURS = {

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import enum
+import json
 import threading
+from typing import Annotated
 
 import pydantic
 import pytest
 
 from toh_nb.core.errors import UsageError
-from toh_nb.core.tools import STRICT, FunctionTool, Tool, ToolContext, ToolRegistry, dispatch
+from toh_nb.core.tools import STRICT, FunctionTool, Tool, ToolContext, ToolRegistry, UntitledJsonSchema, dispatch
 
 
 class Args(pydantic.BaseModel):
@@ -36,6 +39,39 @@ def test_schema_comes_from_the_argument_model():
     assert schema["required"] == ["name"]
     assert schema["properties"]["count"] == {"default": 1, "type": "integer"}
     assert "title" not in schema and "title" not in schema["properties"]["name"]
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Point(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(title="A titled point")
+    x: int = pydantic.Field(title="Explicit")
+
+
+class Everywhere(pydantic.BaseModel):
+    color: Color
+    pair: tuple[Annotated[int, pydantic.Field(title="First")], str]
+    points: list[Point] = []
+
+
+def test_no_schema_position_keeps_a_title():
+    """Model, enum, explicit field and tuple-item titles are all left out (a tuple's ``prefixItems`` too)."""
+    schema = Tool("t", "T.", Everywhere, lambda ctx, a: None).parameters
+    assert json.dumps(schema) == json.dumps({
+        "$defs": {"Color": {"enum": ["red"], "type": "string"},
+                  "Point": {"properties": {"x": {"type": "integer"}}, "required": ["x"], "type": "object"}},
+        "properties": {"color": {"$ref": "#/$defs/Color"},
+                       "pair": {"maxItems": 2, "minItems": 2,
+                                "prefixItems": [{"type": "integer"}, {"type": "string"}], "type": "array"},
+                       "points": {"default": [], "items": {"$ref": "#/$defs/Point"}, "type": "array"}},
+        "required": ["color", "pair"], "type": "object"})
+
+
+def test_the_generator_is_pydantics_own_hook():
+    assert Everywhere.model_json_schema(schema_generator=UntitledJsonSchema)["$defs"]["Point"] == {
+        "properties": {"x": {"type": "integer"}}, "required": ["x"], "type": "object"}
 
 
 def test_valid_call_renders_the_value():

@@ -229,3 +229,33 @@ def test_a_plan_can_run_user_tools_elsewhere_and_a_provider_is_closed_with_the_h
     assert (text, plain) == ("elsewhere 3", "3")
     assert seen["model"] is function_model and provider.closed == 1
     assert type(root_add).__name__ == "FunctionTool"  # the shared view is untouched
+
+
+def test_a_provider_failing_to_close_is_reported_and_the_others_still_close(caplog):
+    """A pool-level ``aclose`` that raises is a logged problem, never a failed ``hub.close()``."""
+
+    class Pool:
+        capabilities = tn.Capabilities()
+
+        def __init__(self, name, error=None):
+            self.name, self.error, self.closed = name, error, 0
+
+        async def plan(self, child):
+            return tn.ChildPlan()
+
+        async def aclose(self):
+            self.closed += 1
+            if self.error is not None:
+                raise self.error
+
+    broken, fine = Pool("broken", RuntimeError("boom")), Pool("fine")
+
+    async def main():
+        hub = tn.AsyncHub(tn.FunctionModel(lambda req: "ok"), providers={"broken": broken, "fine": fine})
+        await hub.close()
+
+    with caplog.at_level("WARNING", logger="toh_nb"):
+        asyncio.run(main())
+    assert (broken.closed, fine.closed) == (1, 1)
+    assert 'subagent: closing subagent provider "broken" failed: boom' in [
+        f"{r.getMessage()}" for r in caplog.records if r.name == "toh_nb"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import pydantic
+import pydantic.json_schema
 
 from .errors import ToolError, UsageError
 
@@ -77,7 +78,7 @@ class Tool:
     """
 
     __slots__ = ("name", "description", "args_model", "fn", "render", "concurrency_safe", "guidance",
-                 "guidance_order", "parameters", "run_in_thread", "_is_async")
+                 "guidance_order", "parameters", "run_in_thread", "is_async")
 
     def __init__(self, name: str, description: str, args_model: type[pydantic.BaseModel],
                  fn: Callable[..., Any], *, render: Callable[[Any], str] | None = None,
@@ -96,7 +97,8 @@ class Tool:
         self.guidance_order = guidance_order
         self.run_in_thread = run_in_thread
         self.parameters = parameters if parameters is not None else json_schema_of(args_model)
-        self._is_async = inspect.iscoroutinefunction(fn)
+        #: decided once here, read on every call (``invoke`` awaits it instead of threading or calling it)
+        self.is_async = inspect.iscoroutinefunction(fn)
 
     def is_safe(self, args: Any) -> bool:
         """Only an explicit ``True`` opts in; a throwing classifier means exclusive."""
@@ -127,33 +129,36 @@ def json_schema_of(model: type[pydantic.BaseModel]) -> dict:
     return copy.deepcopy(_cached_schema(model))
 
 
+class UntitledJsonSchema(pydantic.json_schema.GenerateJsonSchema):
+    """JSON Schema without ``title`` keywords, for tool parameters.
+
+    Titles are pydantic's class and field names respelled as words (``SubagentArgs``, ``"Prompt"``): a
+    model gains nothing from them and pays for them in prompt tokens on every request. Field titles are
+    never made; the others (a model's, a dataclass's, an enum's, an explicit ``Field(title=...)``) are
+    dropped from each schema as it is generated, including the one a ``$ref`` points to, so the schema
+    pydantic hands back is final.
+    """
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def generate_inner(self, schema: Any) -> Any:
+        json_schema = super().generate_inner(schema)
+        json_schema.pop("title", None)
+        ref = json_schema.get("$ref")
+        if ref is not None:  # a model or enum: its schema is the definition the reference names
+            target = self.get_schema_from_definitions(pydantic.json_schema.JsonRef(ref))
+            if target is not None:
+                target.pop("title", None)
+        return json_schema
+
+
 @functools.lru_cache(maxsize=256)
 def _cached_schema(model: type[pydantic.BaseModel]) -> dict:
-    schema = model.model_json_schema()
-    _strip_titles(schema)
+    schema = model.model_json_schema(schema_generator=UntitledJsonSchema)
     schema.setdefault("properties", {})
     schema["type"] = "object"
     return schema
-
-
-def _strip_titles(node: Any) -> None:
-    if isinstance(node, dict):
-        node.pop("title", None)
-        props = node.get("properties")
-        if isinstance(props, dict):
-            for value in props.values():
-                _strip_titles(value)
-        for key in ("items", "anyOf", "oneOf", "allOf", "$defs", "additionalProperties"):
-            child = node.get(key)
-            if isinstance(child, list):
-                for item in child:
-                    _strip_titles(item)
-            elif isinstance(child, dict):
-                if key == "$defs":
-                    for item in child.values():
-                        _strip_titles(item)
-                else:
-                    _strip_titles(child)
 
 
 def format_validation_error(tool_name: str, error: pydantic.ValidationError) -> str:
@@ -219,7 +224,7 @@ def validate_arguments(tool: Tool, arguments: Any) -> Any:
 async def invoke(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
     """Run a validated call and render it; every exception becomes an errored result."""
     try:
-        if tool._is_async:
+        if tool.is_async:
             value = await tool.fn(ctx, args)
         elif tool.run_in_thread:
             value = await asyncio.to_thread(tool.fn, ctx, args)

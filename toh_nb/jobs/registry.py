@@ -77,6 +77,25 @@ class Job:
     def status_line(self) -> str:
         return texts.status_line(self.status, self.detail)
 
+    async def settled(self, timeout: float) -> None:
+        """Wait until the registry settles this job or ``timeout`` seconds pass (a timeout is no error)."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def wake_waiters(self) -> None:
+        """Release every :meth:`settled` wait (the registry calls it once, when the job settles)."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
     def __repr__(self) -> str:
         return f"Job({self.id} [{self.kind}] {self.status} \u2014 {self.label})"
 
@@ -161,10 +180,7 @@ class JobRegistry(RuntimeObserver):
             active.discard(job)
             if not active:
                 del self._active[job.owner]
-        waiters, job._waiters = job._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        job.wake_waiters()
         self.runtime.bus.publish(JobEnded(agent_id=job.owner_id, job=job.id, job_kind=job.kind, label=job.label,
                                           status=job.status, detail=job.detail, child_id=job.child_id))
         self._notify(job)
@@ -232,15 +248,7 @@ class JobRegistry(RuntimeObserver):
         job = self.get(job_id, caller)
         if job.done:
             return job
-        waiter = asyncio.get_running_loop().create_future()
-        job._waiters.append(waiter)
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000.0)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            if waiter in job._waiters:
-                job._waiters.remove(waiter)
+        await job.settled(timeout_ms / 1000.0)
         return job
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -160,7 +160,8 @@ class Engine:
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"LocalModel could not load {self.path}: {exc}") from None
         self.load_seconds = time.perf_counter() - started
-        vocab = llama._model.vocab if hasattr(llama._model, "vocab") else None
+        get_vocab = getattr(llama_cpp, "llama_model_get_vocab", None)  # the same vocab Llama keeps privately
+        vocab = get_vocab(llama.model) if get_vocab is not None else None
         eos = llama.token_eos()
         self._stop_ids = {eos} if eos >= 0 else set()
         if vocab is not None and hasattr(llama_cpp, "llama_vocab_is_eog"):

@@ -44,7 +44,7 @@ from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
 from ..core.checks import agent_id_of, check_text, check_timeout
 from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts
 from ..results import AgentListing, RunResult
-from ..subagents.service import validate_tool_filter
+from ..subagents.arguments import validate_tool_filter
 from . import portal as portals
 from .display import SendReceipt
 from .interrupts import explained, still_running

@@ -26,7 +26,7 @@ import asyncio
 import dataclasses
 import hashlib
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ..core.checks import is_int_at_least
 from ..core.errors import ModelError, UsageError
@@ -65,19 +65,21 @@ class _Blob:
 class RayModel:
     """A Ray child's model in the driver: each request is answered on the child's host actor."""
 
-    __slots__ = ("provider", "child_id", "blob")
+    __slots__ = ("call", "lost", "child_id", "blob")
 
-    def __init__(self, provider: "RayProvider", child_id: str, blob: _Blob) -> None:
-        self.provider = provider
+    def __init__(self, child_id: str, blob: _Blob, call: Callable[..., Awaitable[Any]], lost: dict[str, str]) -> None:
         self.child_id = child_id
         self.blob = blob
+        #: the provider's host call and its record of hosts lost during a tool call (given, not reached into)
+        self.call = call
+        self.lost = lost
 
     async def request(self, request: Any) -> Any:
-        lost = self.provider._lost.pop(self.child_id, None)
+        lost = self.lost.pop(self.child_id, None)
         if lost is not None:  # its host died during one of this turn's tool calls
             raise ModelError(lost)
         payload = dataclasses.replace(request, messages=list(request.messages))
-        return await self.provider._call(self.child_id, "request", self.blob, payload)
+        return await self.call(self.child_id, "request", self.blob, payload)
 
 
 class RayProvider:
@@ -206,7 +208,7 @@ class RayProvider:
             self._pool.release(child_id)
             self._lost.pop(child_id, None)
 
-        return ChildPlan(model=RayModel(self, child_id, blob), close=close, wrap_tool=self._wrap_tool)
+        return ChildPlan(model=RayModel(child_id, blob, self._call, self._lost), close=close, wrap_tool=self._wrap_tool)
 
     async def resume(self, child: ChildInfo, session: Any) -> ChildPlan:
         """The log is the whole state: a resumed child gets a host (any node) and goes on."""

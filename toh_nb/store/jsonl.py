@@ -130,7 +130,11 @@ _DIGITS = re.compile(r"(\d+)")
 
 def _no_running_loop() -> bool:
     """True on a thread with no running event loop: there an append may wait for the writer."""
-    return asyncio._get_running_loop() is None
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
 
 
 def _resolve(future: "asyncio.Future[None]", error: "StoreError | None") -> None:

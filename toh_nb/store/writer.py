@@ -302,6 +302,34 @@ class LogWriter:
             return None
         return self._once.pop(next(iter(self._once)))
 
+    def sync_files(self, pending: set[str], sync_dir: bool, report: bool) -> None:
+        """fdatasync the named logs (and the directory) through descriptors of its own; with ``report`` a
+        failure is kept for the next acknowledgement. Called by the batch syncer's thread and on flush."""
+        if sync_dir:
+            try:
+                os.fsync(self._dir_fd)
+            except OSError as error:
+                if report:
+                    self._once.setdefault("", StoreError(f"cannot sync store directory {self.directory}: {error}"))
+        for session_id in pending:
+            try:
+                fd = os.open(session_id + SUFFIX, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=self._dir_fd)
+            except FileNotFoundError:
+                continue  # removed from outside since it was written: nothing left to sync
+            except OSError as error:
+                if report:
+                    self._once[session_id] = StoreError(
+                        f'cannot sync session log "{session_id}" ({self._path(session_id)}): {error}')
+                continue
+            try:
+                _datasync(fd)
+            except OSError as error:
+                if report:
+                    self._once[session_id] = StoreError(
+                        f'cannot sync session log "{session_id}" ({self._path(session_id)}): {error}')
+            finally:
+                os.close(fd)
+
     # -- writing -------------------------------------------------------------------------------
 
     def _path(self, session_id: str) -> str:
@@ -529,7 +557,7 @@ class _Syncer:
                     pending = {session_id} & self._pending
                     self._pending.discard(session_id)
                 sync_dir, self._dir = self._dir, False
-            self._sync(pending, sync_dir, report=True)
+            self._writer.sync_files(pending, sync_dir, report=True)
 
     def _run(self) -> None:
         interval = self._writer.batch_interval
@@ -546,31 +574,4 @@ class _Syncer:
                     pending, self._pending = self._pending, set()
                     sync_dir, self._dir = self._dir, False
                 last = time.monotonic()
-                self._sync(pending, sync_dir, report=False)
-
-    def _sync(self, pending: set[str], sync_dir: bool, report: bool) -> None:
-        writer = self._writer
-        if sync_dir:
-            try:
-                os.fsync(writer._dir_fd)
-            except OSError as error:
-                if report:
-                    writer._once.setdefault("", StoreError(f"cannot sync store directory {writer.directory}: {error}"))
-        for session_id in pending:
-            try:
-                fd = os.open(session_id + SUFFIX, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=writer._dir_fd)
-            except FileNotFoundError:
-                continue  # removed from outside since it was written: nothing left to sync
-            except OSError as error:
-                if report:
-                    writer._once[session_id] = StoreError(
-                        f'cannot sync session log "{session_id}" ({writer._path(session_id)}): {error}')
-                continue
-            try:
-                _datasync(fd)
-            except OSError as error:
-                if report:
-                    writer._once[session_id] = StoreError(
-                        f'cannot sync session log "{session_id}" ({writer._path(session_id)}): {error}')
-            finally:
-                os.close(fd)
+                self._writer.sync_files(pending, sync_dir, report=False)

@@ -12,7 +12,8 @@ import pydantic
 from ..core.content import USER_SOURCE, relay_source
 from ..core.tools import STRICT, Tool, ToolContext
 from . import texts
-from .service import AgentList, SubagentService
+from .listing import AgentList
+from .service import SubagentService
 from .tool import ToolFailure
 
 

@@ -41,6 +41,9 @@ from ..core.session import Event
 REFERENCE_NAMES = {"depth_limit": "depthLimit", "tool_filter": "toolFilter", "persona": "persona",
                    "continuable": "continuable", "output_schema": "outputSchema"}
 
+#: an external harness's child sees no toh_nb tools (it brings its own)
+NO_TOOLS = {"allow": []}
+
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
@@ -74,6 +77,15 @@ class ChildPlan:
     own_tools: bool = False
     close: Callable[[], Awaitable[None]] | None = None
     wrap_tool: Callable[[Any], Any] | None = None
+
+    def tool_filter(self, requested: dict | None) -> dict | None:
+        """The child's tool filter: none of toh_nb's tools for a harness that brings its own."""
+        return NO_TOOLS if self.own_tools else requested
+
+    def wrap_tools(self, child: Any) -> None:
+        """Apply ``wrap_tool`` to the child's tools (a copy: tool views are shared per shape)."""
+        if self.wrap_tool is not None:
+            child.tools = {name: self.wrap_tool(tool) for name, tool in child.tools.items()}
 
 
 @dataclass(slots=True)

@@ -15,7 +15,9 @@ from ..core.errors import UsageError, describe
 from ..core.tools import STRICT, Tool, ToolAborted, ToolContext, ToolResult, error_text
 from ..jobs.registry import JobOutcome, JobRegistry
 from . import texts
-from .service import StartRequest, SubagentResult, SubagentService, validate_max_depth, validate_tool_filter
+from .arguments import StartRequest, validate_max_depth, validate_tool_filter
+from .one_shot import SubagentResult
+from .service import SubagentService
 
 BACKGROUND_MODES = ("one-shot", "continuable")
 #: budgets a delegation tool gives every child it starts (``toh_nb.core.budget``)

@@ -1,0 +1,83 @@
+"""What a delegation asks for (:class:`StartRequest`) and the checks its arguments pass.
+
+Kept apart from the service because the hub, the notebook facade and the ``subagent`` tool validate the
+same arguments (a depth cap, a tool filter) before any child exists; one module means one message each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.agent import Agent
+from ..core.checks import is_int_at_least
+from ..core.errors import SubagentDepthError, UsageError
+from . import texts
+
+
+@dataclass(slots=True)
+class StartRequest:
+    """What a delegation asks for. ``max_depth=None`` means no cap (provider-managed)."""
+
+    prompt: str
+    parent: Agent
+    label: str | None = None
+    agent_options: dict | None = None  # {"model": Model, "max_tokens": int, "limits": Limits}
+    persona: str | None = None
+    tool_filter: dict | None = None
+    max_depth: int | None = 3
+    by_user: bool = False
+
+
+def model_name(model: Any) -> str | None:
+    """The route name a descriptor records for a per-child model (``gpt-4o-mini``, a function's name)."""
+    if model is None:
+        return None
+    for attribute in ("model", "name"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+def depth_of(agent: Agent) -> int:
+    """An agent's delegation depth (a resumed child keeps the depth its log records)."""
+    return max(agent.session.header.delegation_depth, agent.depth)
+
+
+def validate_max_depth(max_depth: Any) -> int | None:
+    """``int >= 0`` → the cap; ``"provider-managed"`` → ``None`` (no cap sent)."""
+    if max_depth == "provider-managed":
+        return None
+    if not is_int_at_least(max_depth, 0) or max_depth > 2**53 - 1:
+        raise UsageError(texts.MAX_DEPTH_INVALID)
+    return max_depth
+
+
+def child_depth(parent: Agent, max_depth: int | None) -> int:
+    """The depth a new child of ``parent`` gets, refused past the cap."""
+    depth = depth_of(parent) + 1
+    if max_depth is not None and depth > max_depth:
+        raise SubagentDepthError(depth, max_depth)
+    return depth
+
+
+def validate_tool_filter(tool_filter: Any) -> dict | None:
+    """``{"allow": [...], "deny": [...]}`` (either or both) as a fresh dict of lists; ``None`` passes."""
+    if tool_filter is None:
+        return None
+    if not isinstance(tool_filter, dict):
+        raise UsageError(f"tool_filter must be a dict with 'allow' and/or 'deny' lists, got {type(tool_filter).__name__}")
+    unknown = set(tool_filter) - {"allow", "deny"}
+    if unknown:
+        raise UsageError(f"tool_filter has unknown key(s) {sorted(unknown)}; use 'allow' and/or 'deny'")
+    if "allow" not in tool_filter and "deny" not in tool_filter:
+        raise UsageError(texts.EMPTY_FILTER)
+    out = {}
+    for key in ("allow", "deny"):
+        if key in tool_filter:
+            names = tool_filter[key]
+            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+                raise UsageError(f"tool_filter['{key}'] must be a list of tool names")
+            out[key] = list(names)
+    return out

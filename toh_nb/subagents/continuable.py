@@ -1,0 +1,178 @@
+"""Continuable children: start, follow-up messages, cold resume from the log, interrupt and kill.
+
+A continuable child outlives its turns: its session log is durable and a message to a settled child
+(in this process or after a restart) rebuilds it from that log (*cold resume*) under a new
+:class:`~toh_nb.subagents.activations.Activation`. Only its exact parent may message it; only a live
+ancestor may stop it (``toh_nb.subagents.authorization``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..core.agent import Agent
+from ..core.content import USER_SOURCE, Source, relay_source
+from ..core.errors import StoreError, SubagentError, UsageError
+from ..core.events import Interrupted
+from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, last_turn_number
+from ..core.session_repair import repair_tail
+from . import descriptor as descriptors
+from . import texts
+from .arguments import StartRequest, child_depth, model_name
+from .authorization import authorized_target
+from .provider import ChildPlan
+from .settlement import Settlement
+
+if TYPE_CHECKING:
+    from ..core.runtime import Runtime
+
+
+class ContinuableChildren(Settlement):
+    """Continuable children (mixed into :class:`~toh_nb.subagents.service.SubagentService`, which supplies
+    the provider registry: ``providers``, ``_checked_provider``, ``_child_info``, ``_check_filter``,
+    ``_close_plan`` and the per-child options ``_options``)."""
+
+    runtime: "Runtime"
+    providers: dict[str, Any]
+    _options: dict[str, dict]
+    report_tool: Any
+
+    async def start_continuable(self, provider_name: str, request: StartRequest,
+                                child_id: str | None = None) -> tuple[str, str]:
+        """Create a continuable child; returns ``(child_id, message_id)`` at inbox acceptance."""
+        runtime = self.runtime
+        self._assert_admitting()
+        if not request.label:
+            raise UsageError("a continuable subagent needs a label")
+        provider = self._checked_provider(provider_name, request, continuable=True)
+        depth = child_depth(request.parent, request.max_depth)
+        self._check_filter(request.tool_filter)
+        if child_id is not None and (child_id in runtime.agents or runtime.store.exists(child_id)):
+            raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
+        options = dict(request.agent_options or {})
+        options.setdefault("max_tokens", request.parent.max_tokens)  # inherited unless overridden
+        record = descriptors.continuable(provider.name, request.label,
+                                         agent_model=model_name(options.get("model")),
+                                         persona=request.persona, tool_filter=request.tool_filter)
+        parent = request.parent
+        child_id = child_id or runtime.ids.agent()
+        info = self._child_info(child_id, "continuable", request.label, depth, parent.id, request,
+                                options.get("model") or parent.model)
+        plan_now = getattr(provider, "plan_now", None)
+        plan = plan_now(info) if plan_now is not None else await provider.plan(info)
+        try:
+            self._assert_admitting()
+            parent_act = self._activation_of(parent)
+            if parent_act is not None and parent_act.disposing:
+                raise SubagentError(texts.parent_closing(parent.id), "ACTIVATION_CLOSING")
+            if child_id in runtime.agents or runtime.store.exists(child_id):
+                raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
+            seed = list(plan.seed)
+            header = SessionHeader(child_id, time.time(), parent_session=parent.id, origin="subagent",
+                                   delegation_depth=depth, seed_length=len(seed))
+            events = seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, record)]
+            session = runtime.store.create(header, events)
+        except BaseException:
+            await self._close_plan(plan)  # refused after planning: release what the plan holds
+            raise
+        if any(options.get(key) is not None for key in ("model", "max_tokens", "limits")):
+            self._options[child_id] = options  # kept only when it differs from the defaults (memory per child)
+        child = self._materialize(session, record, parent, depth, options, plan)
+        act = self._activate(child, parent, provider.name, wake_parent=not request.by_user, close=plan.close)
+        message_id = self._submit(act, request.prompt, USER_SOURCE)
+        return child_id, message_id
+
+    def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
+                     plan: ChildPlan) -> Agent:
+        tools = (self.report_tool,) if self.report_tool is not None and not plan.own_tools else ()
+        child = self.runtime.create_agent(
+            session, label=record.get("label"), depth=depth, parent=parent, mode="continuable",
+            persona=record.get("persona"), tool_filter=plan.tool_filter(record.get("toolFilter")),
+            extra_tools=tools, sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
+            model=plan.model or options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
+            limits=options.get("limits"),
+            conversation=conversation_of(session.events), turns=last_turn_number(session.events))
+        plan.wrap_tools(child)
+        return child
+
+    # -- follow-ups and cold resume -----------------------------------------------------------------
+
+    async def followup(self, parent: Agent, child_id: str, content: str | list, source: Source | None = None) -> str:
+        self._assert_admitting()
+        source = source or relay_source("coordinator", parent.id)
+        if not self.runtime.is_live(parent):
+            raise SubagentError(texts.needs_exact_parent(child_id), "UNAUTHORIZED")
+        act = self.activations.get(child_id)
+        if act is not None:
+            if act.disposing:
+                raise SubagentError(texts.activation_closing_message(child_id), "ACTIVATION_CLOSING")
+            if act.parent_session != parent.id:
+                raise SubagentError(texts.other_parent(child_id), "UNAUTHORIZED")
+            self._acquire(parent, child_id)
+            if act.wake_parent is False and not source.kind == "user":
+                act.wake_parent = True
+            return self._submit(act, content, source)
+        return await self._cold_resume(parent, child_id, content, source)
+
+    async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
+        runtime = self.runtime
+        try:
+            session = runtime.store.open(child_id)
+        except (KeyError, StoreError, OSError, ValueError):
+            raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
+        header = session.header
+        if header.parent_session != parent.id:
+            raise SubagentError(texts.other_parent(child_id), "UNAUTHORIZED")
+        try:
+            record = descriptors.first_in(session.own_events())
+        except descriptors.DescriptorError as error:
+            raise SubagentError(str(error), "NOT_RESUMABLE") from None
+        if record is None or record.get("mode") != "continuable":
+            raise SubagentError(texts.not_resumable(child_id), "NOT_RESUMABLE")
+        if child_id in runtime.agents:  # a live agent we do not own is never adopted
+            raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE")
+        provider = self.providers.get(record["provider"])
+        if provider is None:
+            raise SubagentError(texts.provider_not_registered(child_id, record["provider"]), "NOT_RESUMABLE")
+        options = self._options.get(child_id) or {"max_tokens": parent.max_tokens}
+        info = self._child_info(child_id, "continuable", record.get("label"), header.delegation_depth, parent.id,
+                                None, options.get("model") or parent.model)
+        resume_now = getattr(provider, "resume_now", None)
+        plan = resume_now(info, session) if resume_now is not None else await provider.resume(info, session)
+        if resume_now is None and (child_id in runtime.agents or not runtime.is_live(parent) or self.draining):
+            await self._close_plan(plan)  # the world moved while the provider reconnected: start over
+            return await self.followup(parent, child_id, content, source)
+        repair_tail(session)
+        try:
+            child = self._materialize(session, record, parent, header.delegation_depth, options, plan)
+        except Exception:
+            await self._close_plan(plan)
+            raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
+        act = self._activate(child, parent, record["provider"], wake_parent=source.kind != "user", close=plan.close)
+        return self._submit(act, content, source)
+
+    # -- interrupt and kill ----------------------------------------------------------------------------
+
+    def interrupt(self, target_id: str, caller: Agent) -> bool:
+        """Stop only the target's current turn; queued messages stay parked. No-op if not resident."""
+        act = authorized_target(self.runtime, self.activations, target_id, caller)
+        if act is None:
+            return False
+        act.child.cancel("parent", keep_inbox=True)
+        child = act.child
+        self.runtime.bus.publish(Interrupted(agent_id=child.id, parent_id=act.parent_session, depth=child.depth,
+                                             by=caller.id))
+        return True
+
+    def kill(self, target_id: str, caller: Agent) -> bool:
+        """Stop a continuable child for good: abort its turn, drop its queue, let it settle. The same
+        authorization as ``interrupt``; an accepted no-op when it is not resident."""
+        act = authorized_target(self.runtime, self.activations, target_id, caller)
+        if act is None:
+            return False
+        act.child.cancel("parent", keep_inbox=False)
+        self.runtime.bus.publish(Interrupted(agent_id=act.child.id, parent_id=act.parent_session,
+                                             depth=act.child.depth, by=caller.id))
+        self._check(act)
+        return True

@@ -1,0 +1,110 @@
+"""Listing children (``list_agents``, ``hub.list_agents()``): pure functions over store headers and descriptors.
+
+A listing never touches live activations beyond asking whether a child is resident, so it reads the
+same after a restart as before it; only continuable children are listed (a one-shot child cannot be
+messaged), and a log the store cannot read becomes a diagnostic row instead of an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..core.errors import StoreError
+from ..core.session import SessionHeader
+from . import descriptor as descriptors
+from . import texts
+
+
+@dataclass(slots=True)
+class ListEntry:
+    """One ``list_agents`` row: a child or a diagnostic. ``str()`` is the exact tool line."""
+
+    kind: str  # child | diagnostic
+    id: str
+    label: str | None = None
+    status: str | None = None  # running | idle | ready
+    reason: str | None = None  # diagnostic reason
+    parent: str | None = None
+    depth: int | None = None
+    descendants_form: bool = False
+
+    def __str__(self) -> str:
+        if self.kind == "diagnostic":
+            if self.descendants_form:
+                return texts.diagnostic_line(self.id, self.reason, self.parent, self.depth)
+            return texts.diagnostic_line(self.id, self.reason)
+        if self.descendants_form:
+            return texts.list_line_descendant(self.id, self.status, self.parent, self.depth, self.label or "")
+        return texts.list_line(self.id, self.status, self.label or "")
+
+
+class AgentList(list):
+    """The entries of a listing; ``str()`` is exactly the ``list_agents`` tool text."""
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self) if self else texts.NO_SUBAGENTS
+
+
+def status_of(agents: dict, child_id: str) -> str:
+    """``running`` / ``idle`` for a resident child (``agents``: the runtime's registry), else ``ready``."""
+    agent = agents.get(child_id)
+    if agent is None:
+        return "ready"
+    return "running" if agent.status == "running" else "idle"
+
+
+def entry(store: Any, status: Callable[[str], str], header: SessionHeader, descendants: bool,
+          depth: int) -> ListEntry | None:
+    """The row of one child header: a continuable child, a diagnostic, or ``None`` (not listed)."""
+    problem = store.diagnostic(header.id)
+    if problem == "corrupt":
+        return ListEntry("diagnostic", header.id, reason="corrupt", parent=header.parent_session, depth=depth,
+                         descendants_form=descendants)
+    try:
+        # a store that can answer without loading the transcript does (a 10,000-child listing)
+        descriptor_of = getattr(store, "descriptor", None)
+        descriptor = descriptor_of(header.id) if descriptor_of is not None else store.open(header.id).descriptor
+        record = descriptors.identity(descriptor)
+    except (KeyError, StoreError, OSError, ValueError):
+        return ListEntry("diagnostic", header.id, reason="unavailable", parent=header.parent_session,
+                         depth=depth, descendants_form=descendants)
+    if record is None:
+        # no descriptor: a clean prefix of a one-shot child's log (an older version wrote it in
+        # the first turn), never a continuable one (written with its header): not listed
+        return None
+    if record["mode"] != "continuable":
+        return None
+    return ListEntry("child", header.id, label=record.get("label"), status=status(header.id),
+                     parent=header.parent_session, depth=depth, descendants_form=descendants)
+
+
+def children_headers(store: Any, parent_id: str) -> list[SessionHeader]:
+    """The subagent children of ``parent_id`` in creation order (ties by id)."""
+    headers = [h for h in store.children_of(parent_id) if h.origin == "subagent"]
+    headers.sort(key=lambda h: (h.created, h.id))
+    return headers
+
+
+def list_children(store: Any, status: Callable[[str], str], parent_id: str) -> AgentList:
+    """The direct continuable children of ``parent_id``."""
+    out = AgentList()
+    for header in children_headers(store, parent_id):
+        row = entry(store, status, header, False, 1)
+        if row is not None:
+            out.append(row)
+    return out
+
+
+def list_descendants(store: Any, status: Callable[[str], str], root_id: str) -> AgentList:
+    """Every continuable descendant of ``root_id``, depth first in creation order."""
+    out = AgentList()
+    stack: list[tuple[SessionHeader, int]] = [(h, 1) for h in reversed(children_headers(store, root_id))]
+    while stack:
+        header, depth = stack.pop()
+        row = entry(store, status, header, True, depth)
+        if row is not None:
+            out.append(row)
+        for child in reversed(children_headers(store, header.id)):
+            stack.append((child, depth + 1))
+    return out

@@ -1,0 +1,164 @@
+"""One-shot children: a delegation that runs one turn and hands back its result.
+
+Each is returned as a :class:`SubagentRun` (``result`` and an idempotent ``dispose``) and the caller
+always disposes, so a foreground call, a background job and a cancelled parent release a child the
+same way. In-process providers plan synchronously (:meth:`OneShotRuns.start_now`), so a background
+job's child exists the moment its job id is returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ..core.agent import Agent, TurnOutcome
+from ..core.content import text_of, user_message
+from ..core.events import ChildStarted
+from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, last_turn_number
+from ..core.states import BUDGET_STOPS, ONE_SHOT_STOP
+from . import descriptor as descriptors
+from . import texts
+from .arguments import StartRequest, child_depth
+from .provider import ChildInfo, ChildPlan
+from .settlement import publish_end
+
+if TYPE_CHECKING:
+    from ..core.runtime import Runtime
+
+#: stop reason of a one-shot run from its turn's end (``error``, ``interrupted`` or unknown: ``error``)
+TURN_TO_STOP = ONE_SHOT_STOP
+
+
+@dataclass(slots=True)
+class SubagentResult:
+    stop_reason: str
+    output: list = field(default_factory=list)
+    diagnostic: str | None = None
+    usage: Any = None
+
+    @property
+    def text(self) -> str:
+        return text_of(self.output)
+
+
+class SubagentRun:
+    """A one-shot child run. Await ``result``; always ``await dispose()`` (idempotent)."""
+
+    __slots__ = ("id", "run_id", "provider", "agent", "_result", "_disposal", "cancelled", "close")
+
+    def __init__(self, id: str, run_id: str, provider: str, agent: Agent | None,
+                 close: Callable[[], Awaitable[None]] | None = None) -> None:
+        self.id = id
+        self.run_id = run_id
+        self.provider = provider
+        self.agent = agent
+        self._result: asyncio.Future | None = None
+        self._disposal: asyncio.Task | None = None
+        self.cancelled = False
+        #: releases what the provider's plan holds (a process, an actor); awaited by dispose
+        self.close = close
+
+    def began(self, result: "asyncio.Future[SubagentResult]") -> None:
+        """Set once by the service: the task producing the result (it needs the run, so comes after it)."""
+        self._result = result
+
+    @property
+    def result(self) -> "asyncio.Future[SubagentResult]":
+        # shielded: a caller being cancelled must not cancel the run's own bookkeeping
+        return asyncio.shield(self._result)
+
+    async def dispose(self) -> None:
+        if self._disposal is None:
+            self._disposal = asyncio.get_running_loop().create_task(self._dispose())
+        await asyncio.shield(self._disposal)
+
+    async def _dispose(self) -> None:
+        self.cancelled = True
+        if self.agent is not None:
+            await self.agent.dispose()
+        await asyncio.gather(self._result, return_exceptions=True)
+        if self.agent is not None:
+            self.agent.runtime.unregister(self.agent)
+        if self.close is not None:
+            close, self.close = self.close, None
+            await close()  # a failure here is the run's disposal failure (kept beside the result's)
+
+
+class OneShotRuns:
+    """Starting one-shot children (mixed into :class:`~toh_nb.subagents.service.SubagentService`, which
+    supplies the provider registry: ``_checked_provider``, ``_child_info`` and ``_check_filter``)."""
+
+    runtime: "Runtime"
+
+    def _one_shot_info(self, provider: Any, request: StartRequest) -> ChildInfo:
+        depth = child_depth(request.parent, request.max_depth)
+        self._check_filter(request.tool_filter)
+        return self._child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
+                                request, (request.agent_options or {}).get("model") or request.parent.model)
+
+    async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
+        provider = self._checked_provider(provider_name, request)
+        info = self._one_shot_info(provider, request)
+        plan_now = getattr(provider, "plan_now", None)
+        plan = plan_now(info) if plan_now is not None else await provider.plan(info)
+        run = self._start_one_shot(provider, request, info, plan)
+        self._published(run, request)
+        return run
+
+    def start_now(self, provider_name: str, request: StartRequest) -> SubagentRun | None:
+        """Start a one-shot child synchronously when the provider can plan synchronously (in-process
+        providers), so a background job's child exists the moment its id is returned; ``None`` otherwise."""
+        provider = self._checked_provider(provider_name, request)
+        plan_now = getattr(provider, "plan_now", None)
+        if plan_now is None:
+            return None
+        info = self._one_shot_info(provider, request)
+        run = self._start_one_shot(provider, request, info, plan_now(info))
+        self._published(run, request)
+        return run
+
+    def _published(self, run: SubagentRun, request: StartRequest) -> None:
+        depth = run.agent.depth if run.agent is not None else None
+        self.runtime.bus.publish(ChildStarted(agent_id=run.id, parent_id=request.parent.id, depth=depth,
+                                              run_id=run.run_id, provider=run.provider, mode="one-shot",
+                                              label=request.label, local=run.agent is not None))
+
+    def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan) -> SubagentRun:
+        """Build and start a planned one-shot child (the one driver every provider shares)."""
+        runtime = self.runtime
+        descriptor = descriptors.one_shot(provider.name, request.label)
+        seed = list(plan.seed)
+        header = SessionHeader(info.id, time.time(), parent_session=request.parent.id, origin="subagent",
+                               delegation_depth=info.depth, seed_length=len(seed))
+        # the descriptor is written with the header, atomically: a child killed during its start
+        # leaves a log that says what it was, never one that looks corrupt
+        session = runtime.store.create(header, seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, descriptor)])
+        options = request.agent_options or {}
+        child = runtime.create_agent(
+            session, label=request.label, depth=info.depth, parent=request.parent, mode="one-shot",
+            persona=request.persona, tool_filter=plan.tool_filter(request.tool_filter),
+            sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
+            model=plan.model or options.get("model") or request.parent.model,
+            max_tokens=options.get("max_tokens", request.parent.max_tokens), limits=options.get("limits"),
+            conversation=conversation_of(seed), turns=last_turn_number(seed))
+        plan.wrap_tools(child)
+        run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
+        turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
+        run.began(asyncio.get_running_loop().create_task(self._one_shot_result(run, turn)))
+        return run
+
+    async def _one_shot_result(self, run: SubagentRun, turn: "asyncio.Future[TurnOutcome]") -> SubagentResult:
+        try:
+            outcome = await turn
+            stop = TURN_TO_STOP.get(outcome.reason, "error")
+            if run.cancelled and stop != "completed":
+                stop = "aborted"
+            diagnostic = outcome.error if stop in ("error", *BUDGET_STOPS) else None
+            result = SubagentResult(stop, outcome.output, diagnostic, outcome.usage)
+        except BaseException:
+            publish_end(self.runtime, run.run_id, run.provider, run.id, "error", [], run.agent)
+            raise
+        publish_end(self.runtime, run.run_id, run.provider, run.id, result.stop_reason, result.output, run.agent)
+        return result

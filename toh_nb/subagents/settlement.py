@@ -1,0 +1,162 @@
+"""Settlement: when a continuable child's activation ends, and what its parent is told.
+
+Settlement is event driven (the runtime's status, claim, discard and turn-end callbacks) rather than a
+watcher task per child, so idle children cost no tasks. When an activation settles it is disposed: the
+agent leaves the registry (it now lists as ``ready``), the parent receives exactly one settlement
+notice, then ownership is released (which may settle the parent in turn), then ``subagent/end`` is
+emitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ..core.agent import Agent, TurnOutcome
+from ..core.content import Message, Source, Text, bound, text_of
+from ..core.events import ChildEnded
+from ..core.session import ASSISTANT_MESSAGE, TURN_END
+from ..core.states import EPOCH_STOP
+from . import texts
+from .activations import Activation, Activations
+
+if TYPE_CHECKING:
+    from ..core.runtime import Runtime
+
+#: stop reason of a settled epoch from its last turn's end (unknown: ``error``)
+EPOCH_TURN_TO_STOP = EPOCH_STOP
+
+
+def publish_end(runtime: "Runtime", run_id: str, provider: str, child_id: str, stop: str, output: list,
+                agent: Agent | None) -> None:
+    """``subagent/end`` of a one-shot run or a settled epoch (``agent`` None: the child never existed here)."""
+    parent = agent.parent.id if agent is not None and agent.parent is not None else None
+    runtime.bus.publish(ChildEnded(agent_id=child_id, parent_id=parent,
+                                   depth=agent.depth if agent is not None else None, run_id=run_id,
+                                   provider=provider, stop_reason=stop,
+                                   last_assistant_message=text_of(output, "\n") if output else None,
+                                   local=agent is not None))
+
+
+class Settlement(Activations):
+    """Settling activations (mixed into :class:`~toh_nb.subagents.service.SubagentService`)."""
+
+    _settle_waiters: dict[str, list[asyncio.Future]]
+    _closing: set[asyncio.Task]
+    closing: dict[str, str | None]
+
+    # -- the runtime's callbacks (RuntimeObserver) -----------------------------------------------
+
+    def on_status(self, agent: Agent) -> None:
+        if agent.status == "idle":
+            act = self._activation_of(agent)
+            if act is not None:
+                self._check(act)
+
+    def on_claimed(self, agent: Agent, message: Message) -> None:
+        act = self._activation_of(agent)
+        if act is not None and message.id is not None:
+            act.accepted.discard(message.id)
+
+    def on_discarded(self, agent: Agent, messages: list[Message]) -> None:
+        act = self._activation_of(agent)
+        if act is None:
+            return
+        for message in messages:
+            act.accepted.discard(message.id)
+        act.dropped_unrun = True
+        self._check(act)
+
+    def on_turn_end(self, agent: Agent, outcome: TurnOutcome) -> None:
+        act = self._activation_of(agent)
+        if act is not None:
+            act.dropped_unrun = False
+
+    # -- settling ----------------------------------------------------------------------------------
+
+    def _check(self, act: Activation) -> None:
+        if not act.disposing and act.state == "settled" and not act.child.parked:
+            self._settle(act)
+
+    def _settle(self, act: Activation) -> None:
+        act.disposing = True
+        child = act.child
+        stop, output = self._epoch_outcome(act)
+        try:
+            self.runtime.store.flush(child.session, wait=False)  # never block the loop on a sync
+        except Exception as error:
+            self.runtime.bus.problem("subagent", f'subagent "{child.id}" best-effort final session flush failed; '
+                                     f"the persisted state may be unavailable or stale on resume: {error}",
+                                     agent_id=child.id)
+        child.disposed = True
+        if act.close is not None:  # the provider's resources (a process, an actor) go with the activation
+            task = asyncio.get_running_loop().create_task(act.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closed_plan)
+        if self.activations.get(child.id) is act:
+            del self.activations[child.id]
+        self.runtime.unregister(child)
+        if act.announced:
+            self._notify_parent(act, stop, output)
+        self._release(child.id)
+        self.closing[child.id] = text_of(output) or None
+        publish_end(self.runtime, act.run_id, act.provider, child.id, stop, output, child)
+        for waiter in self._settle_waiters.pop(child.id, ()):
+            if not waiter.done():
+                waiter.set_result(stop)
+
+    def _closed_plan(self, task: asyncio.Task) -> None:
+        self._closing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.runtime.bus.problem("subagent", f"releasing a settled child's provider resources failed: "
+                                     f"{task.exception()}")
+
+    async def wait_changed(self, child_id: str, timeout: float | None = None) -> None:
+        """Wait until the child's current activation settles (or ``timeout`` seconds pass)."""
+        if child_id not in self.activations:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._settle_waiters.setdefault(child_id, []).append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            waiters = self._settle_waiters.get(child_id)
+            if waiters and waiter in waiters:
+                waiters.remove(waiter)
+
+    def _epoch_outcome(self, act: Activation) -> tuple[str, list]:
+        events = act.child.session.events
+        reason = None
+        output: list = []
+        for event in events[act.epoch_start:]:
+            if event.kind == TURN_END:
+                reason = event.data.get("reason")
+            elif event.kind == ASSISTANT_MESSAGE and event.message.content:
+                output = event.message.content
+        if reason is None or reason == "completed":
+            stop = "aborted" if act.dropped_unrun else "completed"
+        else:
+            stop = EPOCH_TURN_TO_STOP.get(reason, "error")
+        return stop, [b for b in output if b.type == "text"]
+
+    def _notify_parent(self, act: Activation, stop: str, output: list) -> None:
+        parent = self.runtime.agents.get(act.parent_session)
+        if parent is None or parent.disposed:
+            return  # a gone parent: dropped silently
+        line = texts.settled_line(act.child.id, stop)
+        content: list = [Text(line)]
+        if output:
+            content.append(Text(texts.CLOSING_MESSAGE))
+            content.extend(output)
+        else:
+            content.append(Text(texts.NO_CLOSING_MESSAGE))
+        message = Message("user", content, id=self.runtime.ids.message(),
+                          source=Source("subagent-settled", form="notice", sender=act.child.id,
+                                        summary=bound(line)))
+        try:
+            self._deliver(parent, message, wake=act.wake_parent, followup=True)
+        except Exception as error:
+            self.runtime.bus.problem("subagent", f'subagent "{act.child.id}" settlement notice was not delivered '
+                                     f"to its parent: {error}", agent_id=act.child.id)
