@@ -117,6 +117,9 @@ def test_an_agent_without_load_session_cannot_resume_and_says_why(tmp_path):
         async with h:
             kid = await h.start("once", label="coder", provider="coder")
             assert await kid.wait(timeout=30) == "echo: once"
+            # the listing already says why, before anyone tries to send
+            assert str(h.list_agents()) == (f'agent-1 [diagnostic: cannot resume: its ACP agent '
+                                            f'`{" ".join(fake("--no-load"))}` does not support session/load]')
             with pytest.raises(tn.SubagentError) as info:
                 await kid.send("again")
             assert info.value.code == "NOT_RESUMABLE"

@@ -174,11 +174,14 @@ def test_a_child_whose_provider_is_not_registered_cannot_resume(tmp_path):
             kid = await hub.start("first", label="coder", provider="remote")
             await kid.wait(timeout=2)
         async with tn.AsyncHub(ids="sequential", store=str(tmp_path)) as hub:
+            listing = str(hub.list_agents())
             refused = await hub.call_tool("send_message", subagent_id="agent-1", message="again")
-            return refused.text
+            return listing, refused.text
 
-    assert asyncio.run(main()) == ('Error: subagent "agent-1" cannot resume: its provider "remote" is not '
-                                   "registered on this hub")
+    listing, refused = asyncio.run(main())
+    assert listing == 'agent-1 [diagnostic: cannot resume: provider "remote" is not registered on this hub]'
+    assert refused == ('Error: subagent "agent-1" cannot resume: its provider "remote" is not '
+                       "registered on this hub")
 
 
 def test_a_plan_can_run_user_tools_elsewhere_and_a_provider_is_closed_with_the_hub():

@@ -146,20 +146,30 @@ class AcpAgent:
             cwd = tempfile.mkdtemp(prefix=f"toh_nb-acp-{child.id}-")
         return self._link(child, cwd)
 
+    def _resume_refusal(self, record: dict) -> str | None:
+        """Why a child with this session record cannot resume (None: it can)."""
+        if not record.get("load_session"):
+            return (f"cannot resume: its ACP agent `{record.get('command') or shlex.join(self.command)}` "
+                    "does not support session/load")
+        try:
+            checked_directory(record.get("cwd"))
+        except UsageError as error:
+            return f"cannot resume: its workspace is gone ({error})"
+        return None
+
+    def resume_problem(self, child_id: str, store: Any) -> str | None:
+        """For its ``list_agents`` row: why a settled child could not resume (None: it can)."""
+        record = last_session_record(store.open(child_id).events)
+        return None if record is None else self._resume_refusal(record)
+
     async def resume(self, child: ChildInfo, session: Any) -> ChildPlan:
         record = last_session_record(session.events)
         if record is None:  # the agent never got anything (it never started): begin its session now
             return await self.plan(child)
-        if not record.get("load_session"):
-            raise SubagentError(f'subagent "{child.id}" cannot resume: its ACP agent '
-                                f'`{record.get("command") or shlex.join(self.command)}` does not support '
-                                "session/load", "NOT_RESUMABLE")
-        cwd = record.get("cwd")
-        try:
-            cwd = checked_directory(cwd)
-        except UsageError as error:
-            raise SubagentError(f'subagent "{child.id}" cannot resume: its workspace is gone ({error})',
-                                "NOT_RESUMABLE") from None
+        refusal = self._resume_refusal(record)
+        if refusal is not None:
+            raise SubagentError(f'subagent "{child.id}" {refusal}', "NOT_RESUMABLE")
+        cwd = checked_directory(record.get("cwd"))
         logged = [event.message for event in session.events if event.message is not None]
         return self._link(child, cwd, session_id=record["session_id"], already_sent=logged)
 

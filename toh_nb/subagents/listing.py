@@ -54,8 +54,12 @@ def status_of(agents: dict, child_id: str) -> str:
     return "running" if agent.status == "running" else "idle"
 
 
+#: why a settled child could not resume (its provider's answer), or None: ``(provider name, child id)``
+ResumeProblem = Callable[[str, str], "str | None"]
+
+
 def entry(store: Any, status: Callable[[str], str], header: SessionHeader, descendants: bool,
-          depth: int) -> ListEntry | None:
+          depth: int, resume_problem: ResumeProblem | None = None) -> ListEntry | None:
     """The row of one child header: a continuable child, a diagnostic, or ``None`` (not listed)."""
     problem = store.diagnostic(header.id)
     if problem == "corrupt":
@@ -75,7 +79,13 @@ def entry(store: Any, status: Callable[[str], str], header: SessionHeader, desce
         return None
     if record["mode"] != "continuable":
         return None
-    return ListEntry("child", header.id, label=record.get("label"), status=status(header.id),
+    child_status = status(header.id)
+    if child_status == "ready" and resume_problem is not None:
+        reason = resume_problem(record["provider"], header.id)
+        if reason is not None:  # a send would be refused: say why here, not only then
+            return ListEntry("diagnostic", header.id, reason=reason, parent=header.parent_session, depth=depth,
+                             descendants_form=descendants)
+    return ListEntry("child", header.id, label=record.get("label"), status=child_status,
                      parent=header.parent_session, depth=depth, descendants_form=descendants)
 
 
@@ -86,23 +96,25 @@ def children_headers(store: Any, parent_id: str) -> list[SessionHeader]:
     return headers
 
 
-def list_children(store: Any, status: Callable[[str], str], parent_id: str) -> AgentList:
+def list_children(store: Any, status: Callable[[str], str], parent_id: str,
+                  resume_problem: ResumeProblem | None = None) -> AgentList:
     """The direct continuable children of ``parent_id``."""
     out = AgentList()
     for header in children_headers(store, parent_id):
-        row = entry(store, status, header, False, 1)
+        row = entry(store, status, header, False, 1, resume_problem)
         if row is not None:
             out.append(row)
     return out
 
 
-def list_descendants(store: Any, status: Callable[[str], str], root_id: str) -> AgentList:
+def list_descendants(store: Any, status: Callable[[str], str], root_id: str,
+                     resume_problem: ResumeProblem | None = None) -> AgentList:
     """Every continuable descendant of ``root_id``, depth first in creation order."""
     out = AgentList()
     stack: list[tuple[SessionHeader, int]] = [(h, 1) for h in reversed(children_headers(store, root_id))]
     while stack:
         header, depth = stack.pop()
-        row = entry(store, status, header, True, depth)
+        row = entry(store, status, header, True, depth, resume_problem)
         if row is not None:
             out.append(row)
         for child in reversed(children_headers(store, header.id)):

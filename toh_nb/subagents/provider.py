@@ -113,6 +113,11 @@ class Provider(Protocol):
 
     async def resume(self, child: ChildInfo, session: Any) -> ChildPlan: ...
 
+    # Optional, declared here so nothing is guessed: ``plan_now(child)`` / ``resume_now(child, session)``
+    # (synchronous planning, in-process providers); ``resume_problem(child_id, store) -> str | None`` (why a
+    # settled child could not resume, shown as its ``list_agents`` diagnostic); ``async aclose()`` (release
+    # what the provider itself holds, at ``hub.close()``).
+
 
 def check_provider(provider: Any) -> None:
     """Registration-time shape check (a clear error instead of a failure at the first delegation)."""

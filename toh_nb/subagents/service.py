@@ -136,10 +136,25 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
         return listing.status_of(self.runtime.agents, child_id)
 
     def list_children(self, parent_id: str) -> AgentList:
-        return listing.list_children(self.runtime.store, self.status_of, parent_id)
+        return listing.list_children(self.runtime.store, self.status_of, parent_id, self.resume_problem)
 
     def list_descendants(self, root_id: str) -> AgentList:
-        return listing.list_descendants(self.runtime.store, self.status_of, root_id)
+        return listing.list_descendants(self.runtime.store, self.status_of, root_id, self.resume_problem)
+
+    def resume_problem(self, provider_name: str, child_id: str) -> str | None:
+        """Why a settled child of ``provider_name`` could not resume here, for its listing row (None: it can).
+        Providers that may refuse a resume (an external agent without ``session/load``) answer through an
+        optional ``resume_problem(child_id, store)``; spawn and fork always resume."""
+        provider = self.providers.get(provider_name)
+        if provider is None:
+            return texts.provider_missing_reason(provider_name)
+        ask = getattr(provider, "resume_problem", None)
+        if ask is None:
+            return None
+        try:
+            return ask(child_id, self.runtime.store)
+        except Exception as error:  # a listing never fails because one provider could not answer
+            return f"cannot resume: {error}"
 
     # -- teardown --------------------------------------------------------------------------------
 

@@ -222,6 +222,10 @@ def unsupported_continuable(name: str) -> str:
     return f'subagent provider "{name}" does not support continuable children (no prepareContinuable capability)'
 
 
+def provider_missing_reason(provider: str) -> str:
+    return f'cannot resume: provider "{provider}" is not registered on this hub'
+
+
 def provider_not_registered(child_id: str, provider: str) -> str:
     return f'subagent "{child_id}" cannot resume: its provider "{provider}" is not registered on this hub'
 
