@@ -39,3 +39,11 @@ def test_the_core_does_not_import_model_implementations():
     offenders = [str(path.relative_to(ROOT)) for path in (ROOT / "core").rglob("*.py")
                  if re.search(r"^\s*from\s+(\.\.models|toh_nb\.models)\b", path.read_text(), re.M)]
     assert offenders == []
+
+
+def test_the_async_face_imports_no_notebook_layer():
+    """hub.py returns plain rows; DataFrames, widgets and pictures are made in notebook/ (one direction)."""
+    relative = re.compile(r"^\s*from\s+\.notebook\b", re.M)
+    offenders = [name for name in ("hub.py", "results.py", "snapshots.py", "costs.py")
+                 if FORBIDDEN.search((ROOT / name).read_text()) or relative.search((ROOT / name).read_text())]
+    assert offenders == []

@@ -12,14 +12,13 @@ import toh_nb as tn
 
 ASYNC_ONLY = {
     "AsyncHub": {"astream",  # Hub.stream
-                 "agent_rows", "job_rows", "transcript_rows", "event_rows",  # plain rows behind the DataFrames
                  "event_filter", "wait_settled", "root_agent",
                  "job_registry", "store"},  # engine parts the notebook layer reads
 }
 SYNC_ONLY = {
     "Hub": {"stream",  # AsyncHub.astream
             "async_hub", "portal", "loop",  # the portal plumbing of the sync twin
-            "tree"},  # the live widget: notebook only
+            "tree", "graph"},  # the live widget and the Mermaid picture: notebook only
 }
 
 

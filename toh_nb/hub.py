@@ -501,15 +501,20 @@ class AsyncHub:
         finally:
             unsubscribe()
 
-    # -- tables (plain methods: snapshots of the engine's state) --------------------------------
+    # -- tables: plain rows (lists of dicts) of the engine's state; ``tn.Hub`` shows them as DataFrames
+    #    (``toh_nb.notebook.tables`` turns rows into frames; this module never imports pandas) --------
 
-    def job_rows(self) -> list[dict]:
+    def jobs(self) -> list[dict]:
+        """One row per background job: id, label, status, detail, owner, started, finished, elapsed_s."""
         return job_rows(self._jobs)
 
-    def agent_rows(self) -> list[dict]:
+    def agents(self) -> list[dict]:
+        """One row per agent of the tree (root first, pre-order): ids, depth, label, mode, status, turns,
+        tokens (own, subtree, budget, left), cost, started, elapsed_s, stop_reason."""
         return self._costs.fill(agent_rows(self.runtime, self._root.id), self.runtime)
 
-    def transcript_rows(self, agent_id: "str | AsyncChild") -> list[dict]:
+    def transcript(self, agent_id: "str | AsyncChild") -> list[dict]:
+        """One row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""
         agent_id = agent_id_of(agent_id)
         agent = self.runtime.agents.get(agent_id)
         try:
@@ -518,35 +523,9 @@ class AsyncHub:
             raise UsageError(f'unknown agent "{agent_id}"') from None
         return transcript_rows(session)
 
-    def event_rows(self) -> list[dict]:
+    def events(self) -> list[dict]:
+        """The recorded lifecycle events (children, jobs, interrupts, problems), oldest first."""
         return event_rows(self.runtime.bus)
-
-    def graph(self):
-        """A Mermaid diagram of the tree (``str()`` is the Mermaid text; ``.rows`` the tree's rows)."""
-        from .notebook.graph import MermaidGraph
-        from .notebook.treeview import tree_rows
-
-        return MermaidGraph(tree_rows(self))
-
-    def jobs(self):
-        from .notebook.tables import jobs_frame
-
-        return jobs_frame(self.job_rows())
-
-    def agents(self):
-        from .notebook.tables import agents_frame
-
-        return agents_frame(self.agent_rows())
-
-    def transcript(self, agent_id: str):
-        from .notebook.tables import transcript_frame
-
-        return transcript_frame(self.transcript_rows(agent_id))
-
-    def events(self):
-        from .notebook.tables import events_frame
-
-        return events_frame(self.event_rows())
 
     # -- lifecycle -----------------------------------------------------------------------------
 

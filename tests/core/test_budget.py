@@ -103,7 +103,7 @@ def test_root_token_budget_stops_the_turn_before_the_call_that_would_exceed_it()
         async with tn.AsyncHub(tn.FunctionModel(model), token_budget=100) as hub:
             result = await hub.run("go")
             assert _results_answer_every_call(hub.root_agent.session)
-            rows = hub.agent_rows()
+            rows = hub.agents()
             return result, rows
 
     result, rows = asyncio.run(main())
@@ -128,7 +128,7 @@ def test_a_grandchild_spends_its_ancestors_budget():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=200) as hub:
             result = await hub.run("go")
-            rows = {r["id"]: r for r in hub.agent_rows()}
+            rows = {r["id"]: r for r in hub.agents()}
             return result, rows, seen_by_model(hub.runtime.store.open("agent-1"))
 
     result, rows, child_seen = asyncio.run(main())
@@ -151,7 +151,7 @@ def test_a_child_budget_covers_its_own_subtree_only():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             capped = await hub.spawn("work", label="capped", token_budget=25)
             free = await hub.spawn("work", label="free")
-            rows = {r["id"]: r for r in hub.agent_rows()}
+            rows = {r["id"]: r for r in hub.agents()}
             return capped, free, rows
 
     capped, free, rows = asyncio.run(main())
@@ -236,7 +236,7 @@ def test_bad_per_child_budget_is_refused_and_nothing_starts():
                 await hub.start("x", label="x", max_steps=False)
             with pytest.raises(tn.UsageError, match="agent_options takes only"):
                 tn.AsyncHub(delegation_tools=[{"agent_options": {"budget": 1}}])
-            return str(hub.list_agents()), hub.agent_rows()
+            return str(hub.list_agents()), hub.agents()
 
     listing, rows = asyncio.run(main())
     assert listing == "(no subagents)" and [r["id"] for r in rows] == ["root"]

@@ -90,7 +90,7 @@ def test_history_is_bounded_and_only_lifecycle_events_are_kept():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential", history=5) as hub:
             for n in range(6):
                 await hub.spawn(f"task {n}", label=f"t{n}")
-            return list(hub.runtime.bus.history), hub.event_rows()
+            return list(hub.runtime.bus.history), hub.events()
 
     history, rows = asyncio.run(main())
     assert len(history) == 5 and all(e.lifecycle for e in history)

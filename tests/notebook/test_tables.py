@@ -109,10 +109,10 @@ def test_rows_from_a_real_hub_convert():
         hub.spawn("y", label="two", background=True).output(wait=True, timeout=5)
         rows = hub.async_hub
         frames = [
-            (jobs_frame, hub.portal.call(rows.job_rows), JOB_DTYPES),
-            (agents_frame, hub.portal.call(rows.agent_rows), AGENT_DTYPES),
-            (transcript_frame, hub.portal.call(rows.transcript_rows, "agent-1"), TRANSCRIPT_DTYPES),
-            (events_frame, hub.portal.call(rows.event_rows), EVENT_DTYPES),
+            (jobs_frame, hub.portal.call(rows.jobs), JOB_DTYPES),
+            (agents_frame, hub.portal.call(rows.agents), AGENT_DTYPES),
+            (transcript_frame, hub.portal.call(rows.transcript, "agent-1"), TRANSCRIPT_DTYPES),
+            (events_frame, hub.portal.call(rows.events), EVENT_DTYPES),
         ]
         for build, data, dtypes in frames:
             frame = build(data)

@@ -149,7 +149,7 @@ def test_what_cannot_be_pickled_is_a_usage_error_naming_it(ray_cluster):
                                providers={"ray": tn.RayProvider(Script())}) as hub:
             with pytest.raises(tn.UsageError) as info:
                 await hub.spawn("x", label="x", provider="ray")
-            return str(info.value), str(hub.list_agents()), hub.agent_rows()
+            return str(info.value), str(hub.list_agents()), hub.agents()
 
     message, listed, rows = asyncio.run(main())
     assert message.startswith('RayProvider cannot send the tool "guarded" (test_what_cannot_be_pickled_is_a_usage'

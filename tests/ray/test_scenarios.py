@@ -21,7 +21,7 @@ WAIT = 60.0  # seconds: the machine is shared and a host may be starting
 def sessions(hub) -> dict[str, list[str]]:
     """Every session rendered; the descriptor's provider name is the one expected difference."""
     store = hub.runtime.store
-    ids = [row["id"] for row in hub.agent_rows()]
+    ids = [row["id"] for row in hub.agents()]
     return {agent_id: [line.replace('"provider":"ray"', '"provider":"spawn"') for line in render(store.open(agent_id))]
             for agent_id in ids}
 

@@ -15,7 +15,7 @@ from ..core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, 
 
 def chat_entries(rows: list[dict]) -> list[dict]:
     """Entries ``{"role": "user" | "assistant" | "turn", "text": str, ...}`` from transcript rows
-    (:func:`toh_nb.snapshots.transcript_rows`). An assistant entry carries ``calls``: ``[{"tool",
+    (:func:`toh_nb.snapshots.transcript`). An assistant entry carries ``calls``: ``[{"tool",
     "arguments", "result", "is_error"}]``; a user entry its ``source`` (``user``, ``notice``, …)."""
     entries: list[dict] = []
     # tool name -> its calls still waiting for a result, oldest first (results are logged in the order

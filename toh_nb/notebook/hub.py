@@ -375,7 +375,7 @@ class Hub:
         hub = self._async
         if label in hub.runtime.agents or hub.store.exists(label):
             return []
-        return [row["id"] for row in hub.agent_rows() if row.get("label") == label]
+        return [row["id"] for row in hub.agents() if row.get("label") == label]
 
     def child(self, child_id: "str | Child") -> "Child":
         """A handle on an existing continuable child of the root (for example after a restart)."""
@@ -455,21 +455,21 @@ class Hub:
 
     def jobs(self):
         """DataFrame: id, label, status, detail, owner, started, finished, elapsed_s."""
-        return jobs_frame(self._call(self._async.job_rows))
+        return jobs_frame(self._call(self._async.jobs))
 
     def agents(self):
         """DataFrame: id, parent, depth, label, mode, status, turns, input_tokens, output_tokens, started,
         elapsed_s, stop_reason — every agent of the tree, one-shot children included."""
-        return agents_frame(self._call(self._async.agent_rows))
+        return agents_frame(self._call(self._async.agents))
 
     def transcript(self, agent_id: "str | Child"):
         """DataFrame, one row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""
         agent_id = agent_id_of(agent_id)
-        return transcript_frame(self._by_id(agent_id, self._async.transcript_rows, agent_id))
+        return transcript_frame(self._by_id(agent_id, self._async.transcript, agent_id))
 
     def events(self):
         """DataFrame of the lifecycle events (subagent/start|end, job/*), in order."""
-        return events_frame(self._call(self._async.event_rows))
+        return events_frame(self._call(self._async.events))
 
     def graph(self):
         """A Mermaid diagram of the whole tree (agents and jobs): renders inline in JupyterLab; ``str()`` is

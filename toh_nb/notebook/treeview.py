@@ -4,7 +4,7 @@ One function reads the hub (:func:`tree_rows`, on the hub's loop thread); everyt
 those rows: the live widget (:mod:`toh_nb.notebook.widget`), the static ``text/plain`` and ``text/html``
 snapshots a stored notebook keeps when no kernel runs (nbconvert, GitHub, nbval), the Mermaid picture
 (:mod:`toh_nb.notebook.graph`) and the JSON export. Rows are dicts: every column of
-:func:`toh_nb.snapshots.agent_rows` (whatever columns it grows) plus ``kind`` (``agent | job``), ``tree_parent``
+:func:`toh_nb.snapshots.agents` (whatever columns it grows) plus ``kind`` (``agent | job``), ``tree_parent``
 (the row it sits under: a background job sits under its owner, the job's child under the job) and
 ``level`` (0 for the root).
 
@@ -45,7 +45,7 @@ def display_status(row: dict) -> str:
 def tree_rows(hub: Any) -> list[dict]:
     """Every agent and background job of ``hub`` (an AsyncHub) in display order (pre-order, siblings
     by start time), each with ``kind``, ``tree_parent`` and ``level``. Call on the hub's loop thread."""
-    agents = hub.agent_rows()
+    agents = hub.agents()
     registry = getattr(hub, "job_registry", None)
     jobs = list(registry.jobs.values()) if registry is not None else []
     root = agents[0]["id"] if agents else None

@@ -73,37 +73,26 @@ def pending_asks(agent_ids: Any) -> list[dict]:
 
 
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
-    """(the facade or None, the AsyncHub-like object with ``.runtime``)."""
-    if hasattr(hub, "runtime") and hasattr(hub, "agent_rows"):
+    """(the sync facade or None, the AsyncHub): through their public types, nothing probed."""
+    from ..hub import AsyncHub
+    from .hub import Hub
+
+    if isinstance(hub, AsyncHub):
         return None, hub
-    for name in ("async_hub", "_async", "_hub", "_ahub", "aio", "_inner"):
-        inner = getattr(hub, name, None)
-        if inner is not None and hasattr(inner, "runtime") and hasattr(inner, "agent_rows"):
-            return hub, inner
+    if isinstance(hub, Hub):
+        return hub, hub.async_hub
     raise UsageError(f"AgentTree needs a toh_nb.Hub or AsyncHub, got {type(hub).__name__}")
 
 
 def _portal_of(facade: Any) -> Any:
-    """The facade's portal (``.loop``, ``.call(fn)``, ``.submit(fn)``), if it exposes one."""
-    if facade is None:
-        return None
-    for name in ("portal", "_portal"):
-        portal = getattr(facade, name, None)
-        if portal is not None and hasattr(portal, "submit") and hasattr(portal, "call"):
-            return portal
-    return None
+    """The facade's portal (``.loop``, ``.call(fn)``, ``.submit(fn)``); None for an AsyncHub."""
+    return None if facade is None else facade.portal
 
 
 def _portal_loop(facade: Any, portal: Any) -> asyncio.AbstractEventLoop | None:
-    """The loop the facade runs the engine on, if it exposes one."""
-    for owner in (portal, facade):
-        if owner is None:
-            continue
-        for name in ("loop", "_loop"):
-            loop = getattr(owner, name, None)
-            if isinstance(loop, asyncio.AbstractEventLoop):
-                return loop
-    return None
+    """The loop the facade's portal runs the engine on (None: the caller's own loop)."""
+    loop = getattr(portal, "loop", None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -556,7 +545,7 @@ class AgentTree(anywidget.AnyWidget):
     def _transcript_state(self, hub: Any, agent_id: str) -> dict:
         row = next((r for r in self.rows if r["id"] == agent_id), None)
         return {"id": agent_id, "name": row["name"] if row else agent_id,
-                "entries": chat_entries(hub.transcript_rows(agent_id))}
+                "entries": chat_entries(hub.transcript(agent_id))}
 
     def _download(self, filename: str, text: str, mime: str) -> None:
         """Hand a file to the page, which saves it (the export buttons)."""
@@ -574,7 +563,7 @@ class AgentTree(anywidget.AnyWidget):
         """An agent's transcript as Markdown (the chat view's export)."""
         hub = self._hub
         label = next((r["label"] for r in self.rows if r["id"] == agent_id), None)
-        return self._call(lambda: chat_markdown(agent_id, chat_entries(hub.transcript_rows(agent_id)), label))
+        return self._call(lambda: chat_markdown(agent_id, chat_entries(hub.transcript(agent_id)), label))
 
     # -- rebuilding (loop thread) ------------------------------------------------------------------
 
