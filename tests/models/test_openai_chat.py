@@ -13,6 +13,8 @@ import json
 
 import pytest
 
+import toh_nb as tn
+
 from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock, user_message
 from toh_nb.core.errors import ModelError, UsageError
 from toh_nb.core.model import ModelRequest, ModelResponse, ToolSpec
@@ -753,3 +755,39 @@ def test_connection_error_without_a_message_names_its_type(server):
     message = str(make(server)._connection_error(error, 2, False))
     assert message == (f"OpenAIChatModel('test-model' at {server.url}): connection failed (ConnectionResetError) "
                        "(gave up after 2 attempts)")
+
+
+def test_streamed_text_reaches_the_hub_event_stream_as_text_deltas(server):
+    """A streaming model feeds ``TextDelta`` events (via ``ModelRequest.on_delta``) besides its own callback."""
+    from toh_nb.core.events import TextDelta
+
+    server.push(stream_text(["Hel", "lo ", "world"], usage=(12, 3)))
+    own = []
+
+    async def main():
+        model = make(server, stream=True, on_delta=lambda agent, piece: own.append(piece))
+        async with tn.AsyncHub(model, ids="sequential") as hub:
+            seen = []
+            unsubscribe = hub.runtime.bus.subscribe(lambda e: seen.append(e) if isinstance(e, TextDelta) else None)
+            result = await hub.run("hi")
+            unsubscribe()
+            return result.text, [(e.agent_id, e.text) for e in seen]
+
+    text, deltas = asyncio.run(main())
+    assert text == "Hello world"
+    assert deltas == [("root", "Hel"), ("root", "lo "), ("root", "world")]
+    assert own == ["Hel", "lo ", "world"]
+
+
+def test_without_listeners_requests_carry_no_delta_publisher(server):
+    server.push(stream_text(["ok"]))
+    seen = []
+    model = make(server, stream=True)
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: seen.append(r.on_delta) or "x")) as hub:
+            await hub.run("hi")
+
+    asyncio.run(main())
+    assert seen == [None]  # nobody listens: nothing is built per piece
+    assert call(model, req()).text == "ok"

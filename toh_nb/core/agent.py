@@ -30,7 +30,8 @@ from . import budget
 from .budget import Limits
 from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock, Usage
 from .errors import StoreError, ToolError
-from .events import MessageQueued, ModelRequested, ModelResponded, ToolCalled, ToolReturned, TurnEnded, TurnStarted
+from .events import (MessageQueued, ModelRequested, ModelResponded, TextDelta, ToolCalled, ToolReturned, TurnEnded,
+                     TurnStarted)
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
                       Session)
 from .tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, Tool, ToolAborted, ToolContext, ToolResult,
@@ -408,7 +409,8 @@ class Agent:
 
     async def _call_model(self, turn: int, step: int) -> ModelResponse:
         request = ModelRequest(self.id, self.label, self.depth, self.system, MessagesView(self._conversation),
-                               self.tool_specs, self.max_tokens, self.path, turn, step)
+                               self.tool_specs, self.max_tokens, self.path, turn, step,
+                               self._publish_delta if self.runtime.bus.listening else None)
         return coerce_response(await call_off_loop(self.model.request, request))
 
     def _assistant_message(self, response: ModelResponse) -> Message:
@@ -438,6 +440,10 @@ class Agent:
         if self.runtime.bus.listening:
             self.runtime.bus.publish(ToolCalled(**self._who(), turn=turn, call_id=call.id, name=call.name,
                                                 arguments=call.arguments))
+
+    def _publish_delta(self, text: str) -> None:
+        """A streamed piece of this agent's answer, onto the hub's event stream."""
+        self.runtime.bus.publish(TextDelta(**self._who(), text=text))
 
     def _who(self) -> dict:
         """The common fields of this agent's stream events."""

@@ -46,6 +46,9 @@ class ModelRequest:
     #: 1-based number of the agent's current turn and of the step (model call) inside it
     turn: int = 1
     step: int = 1
+    #: set by the agent while the hub's event stream has listeners: a model that streams text calls it
+    #: with each piece (``toh_nb.models.deltas``); not part of what the model is asked
+    on_delta: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def last_user_text(self) -> str:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import logging
 import os
 import threading
@@ -47,6 +46,7 @@ from ..core.content import Usage
 from ..core.errors import ModelError, UsageError
 from ..core.checks import is_int_at_least
 from ..core.model import ModelRequest, ModelResponse
+from .deltas import DeltaSink
 from .local_engine import Generation, check_path, default_model_path, engine_for
 from .local_prompt import chat_messages, parse_call
 
@@ -88,7 +88,7 @@ class LocalModel:
         self.on_delta = on_delta
         self.max_string_chars = max_string_chars
         self.extra_buffers = bool(extra_buffers)
-        self._delta_warned = False
+        self._deltas = DeltaSink("LocalModel")
 
     def __repr__(self) -> str:
         name = self.model_path.name if self.model_path is not None else "SmolLM2-135M-Instruct (bundled)"
@@ -135,7 +135,7 @@ class LocalModel:
         mode, tools = self.resolve_tool_choice(request)
         engine = self.engine
         loop = asyncio.get_running_loop()
-        deltas: asyncio.Queue | None = asyncio.Queue() if self.on_delta is not None else None
+        deltas: asyncio.Queue | None = asyncio.Queue() if DeltaSink.wanted(request, self.on_delta) else None
         on_text = None
         if deltas is not None:
             def on_text(piece: str) -> None:
@@ -152,7 +152,7 @@ class LocalModel:
             if deltas is not None:
                 future.add_done_callback(lambda _: deltas.put_nowait(_DONE))
                 while (piece := await deltas.get()) is not _DONE:
-                    await self._emit(request.agent_id, piece)
+                    await self._deltas.emit(request, piece, self.on_delta)
             done = await future
         except BaseException:
             job.cancel.set()  # the worker stops at its next token or prompt chunk
@@ -164,13 +164,3 @@ class LocalModel:
             call = parse_call(done.call_body, [t.name for t in tools])
             return ModelResponse(text=done.text.strip(), tool_calls=[call], usage=usage, stop_reason="tool_use")
         return ModelResponse(text=done.text, usage=usage, stop_reason="end_turn")
-
-    async def _emit(self, agent_id: str, piece: str) -> None:
-        try:
-            result = self.on_delta(agent_id, piece)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # a broken display must not break the model call
-            if not self._delta_warned:
-                self._delta_warned = True
-                log.warning("LocalModel on_delta callback failed; further failures are not logged", exc_info=True)

@@ -84,7 +84,6 @@ never retrieved … RuntimeError('Event loop is closed')".
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -98,6 +97,7 @@ from ..core.checks import is_int_at_least
 from ..core.content import ToolCall, Usage
 from ..core.errors import ModelError, UsageError
 from ..core.model import ModelRequest, ModelResponse
+from .deltas import DeltaSink
 from .partial_json import is_cut_json
 from .profiles import DeltaUnescaper, resolve_profile, unescape_html, unescape_values
 from .tool_choice import ToolChoice, check_tool_choice, resolve_tool_choice
@@ -184,7 +184,7 @@ class OpenAIChatModel:
         self._given_client = client
         # One client per event loop: pooled connections belong to the loop that opened them.
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
-        self._delta_warned = False
+        self._deltas = DeltaSink("OpenAIChatModel")
 
     @property
     def max_tokens_field(self) -> str:
@@ -354,7 +354,7 @@ class OpenAIChatModel:
                 completion = await client.chat.completions.create(**params)
                 response = self._from_completion(completion, limit)
                 if self.stream and response.text:  # streaming was off for this request (tools): show it whole
-                    await self._emit(request.agent_id, response.text)
+                    await self._deltas.emit(request, response.text, self.on_delta)
                 return response
             except openai.APIStatusError as exc:
                 status = exc.status_code
@@ -528,8 +528,8 @@ class OpenAIChatModel:
                         text.append(delta.content)
                         piece = unescaper.feed(delta.content) if unescaper is not None else delta.content
                         if piece:
-                            shown[0] = shown[0] or self.on_delta is not None
-                            await self._emit(request.agent_id, piece)
+                            shown[0] = shown[0] or DeltaSink.wanted(request, self.on_delta)
+                            await self._deltas.emit(request, piece, self.on_delta)
                     if getattr(delta, "refusal", None):
                         refusal.append(delta.refusal)
                     for tc in delta.tool_calls or []:
@@ -552,25 +552,12 @@ class OpenAIChatModel:
         finally:
             await stream.close()
         if unescaper is not None and (rest := unescaper.flush()):
-            await self._emit(request.agent_id, rest)
+            await self._deltas.emit(request, rest, self.on_delta)
         if finish_reason is None:
             raise _StreamCut(f"no finish_reason after {chunks} chunk(s)" if chunks else
                              "the server sent no chunks at all (an empty answer)")
         raw_calls = [(s["id"], s["name"], "".join(s["arguments"])) for _, s in sorted(slots.items())]
         return self._response("".join(text), raw_calls, usage, finish_reason, "".join(refusal) or None, limit)
-
-    async def _emit(self, agent_id: str, delta: str) -> None:
-        if self.on_delta is None:
-            return
-        try:
-            result = self.on_delta(agent_id, delta)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # a broken display must not break the model call
-            if not self._delta_warned:
-                self._delta_warned = True
-                log.warning("OpenAIChatModel on_delta callback failed; further failures are not logged",
-                            exc_info=True)
 
 
 def _hit_limit(arguments: str, usage: Usage, limit: int | None) -> bool:

@@ -78,7 +78,8 @@ class RayModel:
         lost = self.lost.pop(self.child_id, None)
         if lost is not None:  # its host died during one of this turn's tool calls
             raise ModelError(lost)
-        payload = dataclasses.replace(request, messages=list(request.messages))
+        # the conversation as a plain list; the hub's delta publisher stays in the driver (not picklable)
+        payload = dataclasses.replace(request, messages=list(request.messages), on_delta=None)
         return await self.call(self.child_id, "request", self.blob, payload)
 
 
