@@ -247,3 +247,39 @@ def test_a_log_name_taken_behind_the_stores_back_is_never_appended_to(tmp_path):
             assert again.diagnostic("agent-1") == "corrupt"
 
     asyncio.run(main())
+
+
+def test_a_slow_read_on_cold_resume_does_not_stall_other_agents(tmp_path):
+    """Cold resume reads the child's log in a worker thread: a stalled disk read delays only that send."""
+    import threading
+
+    import toh_nb as tn
+    from toh_nb.store.jsonl import JsonlStore
+
+    release = threading.Event()
+    original = JsonlStore.open
+
+    def slow_open(self, session_id):
+        if session_id == "agent-1":
+            release.wait(5)  # a disk that takes its time
+        return original(self, session_id)
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential", store=str(tmp_path)) as hub:
+            kid = await hub.start("first", label="k")
+            await kid.wait(timeout=5)
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential", store=str(tmp_path)) as hub, \
+                tn.AsyncHub(tn.FunctionModel(lambda r: "free")) as other:
+            JsonlStore.open = slow_open
+            try:
+                sending = asyncio.ensure_future(hub.send("agent-1", "again"))
+                texts = [(await other.run("go")).text for _ in range(3)]  # runs while the read is stalled
+                assert not sending.done()
+                release.set()
+                await sending
+                assert await hub.child("agent-1").wait(timeout=5) == "ok"
+            finally:
+                JsonlStore.open = original
+            return texts
+
+    assert asyncio.run(main()) == ["free", "free", "free"]

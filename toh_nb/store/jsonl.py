@@ -317,6 +317,10 @@ class JsonlStore:
     closed store, or an OS error (the event then stays in memory only). Thread-safe.
     """
 
+    #: ``open`` reads a file (a slow or network disk may take long): callers on the event loop use
+    #: ``await asyncio.to_thread(store.open, id)`` (it takes the store's mutex, so that is safe)
+    reads_block = True
+
     def __init__(self, directory: "str | os.PathLike[str]", fsync: str = "batch",
                  batch_interval: float = 0.05, *, read_only: bool = False, max_open: int = 64) -> None:
         if fsync not in FSYNC_POLICIES:

@@ -8,6 +8,8 @@ ancestor may stop it (``toh_nb.subagents.authorization``).
 
 from __future__ import annotations
 
+import asyncio
+
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -117,10 +119,16 @@ class ContinuableChildren(Settlement):
 
     async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
         runtime = self.runtime
+        store = runtime.store
         try:
-            session = runtime.store.open(child_id)
+            if getattr(store, "reads_block", False):  # a disk read off the loop: a slow disk stalls no agent
+                session = await asyncio.to_thread(store.open, child_id)
+            else:
+                session = store.open(child_id)
         except (KeyError, StoreError, OSError, ValueError):
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
+        if child_id in self.activations or self.draining or not runtime.is_live(parent):
+            return await self.followup(parent, child_id, content, source)  # the world moved during the read
         header = session.header
         if header.parent_session != parent.id:
             raise SubagentError(texts.other_parent(child_id), "UNAUTHORIZED")
