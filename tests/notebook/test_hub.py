@@ -421,3 +421,22 @@ def test_html_displays_show_long_ids_short_with_the_full_id_on_hover():
         assert repr(kid) == f"Child({kid.id} [ready] \u2014 nap helper)"  # text keeps the full id
         result = hub.spawn("x", label="quick")
         assert f"<code title='{result.agent_id}'>{result.agent_id[:8]}\u2026</code>" in result._repr_html_()
+
+
+def test_the_store_opens_in_the_callers_thread_not_on_the_shared_loop(tmp_path, monkeypatch):
+    """A slow directory scan (a network disk) delays only the cell making the hub, never other hubs."""
+    import threading
+
+    from toh_nb.store import jsonl
+
+    threads = []
+    original = jsonl.JsonlStore.__init__
+
+    def spy(self, *args, **kwargs):
+        threads.append(threading.current_thread().name)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(jsonl.JsonlStore, "__init__", spy)
+    with tn.Hub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path)) as hub:
+        assert hub.spawn("x").text == "ok"
+    assert threads == [threading.current_thread().name]  # not the portal's loop thread

@@ -44,6 +44,7 @@ from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
 from ..core.checks import agent_id_of, check_text, check_timeout
 from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts
 from ..results import AgentListing, RunResult
+from ..store import open_store
 from ..subagents.arguments import validate_tool_filter
 from . import portal as portals
 from .display import SendReceipt
@@ -213,8 +214,15 @@ class Hub:
         self._loop_mode = loop
         store_key = _store_key(store)
         _take_over(store_key, store)
-        runner = portals.acquire() if loop == "portal" else portals.KernelRunner()
-        build = functools.partial(AsyncHub, model, store=store, max_depth=max_depth,
+        # the store opens here, in the caller's thread: its directory scan (a slow or network disk) must
+        # not run on the portal loop that every hub of the process shares
+        opened = open_store(store, **({"fsync": fsync} if fsync is not None else {}))
+        try:
+            runner = portals.acquire() if loop == "portal" else portals.KernelRunner()
+        except BaseException:
+            opened.close()
+            raise
+        build = functools.partial(AsyncHub, model, store=opened, max_depth=max_depth,
                                   max_parallel_tool_calls=max_parallel_tool_calls, ids=ids,
                                   background_mode=background_mode, tools=tools,
                                   delegation_tools=delegation_tools, root_id=root_id, fsync=fsync,
@@ -225,6 +233,7 @@ class Hub:
         try:
             async_hub = runner.call(build)
         except BaseException:
+            opened.close()  # idempotent: a refused configuration never keeps the store's lock
             runner.release()
             raise
         self._async = async_hub
