@@ -30,6 +30,7 @@ CASES = {
     "continuable_jsonl": ("continuable.py", ["--store", "{tmp}"], ["continuable_jsonl"]),
     "memory": ("memory.py", [], ["memory"]),
     "facade": ("facade.py", ["--n", "200"], ["facade", "facade_hub"]),
+    "prefix_cache": ("prefix_cache.py", [], ["prefix_cache"]),
     "store": ("store.py", ["--always-n", "20", "--fsync-n", "20", "--children", "20", "--mb", "1", "--dir", "{tmp}"],
               ["disk_fsync", "store_sequential_memory", "store_sequential_never", "store_sequential_batch",
                "store_sequential_always", "store_reopen"]),
@@ -92,6 +93,9 @@ def test_script_prints_its_figures(outputs, case):
         elif fig["name"].startswith("memory"):
             assert fig["bytes_per_child"] > 0 and fig["floor_bytes_per_child"] > 0
             assert fig["top_sites"] and all(":" in site for site, _ in fig["top_sites"])
+        elif fig["name"] == "prefix_cache":  # a share, not a rate: every request extends its previous one
+            assert fig["broken"] == 0 and fig["compared"] > 0
+            assert 0.5 < fig["reusable_share"] < 1 and 0 < fig["min_share_root"] <= fig["last_share_root"] < 1
         else:
             assert fig["floor_seconds"] > 0 and fig["ratio"] > 0
         if "target" in fig or "target_median_us" in fig or "target_bytes_per_child" in fig:
