@@ -31,12 +31,13 @@ CASES = {
     "memory": ("memory.py", [], ["memory"]),
     "facade": ("facade.py", ["--n", "200"], ["facade", "facade_hub"]),
     "prefix_cache": ("prefix_cache.py", [], ["prefix_cache"]),
+    "openai_path": ("openai_path.py", ["--repeat", "1"], ["openai_path"]),
     "store": ("store.py", ["--always-n", "20", "--fsync-n", "20", "--children", "20", "--mb", "1", "--dir", "{tmp}"],
               ["disk_fsync", "store_sequential_memory", "store_sequential_never", "store_sequential_batch",
                "store_sequential_always", "store_reopen"]),
 }
 # figures allowed to be reported as skipped (their subject is optional or being written)
-MAY_SKIP = {"sequential_jsonl", "continuable_jsonl", "facade_hub"}
+MAY_SKIP = {"sequential_jsonl", "continuable_jsonl", "facade_hub", "openai_path"}
 
 
 def _run(case: str, tmp: str) -> subprocess.CompletedProcess:
@@ -93,6 +94,9 @@ def test_script_prints_its_figures(outputs, case):
         elif fig["name"].startswith("memory"):
             assert fig["bytes_per_child"] > 0 and fig["floor_bytes_per_child"] > 0
             assert fig["top_sites"] and all(":" in site for site, _ in fig["top_sites"])
+        elif fig["name"] == "openai_path":  # same requests, same connections as the raw client
+            assert fig["bodies_identical"] is True and fig["requests"] == N + 2
+            assert fig["connections"] <= N + 2 and fig["floor_seconds"] > 0
         elif fig["name"] == "prefix_cache":  # a share, not a rate: every request extends its previous one
             assert fig["broken"] == 0 and fig["compared"] > 0
             assert 0.5 < fig["reusable_share"] < 1 and 0 < fig["min_share_root"] <= fig["last_share_root"] < 1
