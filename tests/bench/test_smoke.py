@@ -133,6 +133,11 @@ def test_run_all_table_and_scaling(outputs):
     slow = dict(fast, n=10000, rate_per_s=1000.0)
     assert run_all.scaling([fast, slow]) == [
         "continuable: throughput at 1,000 / at 10,000 = 3.00× (target ≤ 2×: MISSED)"]
+    huge = dict(fast, n=100000, rate_per_s=2850.0)
+    sequential = [dict(fast, name="sequential"), dict(huge, name="sequential", rate_per_s=2400.0)]
+    assert run_all.scaling([fast, huge] + sequential) == [
+        "sequential: throughput at 100,000 / at 1,000 = 0.80× (target ≥ 0.9×: MISSED)",
+        "continuable: throughput at 100,000 / at 1,000 = 0.95× (target ≥ 0.9×: met)"]
 
 
 def test_bad_size_is_refused():
