@@ -1,6 +1,8 @@
 """The hub's GC policy: frozen survivors of full collections while a hub is open, bounded dead cycles.
 
-Each test leaves the process as it found it (no hold, nothing frozen, the default threshold)."""
+Each test leaves the process as it found it (no hold, nothing frozen, automatic collection on). The
+automatic collector is paused during each test so that only the test's own ``gc.collect()`` calls run
+(an automatic full collection in between would shift the policy's freeze/reset sequence)."""
 
 from __future__ import annotations
 
@@ -24,10 +26,14 @@ class Node:
 @pytest.fixture(autouse=True)
 def clean_policy(monkeypatch):
     assert not gc_policy.active() and gc.get_freeze_count() == 0
-    yield monkeypatch
-    gc_policy.set_enabled(True)
+    gc.disable()
+    try:
+        yield monkeypatch
+    finally:
+        gc.enable()
+        gc_policy.set_enabled(True)
+        gc.unfreeze()
     assert not gc_policy.active()
-    gc.unfreeze()
 
 
 def open_hub() -> tn.AsyncHub:
