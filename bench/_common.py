@@ -50,8 +50,22 @@ def _sizes(text: str) -> list[int]:
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    """Applies ``--no-gc-policy`` as soon as the arguments are parsed (before any hub exists)."""
+
+    def parse_args(self, *args: Any, **kwargs: Any) -> Any:
+        parsed = super().parse_args(*args, **kwargs)
+        if getattr(parsed, "no_gc_policy", False):
+            from toh_nb.core import gc_policy
+
+            gc_policy.set_enabled(False)
+        return parsed
+
+
 def parser(description: str, default_n: list[int], *, store: bool = False) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description)
+    p = _Parser(description=description)
+    p.add_argument("--no-gc-policy", action="store_true",
+                   help="run without the hub's GC policy (toh_nb.core.gc_policy), to measure what it changes")
     p.add_argument("--n", type=_sizes, default=default_n,
                    help=f"size(s), comma separated (default {','.join(map(str, default_n))})")
     p.add_argument("--json", action="store_true", help="print one JSON line per figure (machine readable)")

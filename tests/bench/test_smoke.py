@@ -30,12 +30,14 @@ CASES = {
     "continuable_jsonl": ("continuable.py", ["--store", "{tmp}"], ["continuable_jsonl"]),
     "memory": ("memory.py", [], ["memory"]),
     "facade": ("facade.py", ["--n", "200"], ["facade", "facade_hub"]),
+    "prefix_cache": ("prefix_cache.py", [], ["prefix_cache"]),
+    "openai_path": ("openai_path.py", ["--repeat", "1"], ["openai_path"]),
     "store": ("store.py", ["--always-n", "20", "--fsync-n", "20", "--children", "20", "--mb", "1", "--dir", "{tmp}"],
               ["disk_fsync", "store_sequential_memory", "store_sequential_never", "store_sequential_batch",
                "store_sequential_always", "store_reopen"]),
 }
 # figures allowed to be reported as skipped (their subject is optional or being written)
-MAY_SKIP = {"sequential_jsonl", "continuable_jsonl", "facade_hub"}
+MAY_SKIP = {"sequential_jsonl", "continuable_jsonl", "facade_hub", "openai_path"}
 
 
 def _run(case: str, tmp: str) -> subprocess.CompletedProcess:
@@ -92,6 +94,12 @@ def test_script_prints_its_figures(outputs, case):
         elif fig["name"].startswith("memory"):
             assert fig["bytes_per_child"] > 0 and fig["floor_bytes_per_child"] > 0
             assert fig["top_sites"] and all(":" in site for site, _ in fig["top_sites"])
+        elif fig["name"] == "openai_path":  # same requests, same connections as the raw client
+            assert fig["bodies_identical"] is True and fig["requests"] == N + 2
+            assert fig["connections"] <= N + 2 and fig["floor_seconds"] > 0
+        elif fig["name"] == "prefix_cache":  # a share, not a rate: every request extends its previous one
+            assert fig["broken"] == 0 and fig["compared"] > 0
+            assert 0.5 < fig["reusable_share"] < 1 and 0 < fig["min_share_root"] <= fig["last_share_root"] < 1
         else:
             assert fig["floor_seconds"] > 0 and fig["ratio"] > 0
         if "target" in fig or "target_median_us" in fig or "target_bytes_per_child" in fig:
@@ -125,6 +133,11 @@ def test_run_all_table_and_scaling(outputs):
     slow = dict(fast, n=10000, rate_per_s=1000.0)
     assert run_all.scaling([fast, slow]) == [
         "continuable: throughput at 1,000 / at 10,000 = 3.00× (target ≤ 2×: MISSED)"]
+    huge = dict(fast, n=100000, rate_per_s=2850.0)
+    sequential = [dict(fast, name="sequential"), dict(huge, name="sequential", rate_per_s=2400.0)]
+    assert run_all.scaling([fast, huge] + sequential) == [
+        "sequential: throughput at 100,000 / at 1,000 = 0.80× (target ≥ 0.9×: MISSED)",
+        "continuable: throughput at 100,000 / at 1,000 = 0.95× (target ≥ 0.9×: met)"]
 
 
 def test_bad_size_is_refused():

@@ -9,8 +9,10 @@ engine's own state); everything else (widget, tables, progress line, user stream
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterable
 
+from . import gc_policy
 from .model import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
 from .budget import Limits
@@ -47,9 +49,22 @@ class Runtime:
         self.budgets: dict[str, int] = {}
         self.bus = EventBus(history)
         self.observers: list[Any] = []
-        self.closed = False
+        self._closed = False
+        # the GC policy holds while the hub is open (released on close, or when a never-closed hub
+        # is garbage collected): see toh_nb.core.gc_policy
+        self._gc_hold = weakref.finalize(self, gc_policy.release, gc_policy.acquire())
         self._views: dict[tuple, tuple[dict, list, str]] = {}
         self._views_version = -1
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self._closed = bool(value)
+        if self._closed:
+            self._gc_hold()  # once: a finalizer runs at most one time
 
     # -- composition ---------------------------------------------------------------------------
 

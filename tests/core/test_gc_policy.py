@@ -1,0 +1,135 @@
+"""The hub's GC policy: frozen survivors of full collections while a hub is open, bounded dead cycles.
+
+Each test leaves the process as it found it (no hold, nothing frozen, automatic collection on). The
+automatic collector is paused during each test so that only the test's own ``gc.collect()`` calls run
+(an automatic full collection in between would shift the policy's freeze/reset sequence)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+
+import pytest
+
+import toh_nb as tn
+from toh_nb.core import gc_policy
+
+
+class Node:
+    """A tracked object that can sit in a reference cycle and be watched with a weak reference."""
+
+    def __init__(self) -> None:
+        self.other = self
+
+
+@pytest.fixture(autouse=True)
+def clean_policy(monkeypatch):
+    assert not gc_policy.active() and gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        yield monkeypatch
+    finally:
+        gc.enable()
+        gc_policy.set_enabled(True)
+        gc.unfreeze()
+    assert not gc_policy.active()
+
+
+def open_hub() -> tn.AsyncHub:
+    return tn.AsyncHub(tn.FunctionModel(lambda request: "ok"), ids="sequential")
+
+
+def test_an_open_hub_holds_the_policy_and_closing_it_unfreezes_everything(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+
+    async def main():
+        hub = open_hub()
+        assert gc_policy.active()
+        gc.collect()
+        assert gc.get_freeze_count() > 0  # survivors of the full collection are frozen
+        await hub.close()
+        assert not gc_policy.active() and gc.get_freeze_count() == 0
+
+    asyncio.run(main())
+
+
+def test_a_small_heap_keeps_the_collectors_exact_semantics():
+    async def main():
+        async with open_hub():
+            node = Node()
+            dead = weakref.ref(node)
+            gc.collect()
+            del node
+            gc.collect()
+            assert dead() is None and gc.get_freeze_count() == 0  # below ENGAGE: nothing frozen
+
+    asyncio.run(main())
+
+
+def test_a_frozen_dead_cycle_is_found_by_collect_all(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+
+    async def main():
+        async with open_hub():
+            node = Node()
+            dead = weakref.ref(node)
+            gc.collect()
+            del node
+            gc.collect()
+            assert dead() is not None  # frozen: the cyclic collector does not walk it
+            assert gc_policy.collect_all() >= 1
+            assert dead() is None and gc.get_freeze_count() > 0  # the survivors are frozen again
+
+    asyncio.run(main())
+
+
+def test_dead_frozen_cycles_are_collected_once_the_frozen_set_doubles(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+
+    async def main():
+        async with open_hub():
+            gc.collect()
+            frozen = gc.get_freeze_count()
+            node = Node()
+            dead = weakref.ref(node)
+            gc.collect()
+            del node
+            keep = [[] for _ in range(frozen + 1000)]  # the frozen set more than doubles
+            gc.collect()  # frozen, then unfrozen for a reset
+            assert dead() is not None
+            gc.collect()  # the reset walks the whole heap
+            assert dead() is None
+            assert gc.get_freeze_count() >= len(keep)
+            del keep
+
+    asyncio.run(main())
+
+
+def test_turned_off_no_runtime_holds_it_and_holds_taken_before_do_not_release_later_ones():
+    async def main():
+        first = open_hub()
+        gc_policy.set_enabled(False)
+        assert not gc_policy.active()
+        async with open_hub():
+            assert not gc_policy.active()
+        gc_policy.set_enabled(True)
+        second = open_hub()
+        await first.close()  # its hold predates the switch: it must not end the second hub's
+        assert gc_policy.active()
+        await second.close()
+        assert not gc_policy.active()
+
+    asyncio.run(main())
+
+
+def test_a_runtime_dropped_without_closing_releases_its_hold():
+    from toh_nb.core.ids import IdSource
+    from toh_nb.core.runtime import Runtime
+    from toh_nb.store.memory import MemoryStore
+
+    runtime = Runtime(model=None, store=MemoryStore(), ids=IdSource("sequential"))
+    assert gc_policy.active()
+    del runtime
+    gc.collect()
+    assert not gc_policy.active()
