@@ -47,3 +47,15 @@ def test_stream_and_astream_take_the_same_filters():
     a = [p for p in inspect.signature(tn.AsyncHub.astream).parameters if p != "self"]
     s = [p for p in inspect.signature(tn.Hub.stream).parameters if p != "self"]
     assert s[: len(a)] == a and s[len(a):] == ["timeout"]
+
+
+def test_spawn_overloads_tell_editors_what_comes_back():
+    import typing
+
+    for hub_cls, job_cls in [(tn.AsyncHub, tn.AsyncJob), (tn.Hub, tn.Job)]:
+        hints = [typing.get_type_hints(o) for o in typing.get_overloads(hub_cls.spawn)]
+        assert [(h["background"], h["return"]) for h in hints] == [
+            (typing.Literal[False], tn.RunResult), (typing.Literal[True], job_cls)]
+        public = typing.get_type_hints(hub_cls.__init__)
+        assert "Any" not in str(public["model"]) and "Any" not in str(public["store"])
+        assert typing.get_type_hints(hub_cls.call_tool)["return"] is tn.ToolResult

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import html
+import os
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, overload
 
 from .core.budget import DEFAULT_MAX_STEPS, Limits
 from .core.checks import agent_id_of, check_text, check_timeout, is_int_at_least
@@ -23,6 +24,7 @@ from .core.events import DEFAULT_HISTORY, HubClosed, SubtreeFilter
 from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, TohError, UsageError
 from .core.ids import IdSource, is_valid_id
+from .core.model import Model
 from .core.runtime import Runtime
 from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number
 from .core.session_repair import repair_tail
@@ -33,13 +35,31 @@ from .jobs.registry import Job
 from .results import AgentListing, RunResult, item_html, run_result
 from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
 from .store import open_store, reserved_ids
+from .store.base import SessionStore
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
-from .subagents.arguments import StartRequest, validate_max_depth, validate_tool_filter
+from .subagents.arguments import StartRequest, ToolFilter, validate_max_depth, validate_tool_filter
 from .subagents.tool import SubagentTool, background_starter, make_subagent_tool
 
 ROOT_ORIGIN = "root"
+
+
+def check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any, model: Any, max_tokens: Any,
+                        provider: Any) -> None:
+    """The one check of a ``spawn``/``start`` call's arguments (both hubs use it; nothing is started
+    when it raises a UsageError naming the argument)."""
+    check_text(prompt, "prompt")
+    if label is not None:
+        check_text(label, "label")
+    if persona is not None and not isinstance(persona, str):
+        raise UsageError(f"persona must be a string or None, got {type(persona).__name__}")
+    validate_tool_filter(tool_filter)
+    if model is not None and not hasattr(model, "request"):
+        raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
+    if max_tokens is not None and not is_int_at_least(max_tokens, 1):
+        raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+    check_text(provider, "provider")
 
 
 def _default_label(prompt: str) -> str:
@@ -163,7 +183,8 @@ class AsyncChild(ChildFacts):
 class AsyncHub:
     """The async API. ``async with AsyncHub() as hub: res = await hub.spawn("...")``."""
 
-    def __init__(self, model: Any = None, *, store: Any = None, max_depth: int | str = 3,
+    def __init__(self, model: Model | None = None, *, store: str | os.PathLike[str] | SessionStore | None = None,
+                 max_depth: int | str = 3,
                  max_parallel_tool_calls: int = 10, ids: str = "uuid", background_mode: str = "one-shot",
                  tools: Sequence[Any] = (), delegation_tools: Sequence[Any] | None = None,
                  root_id: str | None = None, fsync: str | None = None,
@@ -320,23 +341,14 @@ class AsyncHub:
 
     def _request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
                  model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
-        check_text(prompt, "prompt")
-        check_text(provider, "provider")
+        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         # a provider that manages depth itself (an external harness) gets no cap from this hub
         capped = self._service.get_provider(provider).capabilities.depth_limit
-        if label is not None:
-            check_text(label, "label")
-        if persona is not None and not isinstance(persona, str):
-            raise UsageError(f"persona must be a string, got {type(persona).__name__}")
         options = {}
         if model is not None:
-            if not hasattr(model, "request"):
-                raise UsageError(f"model must have an async request() method, got {type(model).__name__}")
             options["model"] = model
             self._child_models.append(model)  # closed with the hub (their HTTP pools)
         if max_tokens is not None:
-            if not is_int_at_least(max_tokens, 1):
-                raise UsageError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
             options["max_tokens"] = max_tokens
         limits = self.runtime.limits.for_child(**budgets)
         if limits is not None:
@@ -346,8 +358,20 @@ class AsyncHub:
                             tool_filter=validate_tool_filter(tool_filter),
                             max_depth=self._max_depth if capped else None, by_user=True)
 
+    @overload
+    async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[False] = False,
+                    persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
+                    max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
+                    token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult: ...
+
+    @overload
+    async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[True],
+                    persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
+                    max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
+                    token_budget: int | None = None, turn_timeout: float | None = None) -> AsyncJob: ...
+
     async def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
-                    persona: str | None = None, tool_filter: Any = None, model: Any = None,
+                    persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
                     token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult | AsyncJob:
         """A one-shot child: foreground → RunResult; ``background=True`` → a Job.
@@ -372,7 +396,7 @@ class AsyncHub:
         return run_result(result, run.id, request.label)
 
     async def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
-                    tool_filter: Any = None, model: Any = None, max_tokens: int | None = None,
+                    tool_filter: ToolFilter | None = None, model: Model | None = None, max_tokens: int | None = None,
                     provider: str = "spawn", max_steps: int | None = None, token_budget: int | None = None,
                     turn_timeout: float | None = None) -> AsyncChild:
         """A continuable child; returns as soon as its first message is accepted (budgets as in

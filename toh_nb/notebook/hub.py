@@ -35,17 +35,19 @@ import os
 import queue
 import threading
 import weakref
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence, overload
 
 from ..core.budget import DEFAULT_MAX_STEPS
-from ..core.checks import is_int_at_least
 from ..core.errors import ClosedError, TohError, UsageError
+from ..core.model import Model
+from ..core.tools import ToolResult
 from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
 from ..core.checks import agent_id_of, check_text, check_timeout
-from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts
+from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, check_start_options
 from ..results import AgentListing, RunResult
 from ..store import open_store
-from ..subagents.arguments import validate_tool_filter
+from ..store.base import SessionStore
+from ..subagents.arguments import ToolFilter
 from . import portal as portals
 from .display import SendReceipt
 from .interrupts import explained, still_running
@@ -68,25 +70,6 @@ def activity(async_hub: AsyncHub) -> str:
         parts.append(f"{jobs} job{'s' if jobs != 1 else ''} active")
     parts.append(f"{tokens} tokens")
     return " · ".join(parts)
-
-
-def _check_optional_text(value: Any, name: str) -> None:
-    if value is not None:
-        check_text(value, name)
-
-
-def _check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any, model: Any,
-                         max_tokens: Any, provider: Any) -> None:
-    check_text(prompt, "prompt")
-    _check_optional_text(label, "label")
-    if persona is not None and not isinstance(persona, str):
-        raise UsageError(f"persona must be a string or None, got {type(persona).__name__}")
-    validate_tool_filter(tool_filter)
-    if model is not None and not hasattr(model, "request"):
-        raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
-    if max_tokens is not None and not is_int_at_least(max_tokens, 1):
-        raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
-    check_text(provider, "provider")
 
 
 class _State:
@@ -199,7 +182,8 @@ class Hub:
       cell runs long synchronous code.
     """
 
-    def __init__(self, model: Any = None, *, store: Any = None, max_depth: int | str = 3,
+    def __init__(self, model: Model | None = None, *, store: str | os.PathLike[str] | SessionStore | None = None,
+                 max_depth: int | str = 3,
                  max_parallel_tool_calls: int = 10, ids: str = "uuid", background_mode: str = "one-shot",
                  tools: Sequence[Any] = (), delegation_tools: Sequence[Any] | None = None,
                  root_id: str | None = None, fsync: str | None = None, max_jobs_per_owner: int = 10,
@@ -309,15 +293,27 @@ class Hub:
         """The progress line's status: agents running, jobs active, tokens so far (plain reads)."""
         return activity(self._async)
 
-    def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
-              persona: str | None = None, tool_filter: Any = None, model: Any = None,
+    @overload
+    def spawn(self, prompt: str, *, label: str | None = None, background: Literal[False] = False,
+              persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
               max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-              token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult | "Job":
+              token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult: ...
+
+    @overload
+    def spawn(self, prompt: str, *, label: str | None = None, background: Literal[True],
+              persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
+              max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
+              token_budget: int | None = None, turn_timeout: float | None = None) -> Job: ...
+
+    def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
+              persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
+              max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
+              token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult | Job:
         """A one-shot child: waits for it and returns a RunResult; ``background=True`` returns a Job.
         Budgets (``max_steps``, ``token_budget``, ``turn_timeout``) as in :meth:`AsyncHub.spawn`."""
         if not isinstance(background, bool):
             raise UsageError(f"background must be True or False, got {background!r}")
-        _check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         call = functools.partial(self._async.spawn, prompt, label=label, background=background, persona=persona,
                                  tool_filter=tool_filter, model=model, max_tokens=max_tokens, provider=provider,
                                  max_steps=max_steps, token_budget=token_budget, turn_timeout=turn_timeout)
@@ -329,7 +325,7 @@ class Hub:
                 return self._call(call)
 
     def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
-              tool_filter: Any = None, model: Any = None, max_tokens: int | None = None,
+              tool_filter: ToolFilter | None = None, model: Model | None = None, max_tokens: int | None = None,
               provider: str = "spawn", max_steps: int | None = None, token_budget: int | None = None,
               turn_timeout: float | None = None) -> "Child":
         """A continuable child; returns as soon as its first message is accepted (budgets as in
@@ -341,7 +337,7 @@ class Hub:
         second one, does not send ``prompt``, and prints one line saying so. Pass another label (or
         none) for a second child.
         """
-        _check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         if label is not None:
             live = self._call(self._live_child_labelled, label)
             if live is not None:
@@ -421,7 +417,7 @@ class Hub:
             raise UsageError(f'scope must be "children" or "descendants", got {scope!r}')
         return AgentListing(self._call(self._async.list_agents, scope))
 
-    def call_tool(self, name: str, /, **arguments: Any) -> Any:
+    def call_tool(self, name: str, /, **arguments: Any) -> ToolResult:
         """Run one tool as the root agent; the ToolResult is exactly what a model would receive."""
         check_text(name, "name")
         return self._call(functools.partial(self._async.call_tool, name, **arguments))

@@ -7,7 +7,7 @@ same arguments (a depth cap, a tool filter) before any child exists; one module 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ..core.agent import Agent
 from ..core.checks import is_int_at_least
@@ -60,6 +60,14 @@ def child_depth(parent: Agent, max_depth: int | None) -> int:
     if max_depth is not None and depth > max_depth:
         raise SubagentDepthError(depth, max_depth)
     return depth
+
+
+class ToolFilter(TypedDict, total=False):
+    """Which tools a child sees: ``allow`` (only these) and/or ``deny`` (all but these); ``report``
+    survives even ``allow: []``."""
+
+    allow: list[str]
+    deny: list[str]
 
 
 def validate_tool_filter(tool_filter: Any) -> dict | None:
