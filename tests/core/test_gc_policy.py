@@ -133,3 +133,21 @@ def test_a_runtime_dropped_without_closing_releases_its_hold():
     del runtime
     gc.collect()
     assert not gc_policy.active()
+
+
+def test_closing_the_last_hub_leaves_a_programs_own_frozen_objects_frozen():
+    import gc
+
+    import toh_nb as tn
+    from toh_nb.core import gc_policy
+
+    gc.collect()
+    gc.freeze()  # the program's own choice (e.g. before forking workers)
+    frozen = gc.get_freeze_count()
+    try:
+        hub = tn.Hub()
+        hub.close()
+        assert not gc_policy.active()
+        assert gc.get_freeze_count() >= frozen  # the policy never engaged, so it unfroze nothing
+    finally:
+        gc.unfreeze()

@@ -87,9 +87,12 @@ def release(hold: int | None) -> None:
 
 
 def _stop() -> None:
+    global _reset_size, _resetting
     if _on_collect in gc.callbacks:
         gc.callbacks.remove(_on_collect)
-    gc.unfreeze()
+    if _reset_size is not None:  # only what this policy froze: a program's own gc.freeze() stays its own
+        gc.unfreeze()
+    _reset_size, _resetting = None, False
 
 
 def active() -> bool:
