@@ -415,10 +415,7 @@ class OpenAIChatModel:
             text += " (check the API key: api_key=... or OPENAI_API_KEY)"
         elif status == 404:
             text += " (check the model name and base_url)"
-        error = ModelError(text)
-        error.status_code = status  # type: ignore[attr-defined]
-        error.attempts = attempt  # type: ignore[attr-defined]
-        return error
+        return _model_error(text, status, attempt)
 
     def _connection_error(self, exc: Any, attempt: int, shown: bool) -> ModelError:
         openai = _openai()
@@ -428,26 +425,13 @@ class OpenAIChatModel:
             cause = exc.__cause__ or exc.__context__
             detail = (self._scrub(str(cause)) or type(cause).__name__) if cause else "connection error"
             what = f"connection failed ({detail})"
-        text = f"{self._who}: {what}"
-        if shown:
-            text += " — the stream broke after text was shown, so it was not retried"
-        elif attempt > 1:
-            text += f" (gave up after {attempt} attempts)"
-        error = ModelError(text)
-        error.status_code = None  # type: ignore[attr-defined]
-        error.attempts = attempt  # type: ignore[attr-defined]
-        return error
+        text = f"{self._who}: {what}" + _retry_note(attempt, shown, "the stream broke after text was shown")
+        return _model_error(text, None, attempt)
 
     def _cut_error(self, detail: str, attempt: int, shown: bool) -> ModelError:
-        text = f"{self._who}: the stream ended before the server finished the answer ({detail})"
-        if shown:
-            text += " — text was already shown, so it was not retried"
-        elif attempt > 1:
-            text += f" (gave up after {attempt} attempts)"
-        error = ModelError(text)
-        error.status_code = None  # type: ignore[attr-defined]
-        error.attempts = attempt  # type: ignore[attr-defined]
-        return error
+        text = (f"{self._who}: the stream ended before the server finished the answer ({detail})"
+                + _retry_note(attempt, shown, "text was already shown"))
+        return _model_error(text, None, attempt)
 
     # -- responses -------------------------------------------------------------------------------
 
@@ -558,6 +542,21 @@ class OpenAIChatModel:
                              "the server sent no chunks at all (an empty answer)")
         raw_calls = [(s["id"], s["name"], "".join(s["arguments"])) for _, s in sorted(slots.items())]
         return self._response("".join(text), raw_calls, usage, finish_reason, "".join(refusal) or None, limit)
+
+
+def _retry_note(attempt: int, shown: bool, why_not_retried: str) -> str:
+    """How a failed request's message ends: why it was not retried, or how often it was tried."""
+    if shown:
+        return f" \u2014 {why_not_retried}, so it was not retried"
+    return f" (gave up after {attempt} attempts)" if attempt > 1 else ""
+
+
+def _model_error(text: str, status: int | None, attempt: int) -> ModelError:
+    """A ModelError carrying the HTTP status (None: no response) and how many attempts were made."""
+    error = ModelError(text)
+    error.status_code = status  # type: ignore[attr-defined]
+    error.attempts = attempt  # type: ignore[attr-defined]
+    return error
 
 
 def _hit_limit(arguments: str, usage: Usage, limit: int | None) -> bool:
