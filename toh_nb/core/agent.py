@@ -197,7 +197,8 @@ class Agent:
             return
         future = asyncio.get_running_loop().create_future()
         self._idle_waiters.append(future)
-        await asyncio.shield(future)
+        # no shield: a cancelled caller cancels only its own future, which the driver then skips
+        await future
 
     async def dispose(self) -> None:
         """Stop for good: abort the current turn, drop the inbox, wait until the driver is gone."""
@@ -205,6 +206,17 @@ class Agent:
             self.cancel("parent", keep_inbox=False)
             self.disposed = True
         await self.when_idle()
+
+    def dispose_idle(self) -> bool:
+        """``dispose`` done at once when no turn is running (nothing to wait for): True. False: the
+        agent is busy and untouched; await ``dispose()``. Why: disposing a settled one-shot child is on
+        every delegation's path, and a coroutine that never waits still costs its caller a task."""
+        if self._driver is not None:
+            return False
+        if not self.disposed:
+            self.cancel("parent", keep_inbox=False)
+            self.disposed = True
+        return True
 
     # -- driver --------------------------------------------------------------------------------
 
