@@ -202,7 +202,7 @@ class OneShotRuns:
         return run
 
     def _one_shot_result(self, run: SubagentRun, turn: "asyncio.Future[TurnOutcome]") -> None:
-        """The run's outcome from its turn's (a callback on the turn's future: no task per run)."""
+        """The run's outcome from its turn's outcome (a callback on the turn's future: no task per run)."""
         try:
             try:
                 outcome = turn.result()
