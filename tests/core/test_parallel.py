@@ -97,3 +97,33 @@ def test_invalid_calls_in_a_group_get_their_error_in_order():
     results = [e.message.text for e in agent.session.events if e.kind == "tool/result"]
     assert results[0] == "done a" and results[2] == "done c"
     assert results[1] == 'Error: invalid arguments for tool "wait": delay: Field required'
+
+
+def test_pool_watches_each_task_with_one_callback():
+    """Each pooled call's task gets one completion callback, however many calls run beside it
+    (``asyncio.wait`` per wake-up re-registered one on every running task: O(pool) per finished call)."""
+    registrations: list[str] = []
+
+    class CountingTask(asyncio.Task):
+        def add_done_callback(self, fn, *, context=None):
+            if self.get_coro().__name__ == "_invoke_pooled":
+                registrations.append(self.get_name())
+            return super().add_done_callback(fn, context=context)
+
+    async def staggered(ctx, args):  # calls finish on different loop iterations: many wake-ups
+        for _ in range(int(args.tag) % 4 + 1):
+            await asyncio.sleep(0)
+        return f"done {args.tag}"
+
+    async def main():
+        asyncio.get_running_loop().set_task_factory(lambda loop, coro, **kw: CountingTask(coro, loop=loop, **kw))
+        model = ScriptedModel({"root": [[ToolCall("wait", {"delay": 0, "tag": str(i)}) for i in range(30)],
+                                        "finished"]})
+        runtime, agent = make_agent(model, [Tool("wait", "Wait.", DelayArgs, staggered, concurrency_safe=True)],
+                                    max_parallel_tool_calls=10)
+        await agent.submit(user_message("go"))
+        return agent
+
+    agent = asyncio.run(main())
+    assert [m.text for m in agent.conversation if m.role == "tool"] == [f"done {i}" for i in range(30)]
+    assert len(registrations) == 30 and len(set(registrations)) == 30

@@ -197,7 +197,8 @@ class Agent:
             return
         future = asyncio.get_running_loop().create_future()
         self._idle_waiters.append(future)
-        await asyncio.shield(future)
+        # no shield: a cancelled caller cancels only its own future, which the driver then skips
+        await future
 
     async def dispose(self) -> None:
         """Stop for good: abort the current turn, drop the inbox, wait until the driver is gone."""
@@ -205,6 +206,17 @@ class Agent:
             self.cancel("parent", keep_inbox=False)
             self.disposed = True
         await self.when_idle()
+
+    def dispose_idle(self) -> bool:
+        """``dispose`` done at once when no turn is running (nothing to wait for): True. False: the
+        agent is busy and untouched; await ``dispose()``. Why: disposing a settled one-shot child is on
+        every delegation's path, and a coroutine that never waits still costs its caller a task."""
+        if self._driver is not None:
+            return False
+        if not self.disposed:
+            self.cancel("parent", keep_inbox=False)
+            self.disposed = True
+        return True
 
     # -- driver --------------------------------------------------------------------------------
 
@@ -505,6 +517,17 @@ class Agent:
         loop = asyncio.get_running_loop()
         started = 0
         cursor = 0
+        # finished tasks, in completion order, and the future the pool sleeps on while there are none.
+        # Why not asyncio.wait(FIRST_COMPLETED): it adds and removes a callback on every running task
+        # at each wake-up (O(pool) per finished call); one callback per task is enough
+        finished: list[asyncio.Task] = []
+        wake: list[asyncio.Future | None] = [None]
+
+        def on_done(task: asyncio.Task) -> None:
+            finished.append(task)
+            waiter = wake[0]
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
         def launch() -> None:
             nonlocal started
@@ -512,6 +535,7 @@ class Agent:
                 call, tool, args, _ = group[started]
                 self._log_call(turn, call)
                 task = loop.create_task(_invoke_pooled(tool, ToolContext(self, self.runtime, call.id), args))
+                task.add_done_callback(on_done)
                 running[task] = started
                 started += 1
 
@@ -524,7 +548,11 @@ class Agent:
         launch()
         try:
             while running:
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                if not finished:
+                    wake[0] = loop.create_future()
+                    await wake[0]
+                    wake[0] = None
+                done, finished[:] = finished[:], []
                 for task in done:
                     results[running.pop(task)] = task.result()
                 commit_ready()

@@ -9,6 +9,7 @@ job's child exists the moment its job id is returned.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
@@ -44,9 +45,13 @@ class SubagentResult:
 
 
 class SubagentRun:
-    """A one-shot child run. Await ``result``; always ``await dispose()`` (idempotent)."""
+    """A one-shot child run. Await ``result``; always ``await dispose()`` (idempotent).
 
-    __slots__ = ("id", "run_id", "provider", "agent", "_result", "_disposal", "cancelled", "close")
+    Why no task of its own: a delegation is the engine's hot path, so the run's outcome is computed by
+    a callback on the child's turn future and handed straight to each waiter's own future (one loop
+    iteration, no shield chain), and disposing a settled, idle child is done at once, with no task."""
+
+    __slots__ = ("id", "run_id", "provider", "agent", "_result", "_waiters", "_disposal", "cancelled", "close")
 
     def __init__(self, id: str, run_id: str, provider: str, agent: Agent | None,
                  close: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -54,31 +59,78 @@ class SubagentRun:
         self.run_id = run_id
         self.provider = provider
         self.agent = agent
-        self._result: asyncio.Future | None = None
-        self._disposal: asyncio.Task | None = None
+        self._result: asyncio.Future = asyncio.get_running_loop().create_future()
+        #: futures handed out by ``result`` while the run was unsettled (each caller's own)
+        self._waiters: list[asyncio.Future] | None = None
+        #: None: not disposed; True: disposed at once; else the disposal task
+        self._disposal: asyncio.Task | bool | None = None
         self.cancelled = False
         #: releases what the provider's plan holds (a process, an actor); awaited by dispose
         self.close = close
 
-    def began(self, result: "asyncio.Future[SubagentResult]") -> None:
-        """Set once by the service: the task producing the result (it needs the run, so comes after it)."""
-        self._result = result
-
     @property
     def result(self) -> "asyncio.Future[SubagentResult]":
-        # shielded: a caller being cancelled must not cancel the run's own bookkeeping
-        return asyncio.shield(self._result)
+        # each caller gets its own future: a caller being cancelled must not cancel the run's outcome
+        if self._result.done():
+            return self._result
+        waiter = self._result.get_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        return waiter
+
+    def settled(self, value: SubagentResult | None, error: BaseException | None = None) -> None:
+        """Set once by the service: the run's outcome, to the run and to every waiting caller."""
+        waiters, self._waiters = self._waiters, None
+        for future in (self._result, *(waiters or ())):
+            if future.done():  # a waiter whose caller was cancelled
+                continue
+            if error is None:
+                future.set_result(value)
+            elif isinstance(error, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(error)
 
     async def dispose(self) -> None:
         if self._disposal is None:
+            if self._dispose_now():
+                return
             self._disposal = asyncio.get_running_loop().create_task(self._dispose())
-        await asyncio.shield(self._disposal)
+        if self._disposal is not True:
+            await asyncio.shield(self._disposal)
+
+    def _dispose_now(self) -> bool:
+        """Dispose at once when nothing is pending (the outcome is in, the child is idle, the provider
+        holds nothing); False: a task must wait for those. A failure is kept for every later dispose."""
+        if not self._result.done() or self.close is not None:
+            return False
+        if self.agent is not None and not self.agent.dispose_idle():
+            return False
+        self._disposal = True
+        self.cancelled = True
+        self._retrieve()
+        if self.agent is not None:
+            try:
+                self.agent.runtime.unregister(self.agent)
+            except Exception as error:
+                self._disposal = self._result.get_loop().create_future()
+                self._disposal.set_exception(error)
+                raise
+        return True
+
+    def _retrieve(self) -> None:
+        """Mark the outcome's exception as seen: the caller that awaited ``result`` saw it already."""
+        if not self._result.cancelled():
+            self._result.exception()
 
     async def _dispose(self) -> None:
         self.cancelled = True
         if self.agent is not None:
             await self.agent.dispose()
-        await asyncio.gather(self._result, return_exceptions=True)
+        if not self._result.done():
+            await asyncio.wait((self._result,))
+        self._retrieve()
         if self.agent is not None:
             self.agent.runtime.unregister(self.agent)
         if self.close is not None:
@@ -146,19 +198,24 @@ class OneShotRuns:
         plan.wrap_tools(child)
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
         turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
-        run.began(asyncio.get_running_loop().create_task(self._one_shot_result(run, turn)))
+        turn.add_done_callback(functools.partial(self._one_shot_result, run))
         return run
 
-    async def _one_shot_result(self, run: SubagentRun, turn: "asyncio.Future[TurnOutcome]") -> SubagentResult:
+    def _one_shot_result(self, run: SubagentRun, turn: "asyncio.Future[TurnOutcome]") -> None:
+        """The run's outcome from its turn's outcome (a callback on the turn's future: no task per run)."""
         try:
-            outcome = await turn
-            stop = TURN_TO_STOP.get(outcome.reason, "error")
-            if run.cancelled and stop != "completed":
-                stop = "aborted"
-            diagnostic = outcome.error if stop in ("error", *BUDGET_STOPS) else None
-            result = SubagentResult(stop, outcome.output, diagnostic, outcome.usage)
-        except BaseException:
-            publish_end(self.runtime, run.run_id, run.provider, run.id, "error", [], run.agent)
-            raise
-        publish_end(self.runtime, run.run_id, run.provider, run.id, result.stop_reason, result.output, run.agent)
-        return result
+            try:
+                outcome = turn.result()
+                stop = TURN_TO_STOP.get(outcome.reason, "error")
+                if run.cancelled and stop != "completed":
+                    stop = "aborted"
+                diagnostic = outcome.error if stop in ("error", *BUDGET_STOPS) else None
+                result = SubagentResult(stop, outcome.output, diagnostic, outcome.usage)
+            except BaseException:
+                publish_end(self.runtime, run.run_id, run.provider, run.id, "error", [], run.agent)
+                raise
+            publish_end(self.runtime, run.run_id, run.provider, run.id, result.stop_reason, result.output, run.agent)
+        except BaseException as error:
+            run.settled(None, error)
+        else:
+            run.settled(result)

@@ -23,6 +23,10 @@ from .activations import Activation, Activations
 if TYPE_CHECKING:
     from ..core.runtime import Runtime
 
+#: the fixed blocks of every settlement notice, shared (``Text`` is frozen): one object per process, not per notice
+_CLOSING = Text(texts.CLOSING_MESSAGE)
+_NO_CLOSING = Text(texts.NO_CLOSING_MESSAGE)
+
 #: stop reason of a settled epoch from its last turn's end (unknown: ``error``)
 EPOCH_TURN_TO_STOP = EPOCH_STOP
 
@@ -148,10 +152,10 @@ class Settlement(Activations):
         line = texts.settled_line(act.child.id, stop)
         content: list = [Text(line)]
         if output:
-            content.append(Text(texts.CLOSING_MESSAGE))
+            content.append(_CLOSING)
             content.extend(output)
         else:
-            content.append(Text(texts.NO_CLOSING_MESSAGE))
+            content.append(_NO_CLOSING)
         message = Message("user", content, id=self.runtime.ids.message(),
                           source=Source("subagent-settled", form="notice", sender=act.child.id,
                                         summary=bound(line)))
