@@ -62,6 +62,17 @@ def check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any,
     check_text(provider, "provider")
 
 
+def stored_root_id(store: Any, root_id: str | None) -> str | None:
+    """The root session a hub on ``store`` continues (``root_id``, else the newest stored root), or None
+    for a new one. The sync Hub calls it in the caller's thread to read that log off the shared loop."""
+    if root_id is not None and not is_valid_id(root_id):
+        raise UsageError(f"root_id {root_id!r} is not a valid id (letters, digits, '-', '_', '.', ':')")
+    if root_id is not None:
+        return root_id if store.exists(root_id) else None
+    roots = [h for h in store.headers() if h.origin == ROOT_ORIGIN]
+    return max(roots, key=lambda h: h.created).id if roots else None
+
+
 def _default_label(prompt: str) -> str:
     words = prompt.split()
     label = " ".join(words[:5])
@@ -269,15 +280,8 @@ class AsyncHub:
 
     def _make_root(self, root_id: str | None, limits: Limits, max_tokens: int | None) -> Any:
         store = self._store
-        if root_id is not None and not is_valid_id(root_id):
-            raise UsageError(f"root_id {root_id!r} is not a valid id (letters, digits, '-', '_', '.', ':')")
-        existing = None
-        if root_id is not None and store.exists(root_id):
-            existing = store.open(root_id)
-        elif root_id is None:
-            roots = [h for h in store.headers() if h.origin == ROOT_ORIGIN]
-            if roots:
-                existing = store.open(max(roots, key=lambda h: h.created).id)
+        stored = stored_root_id(store, root_id)
+        existing = store.open(stored) if stored is not None else None
         if existing is not None:
             repair_tail(existing)
             session = existing

@@ -440,3 +440,26 @@ def test_the_store_opens_in_the_callers_thread_not_on_the_shared_loop(tmp_path, 
     with tn.Hub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path)) as hub:
         assert hub.spawn("x").text == "ok"
     assert threads == [threading.current_thread().name]  # not the portal's loop thread
+
+
+def test_reopening_reads_the_roots_log_in_the_callers_thread(tmp_path, monkeypatch):
+    import threading
+
+    from toh_nb.store import jsonl
+
+    with tn.Hub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path)) as hub:
+        hub.run("remember this")
+        root = hub.root
+    reads = []
+    original = jsonl.JsonlStore._read_locked
+
+    def spy(self, session_id):
+        reads.append((session_id, threading.current_thread().name))
+        return original(self, session_id)
+
+    monkeypatch.setattr(jsonl.JsonlStore, "_read_locked", spy)
+    with tn.Hub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path)) as hub:
+        assert hub.root == root
+        assert hub.run("and now?").text == "ok"
+    assert (root, threading.current_thread().name) in reads
+    assert all(name == threading.current_thread().name for session_id, name in reads if session_id == root)

@@ -43,7 +43,7 @@ from ..core.model import Model
 from ..core.tools import ToolResult
 from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
 from ..core.checks import agent_id_of, check_text, check_timeout
-from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, check_start_options
+from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, check_start_options, stored_root_id
 from ..results import AgentListing, RunResult
 from ..store import open_store
 from ..store.base import SessionStore
@@ -202,6 +202,9 @@ class Hub:
         # not run on the portal loop that every hub of the process shares
         opened = open_store(store, **({"fsync": fsync} if fsync is not None else {}))
         try:
+            root = stored_root_id(opened, root_id)
+            if root is not None:
+                opened.open(root)  # the root's own log is read here too (the store keeps the session)
             runner = portals.acquire() if loop == "portal" else portals.KernelRunner()
         except BaseException:
             opened.close()
