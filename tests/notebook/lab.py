@@ -174,6 +174,25 @@ def lab_page(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb",
             context.close()
 
 
+@contextlib.contextmanager
+def reported(page, server: "LabServer", shot: pathlib.Path) -> Iterator[None]:
+    """Run a browser check: it also fails on any uncaught JavaScript error of the page, and a failure
+    keeps a screenshot and the tail of JupyterLab's log in its message."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        yield
+        errors = page.evaluate("() => window.__pageErrors")
+        assert errors == [], f"uncaught JavaScript errors in the page: {errors}"
+    except (AssertionError, PlaywrightError) as error:
+        try:
+            page.screenshot(path=str(shot), full_page=True)
+        except PlaywrightError:
+            pass
+        raise AssertionError(f"{error}\nscreenshot: {shot}\nserver log ({server.log}):\n"
+                             f"{server.log_tail()}") from error
+
+
 def run_all(page) -> None:
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
 

@@ -58,87 +58,76 @@ def test_agent_tree_buttons_filters_and_timeline_in_jupyterlab(tmp_path):
     reason = lab.missing()
     if reason:
         pytest.skip(reason)
-    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect
 
     shot = tmp_path / "agent-tree.png"
     started = time.monotonic()
-    with lab.lab_page(tmp_path, CELLS) as (page, server):
-        try:
-            lab.run_all(page)
-            cells = page.locator(".jp-Notebook .jp-CodeCell")
-            expect(cells).to_have_count(len(CELLS))
-            output = cells.nth(len(CELLS) - 1).locator(".jp-Cell-outputArea")
-            tree = output.locator(".toh-tree")  # the widget's own view, not the static fallback
-            expect(tree).to_contain_text("agent tree")
-            rows = tree.locator(".toh-row")
-            expect(rows).to_have_count(5)  # root, editor, summary, the job and its child
-            editor = tree.locator('.toh-row[data-id="agent-1"]')
-            node = page.evaluate(ROW_JS, [output.element_handle(), "agent-1"])
-            assert node is not None, "no row for agent-1 in the widget"
-            assert (node["name"], node["id"], node["title"]) == ("editor", "agent-1", "agent-1 (click to copy)"), node
-            assert node["badge"] in BADGE_STATUSES, node
-            assert node["badgeBackground"] not in (None, "", "rgba(0, 0, 0, 0)"), f"the badge has no colour: {node}"
-            expect(editor).to_contain_text("turns 1")
-            expect(tree.locator('.toh-row[data-id="root"]')).to_contain_text("root (you)")
+    with lab.lab_page(tmp_path, CELLS) as (page, server), lab.reported(page, server, shot):
+        lab.run_all(page)
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        expect(cells).to_have_count(len(CELLS))
+        output = cells.nth(len(CELLS) - 1).locator(".jp-Cell-outputArea")
+        tree = output.locator(".toh-tree")  # the widget's own view, not the static fallback
+        expect(tree).to_contain_text("agent tree")
+        rows = tree.locator(".toh-row")
+        expect(rows).to_have_count(5)  # root, editor, summary, the job and its child
+        editor = tree.locator('.toh-row[data-id="agent-1"]')
+        node = page.evaluate(ROW_JS, [output.element_handle(), "agent-1"])
+        assert node is not None, "no row for agent-1 in the widget"
+        assert (node["name"], node["id"], node["title"]) == ("editor", "agent-1", "agent-1 (click to copy)"), node
+        assert node["badge"] in BADGE_STATUSES, node
+        assert node["badgeBackground"] not in (None, "", "rgba(0, 0, 0, 0)"), f"the badge has no colour: {node}"
+        expect(editor).to_contain_text("turns 1")
+        expect(tree.locator('.toh-row[data-id="root"]')).to_contain_text("root (you)")
 
-            # Send: the message reaches the engine; the row shows the second turn
-            editor.locator(".toh-send-text").fill("Please tighten the intro")
-            editor.locator("button.toh-send-button").click()
-            expect(tree.locator(".toh-message")).to_have_text(REPLY)
-            expect(editor).to_contain_text("turns 2")
+        # Send: the message reaches the engine; the row shows the second turn
+        editor.locator(".toh-send-text").fill("Please tighten the intro")
+        editor.locator("button.toh-send-button").click()
+        expect(tree.locator(".toh-message")).to_have_text(REPLY)
+        expect(editor).to_contain_text("turns 2")
 
-            # search and status filter
-            tree.locator("input.toh-search").fill("summ")
-            expect(rows).to_have_count(2)
-            expect(tree.locator('.toh-row[data-id="agent-2"]')).to_contain_text("summary")
-            tree.locator("input.toh-search").fill("")
-            expect(rows).to_have_count(5)
-            tree.locator("select.toh-status-filter").select_option("running")
-            expect(rows).to_have_count(3)  # root (the ancestor), the job and its child
-            expect(tree.locator('.toh-row[data-id="subagent-1"]')).to_be_visible()
+        # search and status filter
+        tree.locator("input.toh-search").fill("summ")
+        expect(rows).to_have_count(2)
+        expect(tree.locator('.toh-row[data-id="agent-2"]')).to_contain_text("summary")
+        tree.locator("input.toh-search").fill("")
+        expect(rows).to_have_count(5)
+        tree.locator("select.toh-status-filter").select_option("running")
+        expect(rows).to_have_count(3)  # root (the ancestor), the job and its child
+        expect(tree.locator('.toh-row[data-id="subagent-1"]')).to_be_visible()
 
-            # Kill the running job; the filter then has no running rows left
-            tree.locator('.toh-row[data-id="subagent-1"] button.toh-kill').click()
-            expect(tree.locator(".toh-message")).to_have_text(KILLED)
-            expect(rows).to_have_count(0)
-            tree.locator("select.toh-status-filter").select_option("")
-            expect(tree.locator('.toh-row[data-id="subagent-1"] .toh-badge')).to_have_text("killed")
-            expect(tree.locator('.toh-row[data-id="subagent-1"] button.toh-kill')).to_have_count(0)
+        # Kill the running job; the filter then has no running rows left
+        tree.locator('.toh-row[data-id="subagent-1"] button.toh-kill').click()
+        expect(tree.locator(".toh-message")).to_have_text(KILLED)
+        expect(rows).to_have_count(0)
+        tree.locator("select.toh-status-filter").select_option("")
+        expect(tree.locator('.toh-row[data-id="subagent-1"] .toh-badge')).to_have_text("killed")
+        expect(tree.locator('.toh-row[data-id="subagent-1"] button.toh-kill')).to_have_count(0)
 
-            # collapse the root: only it stays; expand again
-            tree.locator('.toh-row[data-id="root"] button.toh-caret').click()
-            expect(rows).to_have_count(1)
-            tree.locator('.toh-row[data-id="root"] button.toh-caret').click()
-            expect(rows).to_have_count(5)
+        # collapse the root: only it stays; expand again
+        tree.locator('.toh-row[data-id="root"] button.toh-caret').click()
+        expect(rows).to_have_count(1)
+        tree.locator('.toh-row[data-id="root"] button.toh-caret').click()
+        expect(rows).to_have_count(5)
 
-            # the chat view of a transcript
-            editor.locator("button.toh-transcript").click()
-            chat = tree.locator(".toh-chat")
-            expect(chat).to_contain_text("conversation of editor (agent-1)")
-            expect(chat.locator(".toh-msg-user").first).to_contain_text("You edit texts")
-            expect(chat.locator(".toh-msg-user").nth(1)).to_contain_text("Please tighten the intro")
+        # the chat view of a transcript
+        editor.locator("button.toh-transcript").click()
+        chat = tree.locator(".toh-chat")
+        expect(chat).to_contain_text("conversation of editor (agent-1)")
+        expect(chat.locator(".toh-msg-user").first).to_contain_text("You edit texts")
+        expect(chat.locator(".toh-msg-user").nth(1)).to_contain_text("Please tighten the intro")
 
-            # the timeline: a lane and a bar per row
-            tree.locator("button.toh-view-timeline").click()
-            expect(tree.locator(".toh-lane")).to_have_count(5)
-            expect(tree.locator(".toh-rows")).to_be_hidden()
-            widths = page.evaluate("""(tree) => [...tree.querySelectorAll('.toh-bar')]
-                .map((bar) => bar.getBoundingClientRect().width)""", tree.element_handle())
-            assert len(widths) == 5 and all(w > 0 for w in widths), widths
-            page.screenshot(path=str(shot), full_page=True)
-            tree.locator("button.toh-view-tree").click()
-            expect(tree.locator(".toh-rows")).to_be_visible()
+        # the timeline: a lane and a bar per row
+        tree.locator("button.toh-view-timeline").click()
+        expect(tree.locator(".toh-lane")).to_have_count(5)
+        expect(tree.locator(".toh-rows")).to_be_hidden()
+        widths = page.evaluate("""(tree) => [...tree.querySelectorAll('.toh-bar')]
+            .map((bar) => bar.getBoundingClientRect().width)""", tree.element_handle())
+        assert len(widths) == 5 and all(w > 0 for w in widths), widths
+        page.screenshot(path=str(shot), full_page=True)
+        tree.locator("button.toh-view-tree").click()
+        expect(tree.locator(".toh-rows")).to_be_visible()
 
-            errors = page.evaluate("() => window.__pageErrors")
-            assert errors == [], f"uncaught JavaScript errors in the page: {errors}"
-        except (AssertionError, PlaywrightError) as error:
-            try:
-                page.screenshot(path=str(shot), full_page=True)
-            except PlaywrightError:
-                pass
-            raise AssertionError(f"{error}\nscreenshot: {shot}\nserver log ({server.log}):\n"
-                                 f"{server.log_tail()}") from error
     assert shot.exists()
     print(f"browser check took {time.monotonic() - started:.1f} s; screenshot {shot}")
 
@@ -161,33 +150,22 @@ def test_an_acp_permission_request_is_answered_with_its_allow_button(tmp_path):
     if reason:
         pytest.skip(reason)
     pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
-    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect
 
     work = tmp_path / "work"
     work.mkdir()
     cells = ask_cells(work)
     shot = tmp_path / "agent-tree-ask.png"
-    with lab.lab_page(tmp_path, cells) as (page, server):
-        try:
-            lab.run_all(page)
-            output = page.locator(".jp-Notebook .jp-CodeCell").nth(len(cells) - 1).locator(".jp-Cell-outputArea")
-            tree = output.locator(".toh-tree")
-            ask = tree.locator(".toh-ask")
-            expect(ask).to_have_count(1)
-            expect(ask).to_contain_text(f"agent-1 asks permission: Write {work}/out.txt (edit)")
-            page.screenshot(path=str(shot), full_page=True)
-            ask.locator("button.toh-allow").click()
-            expect(tree.locator(".toh-message")).to_have_text(f"allowed: Write {work}/out.txt (agent-1)")
-            expect(ask).to_have_count(0)
-            expect(tree.locator('.toh-row[data-id="subagent-1"] .toh-badge')).to_have_text("completed")
-            assert (work / "out.txt").read_text() == "hello"
-            errors = page.evaluate("() => window.__pageErrors")
-            assert errors == [], f"uncaught JavaScript errors in the page: {errors}"
-        except (AssertionError, PlaywrightError) as error:
-            try:
-                page.screenshot(path=str(shot), full_page=True)
-            except PlaywrightError:
-                pass
-            raise AssertionError(f"{error}\nscreenshot: {shot}\nserver log ({server.log}):\n"
-                                 f"{server.log_tail()}") from error
+    with lab.lab_page(tmp_path, cells) as (page, server), lab.reported(page, server, shot):
+        lab.run_all(page)
+        output = page.locator(".jp-Notebook .jp-CodeCell").nth(len(cells) - 1).locator(".jp-Cell-outputArea")
+        tree = output.locator(".toh-tree")
+        ask = tree.locator(".toh-ask")
+        expect(ask).to_have_count(1)
+        expect(ask).to_contain_text(f"agent-1 asks permission: Write {work}/out.txt (edit)")
+        page.screenshot(path=str(shot), full_page=True)
+        ask.locator("button.toh-allow").click()
+        expect(tree.locator(".toh-message")).to_have_text(f"allowed: Write {work}/out.txt (agent-1)")
+        expect(ask).to_have_count(0)
+        expect(tree.locator('.toh-row[data-id="subagent-1"] .toh-badge')).to_have_text("completed")
+        assert (work / "out.txt").read_text() == "hello"
