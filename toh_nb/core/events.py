@@ -23,7 +23,7 @@ import logging
 from time import monotonic as _monotonic
 from time import time as _wall_clock
 from collections import deque
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Iterable
 
 logger = logging.getLogger("toh_nb")
@@ -46,9 +46,6 @@ class HubEvent:
     def fields(self) -> dict[str, Any]:
         """The event's own fields (without the common ones), e.g. for a table row."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _COMMON}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **asdict(self)}
 
 
 _COMMON = {"agent_id", "parent_id", "depth", "time", "monotonic"}
@@ -302,7 +299,3 @@ class EventBus:
         logger.warning("%s: %s", source, message)
         cls = ListenerFailed if failed else Problem
         self.publish(cls(agent_id=agent_id, source=source, message=message))
-
-    def recorded(self, kinds: Iterable[str] | None = None) -> list[HubEvent]:
-        wanted = None if kinds is None else set(kinds)
-        return [e for e in self.history if wanted is None or e.kind in wanted]

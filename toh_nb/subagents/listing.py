@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from ..core.errors import StoreError
 from ..core.session import SessionHeader
+from ..core.states import AgentStatus
 from . import descriptor as descriptors
 from . import texts
 
@@ -46,12 +47,12 @@ class AgentList(list):
         return "\n".join(str(e) for e in self) if self else texts.NO_SUBAGENTS
 
 
-def status_of(agents: dict, child_id: str) -> str:
+def status_of(agents: dict, child_id: str) -> AgentStatus:
     """``running`` / ``idle`` for a resident child (``agents``: the runtime's registry), else ``ready``."""
     agent = agents.get(child_id)
     if agent is None:
-        return "ready"
-    return "running" if agent.status == "running" else "idle"
+        return AgentStatus.READY
+    return AgentStatus.RUNNING if agent.status == "running" else AgentStatus.IDLE
 
 
 #: why a settled child could not resume (its provider's answer), or None: ``(provider name, child id)``

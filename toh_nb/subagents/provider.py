@@ -64,9 +64,6 @@ class Capabilities:
                 return bool(getattr(self, field_name))
         return False
 
-    def __contains__(self, name: object) -> bool:  # ``"depthLimit" in provider.capabilities``
-        return isinstance(name, str) and self.supports(name)
-
 
 @dataclass(slots=True)
 class ChildPlan:
