@@ -65,3 +65,31 @@ def test_a_model_object_with_a_sync_request_method_works():
             return (await hub.run("hi")).text
 
     assert asyncio.run(main()) == "False"  # ran in a worker thread, not on the loop's thread
+
+
+def test_async_detection_covers_functions_methods_objects_and_partials():
+    import functools
+
+    from toh_nb.core.model import is_async_callable
+
+    async def coro(req):
+        return "x"
+
+    def plain(req):
+        return "x"
+
+    class AsyncCall:
+        async def __call__(self, req):
+            return "x"
+
+    class SyncCall:
+        def __call__(self, req):
+            return "x"
+
+    class Model:
+        async def request(self, req):
+            return "x"
+
+    assert [is_async_callable(f) for f in (coro, plain, AsyncCall(), SyncCall(), Model().request,
+                                           functools.partial(coro), functools.partial(plain),
+                                           lambda req: "x")] == [True, False, True, False, True, True, False, False]

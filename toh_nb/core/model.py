@@ -12,6 +12,7 @@ instruction.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
@@ -95,7 +96,20 @@ def coerce_response(value: Any) -> ModelResponse:
 
 
 def is_async_callable(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    """Whether calling ``fn`` gives a coroutine. Asked on every model call (a hot path), so the answer is
+    cached per underlying function: a bound method's function, a callable object's class ``__call__``."""
+    if inspect.ismethod(fn):
+        return _is_coroutine_function(fn.__func__)
+    if inspect.isfunction(fn):
+        return _is_coroutine_function(fn)
+    if isinstance(fn, functools.partial):  # inspect unwraps partials; keep its answer, uncached
+        return inspect.iscoroutinefunction(fn)
+    return _is_coroutine_function(getattr(type(fn), "__call__", None))
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_coroutine_function(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn)
 
 
 async def call_off_loop(fn: Callable[[Any], Any], request: Any) -> Any:
