@@ -212,7 +212,9 @@ class Hub:
         build = functools.partial(AsyncHub, model, store=opened, max_depth=max_depth,
                                   max_parallel_tool_calls=max_parallel_tool_calls, ids=ids,
                                   background_mode=background_mode, tools=tools,
-                                  delegation_tools=delegation_tools, root_id=root_id, fsync=fsync,
+                                  delegation_tools=delegation_tools, fsync=fsync,
+                                  # the root found above, named: the hub then only checks it exists
+                                  root_id=root if root is not None else root_id,
                                   max_jobs_per_owner=max_jobs_per_owner, report_delivery=report_delivery,
                                   max_tokens=max_tokens, max_steps=max_steps, token_budget=token_budget,
                                   turn_timeout=turn_timeout, providers=providers, history=history,
