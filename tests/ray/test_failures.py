@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import toh_nb as tn
-from toh_nb.core.session import TURN_END
+from toh_nb.core.session import TOOL_CALL, TURN_END
 from toh_nb.ray.pool import NAME_PREFIX
 
 from ..helpers import render, until
@@ -66,6 +66,9 @@ def test_a_host_killed_during_a_user_tool_fails_the_call_and_ends_the_turn_error
         async with tn.AsyncHub(ids="sequential", providers={"ray": provider}, tools=[stall]) as hub:
             job = await hub.spawn("stall", label="worker", background=True, provider="ray")
             await until(lambda: marks_of(marks) == ["tool started"], "the remote tool to start", WAIT)
+            # records stream back in batches: kill once the driver has logged the call (what it lost is lost)
+            await until(lambda: any(e.kind == TOOL_CALL for e in hub.runtime.agents["agent-1"].session.events),
+                        "the driver to log the call", WAIT)
             host = provider._pool.placement["agent-1"]
             os.kill(host.pid, signal.SIGKILL)
             await job.output(wait=True, timeout=WAIT)

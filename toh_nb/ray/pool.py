@@ -106,6 +106,16 @@ class HostRecord:
         return f"host actor {self.name} (pid {self.pid}) on node {self.node_ip} [{self.node_id[:12]}]"
 
 
+def host_died_text(host: HostRecord, error: BaseException) -> str:
+    """The diagnostic of a turn whose host actor (or its node) died mid-call."""
+    return f"the Ray {host.describe()} died during this call ({type(error).__name__})"
+
+
+def call_failed_text(host: HostRecord, error: BaseException) -> str:
+    """The diagnostic of a call that failed in Ray itself (a lost object, a system error)."""
+    return f"Ray could not complete this call on the {host.describe()}: {type(error).__name__}"
+
+
 class HostPool:
     """A pool of async host actors shared by every child of one provider."""
 

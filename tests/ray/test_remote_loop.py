@@ -1,0 +1,120 @@
+"""The agent loop of a Ray child runs on its host actor: one Ray call per turn streams the turn's records
+back, whatever the number of steps; toh_nb's own tools run in the driver for the host; messages that
+reach a child mid-loop (notices) are read at the host's next step boundary; a cut turn gets the
+in-process abort records; and what a child runs on may be given Ray resources of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+import toh_nb as tn
+from toh_nb.core.tools import ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL
+
+from ..helpers import render, until
+from .scripts import Script, add, hold, marks_of, nap, where
+from .test_scenarios import WAIT, both_ways
+
+pytestmark = pytest.mark.slow
+
+
+def test_five_tool_calling_steps_cost_one_ray_call_and_run_in_the_host_process(ray_cluster):
+    async def main():
+        provider = tn.RayProvider(Script())
+        async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}, tools=[where]) as hub:
+            await hub.spawn("warm", label="warm", provider="ray")
+            before = provider.round_trips
+            result = await hub.spawn("five steps", label="stepper", provider="ray")
+            lines = render(hub.runtime.store.open(result.agent_id))
+            return result, provider.round_trips - before, {h.pid for h in provider._pool.hosts}, lines
+
+    result, round_trips, host_pids, lines = asyncio.run(main())
+    assert round_trips == 1  # one streamed call for the whole turn: not one per model call or tool call
+    model_pid = int(result.text.split("model pid ")[1].split(";")[0])
+    assert model_pid != os.getpid() and model_pid in host_pids
+    assert result.text.endswith(f"tools ['pid {model_pid}']")  # the user tool ran in the same host process
+    assert result.usage.input_tokens == 25 and result.usage.output_tokens == 5
+    assert [line.split(" ")[0] for line in lines if line.startswith(("TOOL", "ASSISTANT"))] == \
+        ["ASSISTANT:", "TOOL-CALL", "TOOL-RESULT"] * 5 + ["ASSISTANT:"]
+
+
+def test_a_notice_that_arrives_mid_loop_is_read_at_the_next_step_as_with_spawn(ray_cluster, tmp_path):
+    async def scenario(hub, provider, marks):
+        kid = await hub.start("fan", label="fanner", provider=provider)
+        closing = await kid.wait(timeout=WAIT)
+        return closing
+
+    out = both_ways(scenario, tmp_path)
+    closing, logs = out["ray"]
+    notice = "background job subagent-1 (subagent: bg) finished [status: completed]. Read its output with job_output."
+    assert closing == f"fanner: user: {notice}"
+    # read at the step after the waited job_output, inside the turn the host was running
+    assert logs["agent-1"][-4:] == ["TOOL-RESULT o1: bg: the sum is 5\n[status: completed]",
+                                    f"USER [plugin notice tool-jobs]: {notice}", f"ASSISTANT: fanner: user: {notice}",
+                                    '-- turn 1 end: {"kind":"completed"}']
+    assert out["ray"] == out["spawn"]
+
+
+def test_interrupt_mid_loop_commits_the_in_process_abort_records(ray_cluster, tmp_path):
+    async def scenario(hub, provider, marks):
+        kid = await hub.start("nap then add", label="napper", provider=provider)
+        await until(lambda: any(m.startswith("nap started") for m in marks_of(marks)), "the nap to start", WAIT)
+        if provider == "ray":  # the driver must have seen the call start (records stream back in batches)
+            await until(lambda: "TOOL-CALL n1 nap" in render(hub.runtime.agents[kid.id].session),
+                        "the driver to log the call", WAIT)
+        hub.interrupt(kid.id)
+        await kid.wait(timeout=WAIT)
+        await until(lambda: "nap cancelled" in marks_of(marks), "the remote nap's cancellation", WAIT)
+        await hub.send(kid.id, "compute")
+        return await kid.wait(timeout=WAIT)
+
+    out = both_ways(scenario, tmp_path, tools=[add, nap])
+    closing, logs = out["ray"]
+    assert closing == "napper: the sum is 5"
+    assert logs["agent-1"][4:8] == ["TOOL-CALL n1 nap", f"TOOL-RESULT n1 (isError): Error: {ABORTED_DURING_CALL}",
+                                    f"TOOL-RESULT a1 (isError): Error: {ABORTED_BEFORE_DISPATCH}",
+                                    '-- turn 1 end: {"kind":"aborted"}']
+    assert out["ray"] == out["spawn"]
+
+
+def test_interrupting_a_child_inside_its_own_subagent_call_keeps_that_tools_abort_rendering(ray_cluster, tmp_path):
+    async def scenario(hub, provider, marks):
+        kid = await hub.start("delegate a block", label="outer", provider=provider)
+        await until(lambda: marks_of(marks) == ["started agent-2"], "the inner turn to start", WAIT)
+        hub.interrupt(kid.id)
+        await kid.wait(timeout=WAIT)
+        return kid.status
+
+    out = both_ways(scenario, tmp_path)
+    status, logs = out["ray"]
+    assert status == "ready"
+    assert logs["agent-1"][-2:] == ["TOOL-RESULT d1 (isError): Error: subagent run was cancelled",
+                                    '-- turn 1 end: {"kind":"aborted"}']
+    assert out["ray"] == out["spawn"]
+
+
+def test_child_resources_run_a_childs_tool_calls_as_ray_tasks_holding_them(ray_cluster, tmp_path):
+    marks = str(tmp_path / "marks")
+
+    async def main():
+        provider = tn.RayProvider(Script(marks), child_resources=lambda child: (
+            {"num_cpus": 1} if child.label == "heavy" else None))
+        async with tn.AsyncHub(Script(marks), ids="sequential", providers={"ray": provider}, tools=[hold]) as hub:
+            job = await hub.spawn("hold", label="heavy", background=True, provider="ray")
+            await until(lambda: len(marks_of(marks)) == 1, "the tool to start", WAIT)
+            await until(lambda: ray_cluster.available_resources().get("CPU") == 1.0, "Ray to account the CPU", WAIT)
+            Path(marks + ".release").touch()
+            heavy = await job.output(wait=True, timeout=WAIT)
+            light = (await hub.spawn("hold", label="light", provider="ray")).text
+            return heavy, light, {h.pid for h in provider._pool.hosts}
+
+    heavy, light, host_pids = asyncio.run(main())
+    heavy_pid, light_pid = int(heavy.rsplit(" ", 1)[1]), int(light.rsplit(" ", 1)[1])
+    assert heavy_pid not in host_pids and heavy_pid != os.getpid()  # a Ray task's worker, not the host
+    assert light_pid in host_pids  # without child resources the tool runs on the child's host
+    with pytest.raises(tn.UsageError) as info:
+        tn.RayProvider(child_resources={"cpus": 1})
+    assert str(info.value) == "child_resources names 'cpus'; allowed: num_cpus, num_gpus, memory, resources"
