@@ -83,23 +83,29 @@ def test_a_host_killed_during_a_user_tool_fails_the_call_and_ends_the_turn_error
                           '-- turn 1 end: {"kind":"error"}']
 
 
-def test_a_ray_child_resumes_after_a_hub_restart(ray_cluster, tmp_path):
+def test_a_ray_child_resumes_after_a_hub_restart_on_another_host(ray_cluster, tmp_path):
     store = str(tmp_path / "runs")
 
     async def first():
-        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": tn.RayProvider()}) as hub:
+        provider = tn.RayProvider()
+        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": provider}) as hub:
             kid = await hub.start("first", label="keeper", provider="ray")
-            return await kid.wait(timeout=WAIT)
+            return await kid.wait(timeout=WAIT), provider._pool.placement[kid.id].pid
 
     async def second():
-        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": tn.RayProvider()}) as hub:
+        provider = tn.RayProvider()
+        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": provider}) as hub:
             listed = str(hub.list_agents())
             sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
             closing = await hub.wait_settled("agent-1", timeout=WAIT)
-            return listed, sent.text, closing, render(hub.runtime.store.open("agent-1"))
+            return (listed, sent.text, closing, render(hub.runtime.store.open("agent-1")),
+                    provider._pool.placement["agent-1"].pid, provider.messages_sent)
 
-    assert asyncio.run(first()) == "keeper: first"
-    listed, sent, closing, lines = asyncio.run(second())
+    closing, first_pid = asyncio.run(first())
+    assert closing == "keeper: first"
+    listed, sent, closing, lines, second_pid, messages_sent = asyncio.run(second())
+    assert second_pid != first_pid  # a new pool: another host process took the whole conversation
+    assert messages_sent == 3
     assert listed == "agent-1 [ready] \u2014 keeper"
     assert sent == "message queued as the next turn for subagent agent-1"
     assert closing == "keeper: second"
@@ -182,3 +188,35 @@ def test_secrets_travel_in_the_runtime_env_never_in_logs_events_or_reprs(ray_clu
     with pytest.raises(tn.UsageError, match='env_vars names "TOH_NB_MISSING", which is not set'):
         asyncio.run(tn.RayProvider(Script(), env_vars=["TOH_NB_MISSING"]).plan(
             tn.ChildInfo("agent-1", "one-shot", "x", 1, "root", None, lambda *a: None)))
+
+
+def test_what_cannot_be_pickled_at_a_resume_after_a_restart_is_named(ray_cluster, tmp_path):
+    store = str(tmp_path / "runs")
+    lock = threading.Lock()
+
+    def guarded(x: int) -> int:
+        """Use the lock."""
+        with lock:
+            return x
+
+    async def first():
+        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": tn.RayProvider()}) as hub:
+            kid = await hub.start("first", label="keeper", provider="ray")
+            return await kid.wait(timeout=WAIT)
+
+    async def resume(model, tools):
+        async with tn.AsyncHub(model, ids="sequential", store=store, tools=tools,
+                               providers={"ray": tn.RayProvider()}) as hub:
+            sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
+            return sent.text, str(hub.list_agents()), sorted(hub.runtime.agents)
+
+    assert asyncio.run(first()) == "keeper: first"
+    tool_text, listed, live = asyncio.run(resume(Script(), [guarded]))
+    assert tool_text.startswith('Error: RayProvider cannot send the tool "guarded" (test_what_cannot_be_pickled_at_a_'
+                                "resume_after_a_restart_is_named.<locals>.guarded) to a Ray actor: it could not be "
+                                "pickled (TypeError: cannot pickle '_thread.lock' object)")
+    assert listed == "agent-1 [ready] \u2014 keeper" and live == ["root"]  # nothing half-made stays registered
+    model_text, _, _ = asyncio.run(resume(Locked(), []))
+    assert model_text == ("Error: RayProvider cannot send the model (Locked) to a Ray actor: it could not be pickled "
+                          "(TypeError: cannot pickle '_thread.lock' object); pass RayProvider(model=...) a factory "
+                          "defined at module level, or a picklable model")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import toh_nb as tn
+from toh_nb.core.session import conversation_of
 from toh_nb.core.tools import ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL
 
 from ..helpers import render, until
@@ -118,3 +119,53 @@ def test_child_resources_run_a_childs_tool_calls_as_ray_tasks_holding_them(ray_c
     with pytest.raises(tn.UsageError) as info:
         tn.RayProvider(child_resources={"cpus": 1})
     assert str(info.value) == "child_resources names 'cpus'; allowed: num_cpus, num_gpus, memory, resources"
+
+
+def test_the_host_keeps_the_conversation_so_each_turn_sends_only_new_messages(ray_cluster, tmp_path):
+    marks = str(tmp_path / "marks")
+
+    async def main():
+        provider = tn.RayProvider(Script(marks))
+        async with tn.AsyncHub(Script(marks), ids="sequential", providers={"ray": provider}) as hub:
+            kid = await hub.start("one", label="kid", provider="ray")
+            sent = []
+            for message in ("two", "three"):
+                await kid.wait(timeout=WAIT)  # settled: the next message resumes it (a new activation)
+                sent.append(provider.messages_sent)
+                await hub.send(kid.id, message)
+            await kid.wait(timeout=WAIT)
+            sent.append(provider.messages_sent)
+            await hub.send(kid.id, "block me")  # cut by an interrupt: the host's copy is no longer trusted
+            await until(lambda: len(marks_of(marks)) == 1, "the remote turn to start", WAIT)
+            hub.interrupt(kid.id)
+            await kid.wait(timeout=WAIT)
+            before = provider.messages_sent
+            await hub.send(kid.id, "four")
+            closing = await kid.wait(timeout=WAIT)
+            conversation = conversation_of(hub.runtime.store.open(kid.id).events)
+            return sent, provider.messages_sent - before, len(conversation), closing
+
+    sent, after_cut, conversation, closing = asyncio.run(main())
+    assert sent == [1, 2, 3]  # one new user message per turn, never the conversation so far
+    assert closing == "kid: four"
+    assert after_cut == conversation - 1  # everything again, except the answer the host then adds itself
+
+
+def test_a_provider_shared_by_two_hubs_keeps_its_pool_until_the_last_closes(ray_cluster):
+    from .test_failures import host_actor_names
+
+    async def main():
+        provider = tn.RayProvider(Script())
+        first = tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider})
+        second = tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider})
+        a = (await first.spawn("from the first", label="a", provider="ray")).text
+        await first.close()
+        alive = host_actor_names(ray_cluster, provider)
+        b = (await second.spawn("from the second", label="b", provider="ray")).text
+        await second.close()
+        return a, alive, b, host_actor_names(ray_cluster, provider)
+
+    a, alive, b, left = asyncio.run(main())
+    assert (a, b) == ("a: from the first", "b: from the second")
+    assert len(alive) == 2  # the first hub's close left the shared pool to the second
+    assert left == []

@@ -151,6 +151,8 @@ class RayProvider:
         #: Ray calls the driver made (a turn's stream, a forwarded message, a tool answer): what the
         #: remote step loop saves is a call per model request and per tool call
         self.round_trips = 0
+        #: conversation messages sent to hosts (each is sent once per host; a cut turn sends all again)
+        self.messages_sent = 0
         actor_options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
         if resources:
             actor_options["resources"] = dict(resources)
@@ -297,6 +299,7 @@ class RayProvider:
             messages = list(conversation)
         else:
             messages = conversation[hosted[1]:]
+        self.messages_sent += len(messages)
         return {"setup": setup, "messages": messages, "turn": agent.turns, "listening": agent.runtime.bus.listening,
                 "next_step": list(agent._next_step), "steer": agent._steer_pending,
                 "max_steps": agent.limits.max_steps, "allowance": self._allowance(agent),
