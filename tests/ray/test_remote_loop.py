@@ -169,3 +169,52 @@ def test_a_provider_shared_by_two_hubs_keeps_its_pool_until_the_last_closes(ray_
     assert (a, b) == ("a: from the first", "b: from the second")
     assert len(alive) == 2  # the first hub's close left the shared pool to the second
     assert left == []
+
+
+def stream_of(events: list) -> list[tuple]:
+    """The stream as a listener reads it, without the clocks."""
+    return [(type(e).__name__, e.agent_id, e.parent_id, e.depth,
+             tuple(sorted({**e.fields(), **({"provider": "spawn"} if "provider" in e.fields() else {})}.items(),
+                          key=repr))) for e in events]
+
+
+def test_the_event_stream_and_host_minted_call_ids_read_as_with_spawn(ray_cluster, tmp_path):
+    async def scenario(hub, provider, marks):
+        events: list = []
+        hub.runtime.bus.subscribe(events.append)
+        result = await hub.spawn("add five times", label="adder", provider=provider)
+        return result.text, stream_of(events)
+
+    out = both_ways(scenario, tmp_path)
+    (text, stream), logs = out["ray"]
+    assert text == "adder: added"
+    assert "TOOL-CALL call-1 add" in logs["agent-1"]  # the driver's ids, not the host's
+    assert [kind for kind, agent, *_ in stream if agent == "agent-1"].count("ToolReturned") == 5
+    assert out["ray"] == out["spawn"]
+
+
+@pytest.mark.parametrize("limits, reason", [({"max_steps": 3}, "max-steps"), ({"token_budget": 14}, "token-budget")])
+def test_budgets_stop_the_remote_loop_with_the_in_process_diagnostic(ray_cluster, tmp_path, limits, reason):
+    async def scenario(hub, provider, marks):
+        result = await hub.spawn("add five times", label="adder", provider=provider, **limits)
+        return result.stop_reason, result.text, hub.agents()[1]["stop_reason"]
+
+    out = both_ways(scenario, tmp_path)
+    (stop, text, row), logs = out["ray"]
+    assert (stop, row) == (reason, reason)
+    assert out["ray"] == out["spawn"]
+
+
+def test_a_turn_timeout_cuts_the_remote_loop_like_in_process(ray_cluster, tmp_path):
+    async def scenario(hub, provider, marks):
+        result = await hub.spawn("nap then add", label="slow", provider=provider, turn_timeout=3)
+        await until(lambda: "nap cancelled" in marks_of(marks), "the nap's cancellation", WAIT)
+        return result.stop_reason, result.text
+
+    out = both_ways(scenario, tmp_path, tools=[add, nap])
+    (stop, text), logs = out["ray"]
+    assert stop == "max-time"
+    assert logs["agent-1"][-3:] == [f"TOOL-RESULT n1 (isError): Error: {ABORTED_DURING_CALL}",
+                                    f"TOOL-RESULT a1 (isError): Error: {ABORTED_BEFORE_DISPATCH}",
+                                    '-- turn 1 end: {"kind":"max-time"}']
+    assert out["ray"] == out["spawn"]

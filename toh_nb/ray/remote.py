@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from typing import Any
 
 from ..core import budget
@@ -146,10 +147,12 @@ class Replay:
         bus = self.agent.runtime.bus
         if not bus.listening:
             return
+        # ``time`` stays the host's wall clock (when it happened); ``monotonic`` is this process's clock
+        changes: dict = {"monotonic": time.monotonic()}
         call_id = getattr(event, "call_id", None)
         if call_id is not None and call_id.startswith(HOST_CALL_PREFIX):
-            event = dataclasses.replace(event, call_id=self.call_id(call_id))
-        bus.publish(event)
+            changes["call_id"] = self.call_id(call_id)
+        bus.publish(dataclasses.replace(event, **changes))
 
     def _ask(self, request: int, call_id: str) -> None:
         self.asked[call_id] = asyncio.get_running_loop().create_task(self._serve(request, call_id))
