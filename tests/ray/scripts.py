@@ -93,6 +93,8 @@ class Script:
                                         usage=tn.Usage(5, 1))
             tools = sorted({m.text for m in req.messages if m.role == "tool"})
             return f"{who}: model pid {os.getpid()}; tools {tools}"
+        if text == "recall":
+            return f"{who}: first was {first}"
         if text == "add five times":
             if req.step <= 5:
                 return tn.ModelResponse(tool_calls=[tn.ToolCall("add", {"a": req.step, "b": 1})], usage=tn.Usage(5, 1))

@@ -21,6 +21,11 @@ pytestmark = pytest.mark.slow
 WAIT = 60.0
 
 
+def placed(provider, child_id: str):
+    """The host record of a child of the provider's first hub."""
+    return provider._pool.placement[f"{child_id}@1"]
+
+
 def host_actor_names(ray, provider) -> list[str]:
     prefix = NAME_PREFIX + provider._pool.token
     return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
@@ -36,7 +41,7 @@ def test_a_host_killed_mid_turn_ends_the_turn_error_naming_the_node_and_loses_no
             assert await kid.wait(timeout=WAIT) == "victim: hello"
             await hub.send(kid.id, "block until killed")
             await until(lambda: marks_of(marks) == ["started agent-1"], "the remote turn to start", WAIT)
-            host = provider._pool.placement[kid.id]
+            host = placed(provider, kid.id)
             os.kill(host.pid, signal.SIGKILL)
             await kid.wait(timeout=WAIT)
             session = hub.runtime.store.open(kid.id)
@@ -69,7 +74,7 @@ def test_a_host_killed_during_a_user_tool_fails_the_call_and_ends_the_turn_error
             # records stream back in batches: kill once the driver has logged the call (what it lost is lost)
             await until(lambda: any(e.kind == TOOL_CALL for e in hub.runtime.agents["agent-1"].session.events),
                         "the driver to log the call", WAIT)
-            host = provider._pool.placement["agent-1"]
+            host = placed(provider, "agent-1")
             os.kill(host.pid, signal.SIGKILL)
             await job.output(wait=True, timeout=WAIT)
             session = hub.runtime.store.open("agent-1")
@@ -90,7 +95,7 @@ def test_a_ray_child_resumes_after_a_hub_restart_on_another_host(ray_cluster, tm
         provider = tn.RayProvider()
         async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": provider}) as hub:
             kid = await hub.start("first", label="keeper", provider="ray")
-            return await kid.wait(timeout=WAIT), provider._pool.placement[kid.id].pid
+            return await kid.wait(timeout=WAIT), placed(provider, kid.id).pid
 
     async def second():
         provider = tn.RayProvider()
@@ -99,7 +104,7 @@ def test_a_ray_child_resumes_after_a_hub_restart_on_another_host(ray_cluster, tm
             sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
             closing = await hub.wait_settled("agent-1", timeout=WAIT)
             return (listed, sent.text, closing, render(hub.runtime.store.open("agent-1")),
-                    provider._pool.placement["agent-1"].pid, provider.messages_sent)
+                    placed(provider, "agent-1").pid, provider.messages_sent)
 
     closing, first_pid = asyncio.run(first())
     assert closing == "keeper: first"

@@ -151,22 +151,28 @@ def test_the_host_keeps_the_conversation_so_each_turn_sends_only_new_messages(ra
     assert after_cut == conversation - 1  # everything again, except the answer the host then adds itself
 
 
-def test_a_provider_shared_by_two_hubs_keeps_its_pool_until_the_last_closes(ray_cluster):
+def test_a_provider_shared_by_two_hubs_keeps_their_children_apart_and_its_pool_until_the_last_closes(ray_cluster):
     from .test_failures import host_actor_names
 
     async def main():
         provider = tn.RayProvider(Script())
         first = tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider})
         second = tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider})
-        a = (await first.spawn("from the first", label="a", provider="ray")).text
+        answers = []
+        for hub, prompt in ((first, "alpha"), (second, "beta")):  # both children are agent-1
+            kid = await hub.start(prompt, label="kid", provider="ray")
+            await kid.wait(timeout=WAIT)
+        for hub in (first, second):
+            await hub.send("agent-1", "recall")
+            answers.append(await hub.wait_settled("agent-1", timeout=WAIT))
         await first.close()
         alive = host_actor_names(ray_cluster, provider)
-        b = (await second.spawn("from the second", label="b", provider="ray")).text
+        answers.append((await second.spawn("from the second", label="b", provider="ray")).text)
         await second.close()
-        return a, alive, b, host_actor_names(ray_cluster, provider)
+        return answers, alive, host_actor_names(ray_cluster, provider)
 
-    a, alive, b, left = asyncio.run(main())
-    assert (a, b) == ("a: from the first", "b: from the second")
+    answers, alive, left = asyncio.run(main())
+    assert answers == ["kid: first was alpha", "kid: first was beta", "b: from the second"]
     assert len(alive) == 2  # the first hub's close left the shared pool to the second
     assert left == []
 

@@ -183,13 +183,13 @@ class Host:
 
     # -- one turn's step loop, streamed ----------------------------------------------------------
 
-    async def run(self, child_id: str, run_id: int, payload: dict):
-        """Run one turn's step loop of ``child_id``; yield its records and events in batches, and last a
+    async def run(self, key: str, run_id: int, payload: dict):
+        """Run one turn's step loop of the child named ``key`` (its id and hub); yield its records and events in batches, and last a
         ``("stop", reason, error)`` or ``("error", text)``. ``("unknown",)``: this host has no state for
         the child (the driver sends it again, whole)."""
         self.runs += 1
         try:
-            agent = await self._prepared(child_id, run_id, payload)
+            agent = await self._prepared(key, run_id, payload)
         except Exception as error:
             yield [("error", str(error) or type(error).__name__)]
             return
@@ -222,13 +222,13 @@ class Host:
                 await asyncio.gather(task, return_exceptions=True)
             collector.items = []
 
-    async def _prepared(self, child_id: str, run_id: int, payload: dict) -> Agent | None:
+    async def _prepared(self, key: str, run_id: int, payload: dict) -> Agent | None:
         self.forget(payload["forget"])
         setup = payload.get("setup")
         if setup is not None:
-            agent = await self._build(child_id, setup, list(payload["messages"]))
+            agent = await self._build(key, setup, list(payload["messages"]))
         else:
-            agent = self._children.get(child_id)
+            agent = self._children.get(key)
             if agent is None:
                 return None
             agent._conversation.extend(payload["messages"])
@@ -246,7 +246,8 @@ class Host:
         agent._steer_pending = payload["steer"]
         return agent
 
-    async def _build(self, child_id: str, setup: dict, conversation: list) -> Agent:
+    async def _build(self, key: str, setup: dict, conversation: list) -> Agent:
+        child_id = setup["id"]
         model = await self._resolved(self._models, setup["model"], build_model)
         system, specs, tools = await self._shape(setup["shape"], setup["resources"])
         session = Session(SessionHeader(child_id, 0.0))
@@ -256,7 +257,7 @@ class Host:
                       tool_specs=specs, label=setup["label"], depth=setup["depth"], parent=Elder(setup["parent_id"]),
                       max_tokens=setup["max_tokens"], mode=setup["mode"], path=setup["path"],
                       max_parallel_tool_calls=setup["max_parallel"], conversation=conversation)
-        self._children[child_id] = agent
+        self._children[key] = agent
         return agent
 
     async def _resolved(self, cache: dict, sent: tuple, build) -> Any:
@@ -327,9 +328,9 @@ class Host:
 
     # -- what the driver sends while a loop runs --------------------------------------------------
 
-    def deliver(self, child_id: str, run_id: int, messages: list, steer: bool) -> bool:
+    def deliver(self, key: str, run_id: int, messages: list, steer: bool) -> bool:
         """Messages that reached the child during this run: read at its next step boundary."""
-        agent = self._children.get(child_id)
+        agent = self._children.get(key)
         if agent is None or agent.runtime.run_id != run_id:
             return False  # the run is over: the driver's inbox still holds them for the next turn
         agent._next_step.extend(messages)
@@ -337,19 +338,19 @@ class Host:
             agent._steer_pending = True
         return True
 
-    def answer(self, child_id: str, run_id: int, request: int, text: str, is_error: bool) -> None:
+    def answer(self, key: str, run_id: int, request: int, text: str, is_error: bool) -> None:
         """The driver's result of one of toh_nb's own tools, called through ``Collector.ask``."""
-        agent = self._children.get(child_id)
+        agent = self._children.get(key)
         if agent is None or agent.runtime.run_id != run_id:
             return
         waiter = agent.runtime.answers.get(request)
         if waiter is not None and not waiter.done():
             waiter.set_result(ToolResult(text, is_error))
 
-    def forget(self, child_ids: list[str]) -> None:
+    def forget(self, keys: list[str]) -> None:
         """Drop cached children (disposed in the driver)."""
-        for child_id in child_ids:
-            self._children.pop(child_id, None)
+        for key in keys:
+            self._children.pop(key, None)
 
     def stats(self) -> dict:
         return {"runs": self.runs, "children": len(self._children), "models": len(self._models),

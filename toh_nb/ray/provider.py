@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.checks import is_int_at_least
@@ -148,6 +149,7 @@ class RayProvider:
         self._forget: dict[HostRecord, list[str]] = {}  # finished one-shot children a host may drop
         self._cancelling: set = set()  # cancelled streams whose loops are still unwinding on a host
         self._hubs = 0
+        self._hub_numbers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runtime -> its number here
         #: Ray calls the driver made (a turn's stream, a forwarded message, a tool answer): what the
         #: remote step loop saves is a call per model request and per tool call
         self.round_trips = 0
@@ -238,18 +240,18 @@ class RayProvider:
                 if runtime_env:
                     self._pool.actor_options["runtime_env"] = runtime_env
             await asyncio.to_thread(self._pool.ensure)
-        child_id = child.id
         one_shot = child.mode == "one-shot"
+        link = RemoteLink(self, child.id, blob, resources, one_shot)
 
         async def close() -> None:
-            if one_shot:  # never resumed: its host may drop its copy (told with the host's next run)
-                self.forget_sync(child_id)
-                host = self._pool.placement.get(child_id)
+            key = link.key
+            if one_shot and key is not None:  # never resumed: its host may drop its copy (told with its next run)
+                self.forget_sync(key)
+                host = self._pool.placement.get(key)
                 if host is not None:
-                    self._forget.setdefault(host, []).append(child_id)
-                self._pool.release(child_id)
+                    self._forget.setdefault(host, []).append(key)
+                self._pool.release(key)
 
-        link = RemoteLink(self, child_id, blob, resources, one_shot)
         return ChildPlan(model=link, close=close, wrap_tool=self._check_tool, agent_class=RemoteAgent)
 
     async def resume(self, child: ChildInfo, session: Any) -> ChildPlan:
@@ -276,11 +278,18 @@ class RayProvider:
     def ray(self) -> Any:
         return import_ray()
 
-    async def host_for(self, child_id: str) -> HostRecord:
-        host = self._pool.host_of(child_id)
+    def key_of(self, agent: Any) -> str:
+        """A child's name on the hosts: its id and its hub (a provider shared by hubs sees two ``agent-1``)."""
+        hub = self._hub_numbers.get(agent.runtime)
+        if hub is None:
+            hub = self._hub_numbers[agent.runtime] = len(self._hub_numbers) + 1
+        return f"{agent.id}@{hub}"
+
+    async def host_for(self, key: str) -> HostRecord:
+        host = self._pool.host_of(key)
         if host is None:  # every host died (or the pool was closed): refill it
             await asyncio.to_thread(self._pool.ensure)
-            host = self._pool.host_of(child_id)
+            host = self._pool.host_of(key)
         return host
 
     def payload(self, link: RemoteLink, agent: Any, host: HostRecord, whole: bool) -> dict:
@@ -288,10 +297,10 @@ class RayProvider:
         (first turn there, a resume, a cut turn), else only the messages it has not seen."""
         ray = import_ray()
         conversation = agent._conversation
-        hosted = self._hosted.pop(link.child_id, None)  # until this run ends cleanly
+        hosted = self._hosted.pop(link.key, None)  # until this run ends cleanly
         setup = None
         if whole or hosted is None or hosted[0] is not host or hosted[1] > len(conversation):
-            setup = {"shape": self._shape_of(agent).sent(ray), "model": link.model_blob.sent(ray),
+            setup = {"id": agent.id, "shape": self._shape_of(agent).sent(ray), "model": link.model_blob.sent(ray),
                      "label": agent.label, "depth": agent.depth, "path": agent.path,
                      "parent_id": agent.parent.id if agent.parent is not None else None,
                      "max_tokens": agent.max_tokens, "mode": agent.mode,
@@ -339,7 +348,7 @@ class RayProvider:
 
     async def ask_model(self, link: RemoteLink, request: Any) -> Any:
         ray = import_ray()
-        host = await self.host_for(link.child_id)
+        host = await self.host_for(link.key or link.child_id)
         ref = host.actor.request.remote(link.model_blob.sent(ray), request)
         self.round_trips += 1
         try:
@@ -355,11 +364,11 @@ class RayProvider:
             return value
         raise value
 
-    def synced(self, child_id: str, host: HostRecord, messages: int) -> None:
-        self._hosted[child_id] = (host, messages)
+    def synced(self, key: str, host: HostRecord, messages: int) -> None:
+        self._hosted[key] = (host, messages)
 
-    def forget_sync(self, child_id: str) -> None:
-        self._hosted.pop(child_id, None)
+    def forget_sync(self, key: str) -> None:
+        self._hosted.pop(key, None)
 
     def count_round_trip(self) -> None:
         self.round_trips += 1
@@ -380,7 +389,7 @@ class RayProvider:
 
     def host_died(self, host: HostRecord, error: BaseException) -> str:
         self._pool.mark_dead(host)
-        for child_id in [c for c, (h, _) in self._hosted.items() if h is host]:
-            del self._hosted[child_id]
+        for key in [k for k, (h, _) in self._hosted.items() if h is host]:
+            del self._hosted[key]
         self._forget.pop(host, None)
         return host_died_text(host, error)

@@ -219,11 +219,14 @@ class RemoteLink:
     """A Ray child's link to its host, in place of its model (see :class:`RemoteAgent`): runs each turn's
     steps on the host, forwards messages and tool answers while one runs."""
 
-    __slots__ = ("provider", "child_id", "model_blob", "resources", "one_shot", "running", "_serial")
+    __slots__ = ("provider", "child_id", "key", "model_blob", "resources", "one_shot", "running", "_serial")
 
     def __init__(self, provider: Any, child_id: str, model_blob: Any, resources: dict | None, one_shot: bool) -> None:
         self.provider = provider
         self.child_id = child_id
+        #: the child's name on hosts and in the pool: its id and its hub (hubs sharing a provider may
+        #: each have an ``agent-1``), known once a turn runs
+        self.key: str | None = None
         self.model_blob = model_blob
         self.resources = resources
         self.one_shot = one_shot
@@ -242,12 +245,14 @@ class RemoteLink:
     async def steps(self, agent: Agent, state: TurnOutcome) -> None:
         """Run this turn's step loop on the child's host and replay it here (the ``_steps`` seam)."""
         ray = self.provider.ray()
+        if self.key is None:
+            self.key = self.provider.key_of(agent)
         for whole in (False, True):
-            host = await self.provider.host_for(self.child_id)
+            host = await self.provider.host_for(self.key)
             self._serial += 1
             replay = Replay(agent, state, self, host, self._serial)
             payload = self.provider.payload(self, agent, host, whole)
-            stream = host.actor.run.options(num_returns="streaming").remote(self.child_id, self._serial, payload)
+            stream = host.actor.run.options(num_returns="streaming").remote(self.key, self._serial, payload)
             self.provider.count_round_trip()
             self.running = (host, self._serial)
             try:
@@ -255,7 +260,7 @@ class RemoteLink:
                     replay.apply(await ref)
             except asyncio.CancelledError:
                 self.provider.cancelled(stream)
-                self.provider.forget_sync(self.child_id)  # the host's copy may hold what the driver never saw
+                self.provider.forget_sync(self.key)  # the host's copy may hold what the driver never saw
                 await replay.abort()
                 raise
             except ray.exceptions.RayActorError as error:
@@ -263,7 +268,7 @@ class RemoteLink:
                 await replay.abort(text)
                 raise ModelError(text) from None
             except ray.exceptions.RayError as error:  # the call itself failed in Ray (a lost object, a system error)
-                self.provider.forget_sync(self.child_id)
+                self.provider.forget_sync(self.key)
                 text = call_failed_text(host, error)
                 await replay.abort(text)
                 raise ModelError(text) from None
@@ -271,7 +276,7 @@ class RemoteLink:
                 self.running = None
             if replay.outcome is not None and replay.outcome[0] == "unknown" and not whole:
                 continue  # the host had no copy of this child: send it whole
-            self.provider.synced(self.child_id, host, len(agent._conversation))
+            self.provider.synced(self.key, host, len(agent._conversation))
             replay.finish()
             return
 
@@ -279,7 +284,7 @@ class RemoteLink:
         """A message for the running loop's next step boundary (no-op between turns: the inbox has it)."""
         if self.running is not None:
             host, run_id = self.running
-            self.provider.call(host, "deliver", self.child_id, run_id, [message], steer)
+            self.provider.call(host, "deliver", self.key, run_id, [message], steer)
 
     def answer(self, host: Any, run_id: int, request: int, result: ToolResult) -> None:
-        self.provider.call(host, "answer", self.child_id, run_id, request, result.text, result.is_error)
+        self.provider.call(host, "answer", self.key, run_id, request, result.text, result.is_error)
