@@ -17,8 +17,9 @@ Needs the ``ray`` extra (``pip install -e '.[ray]'``); it starts a local single-
 - ``ray_turn_latency``: one one-step turn of a Ray child, sequential, send to settled (median, p99) vs
   the same in-process: what each turn pays for the cluster.
 - ``ray_event_latency``: how long after it happened on the host an event reaches the driver's stream
-  (``ToolCalled``, ``ToolReturned``, ``ModelResponded`` of the ``ray_tool_steps`` children; host wall
-  clock to driver wall clock, same machine): the batching delay a live display sees.
+  (``ToolCalled``, ``ToolReturned``, ``ModelResponded``; host wall clock to driver wall clock, same
+  machine): the delay a live display sees, for ``--calls`` 5-step children run one after another, and
+  (``loaded_*``) for the ``ray_tool_steps`` run, where M children's events queue behind each other.
 
 What a real multi-node cluster changes: each turn's stream and each event batch cross the network
 (≈0.1–1 ms on one rack) instead of loopback, and the first turn of a child on a host ships the child's
@@ -107,7 +108,7 @@ def bump(x: int) -> int:
     return x + 1
 
 
-async def tool_steps(m: int, provider_name: str, providers: dict) -> dict:
+async def tool_steps(m: int, provider_name: str, providers: dict, sequential: bool = False) -> dict:
     from toh_nb.hub import AsyncHub
 
     seen: list[float] = []
@@ -123,8 +124,11 @@ async def tool_steps(m: int, provider_name: str, providers: dict) -> dict:
 
         hub.runtime.bus.subscribe(listen)
         start = c.now()
-        results = await asyncio.gather(*[hub.spawn(f"task {i}", label=f"stepper {i}", provider=provider_name)
-                                         for i in range(m)])
+        if sequential:
+            results = [await hub.spawn(f"task {i}", label=f"stepper {i}", provider=provider_name) for i in range(m)]
+        else:
+            results = await asyncio.gather(*[hub.spawn(f"task {i}", label=f"stepper {i}", provider=provider_name)
+                                             for i in range(m)])
         seconds = c.now() - start
         if any(r.text != "done" for r in results):
             raise SystemExit("ray_tool_steps: a child did not finish")
@@ -162,7 +166,7 @@ def _us(values: list[float], q: float) -> float:
 async def main() -> None:
     p = c.parser(__doc__.splitlines()[0], [10000])
     p.add_argument("--steps-children", type=int, default=1000, help="children of ray_tool_steps (default 1000)")
-    p.add_argument("--calls", type=int, default=200, help="sequential turns for ray_turn_latency (default 200)")
+    p.add_argument("--calls", type=int, default=200, help="sequential turns for ray_turn_latency, children for ray_event_latency (default 200)")
     p.add_argument("--host-actors", type=int, default=2)
     args = p.parse_args()
     try:
@@ -192,9 +196,13 @@ async def main() -> None:
         base = await tool_steps(m, "spawn", {})
         c.emit(c.figure("ray_tool_steps", m, result["seconds"], base["seconds"], host_actors=args.host_actors,
                         round_trips_per_child=result["round_trips_per_child"]), args.json)
+        loaded = result["latencies"]
+        result = await tool_steps(args.calls, "ray", {"ray": RayProvider(host_actors=args.host_actors)}, True)
+        base = await tool_steps(args.calls, "spawn", {}, True)
         latencies = result["latencies"]
         fig = {"name": "ray_event_latency", "n": len(latencies), "median_us": _us(latencies, 0.5),
-               "p99_us": _us(latencies, 0.99), "floor_median_us": _us(base["latencies"], 0.5)}
+               "p99_us": _us(latencies, 0.99), "floor_median_us": _us(base["latencies"], 0.5),
+               "loaded_median_us": _us(loaded, 0.5), "loaded_p99_us": _us(loaded, 0.99)}
         fig["ratio"] = round(fig["median_us"] / fig["floor_median_us"], 1) if fig["floor_median_us"] else None
         c.emit(fig, args.json)
         remote = await turn_latency(args.calls, "ray", {"ray": RayProvider(host_actors=args.host_actors)})

@@ -146,6 +146,32 @@ class Collector:
             self.answers.pop(request, None)
 
 
+class HostAgent(Agent):
+    """A child's step loop on a host: an Agent (the in-process loop's code) whose runtime collects, and
+    whose inbox the driver fills for each run and while it runs."""
+
+    __slots__ = ()
+
+    def prepare(self, payload: dict) -> None:
+        """Start a run: the new messages, turn number, allowances and next-step inbox the driver sent."""
+        self._conversation.extend(payload["messages"])
+        self.turns = payload["turn"]
+        self.subtree_tokens = 0
+        self.limits = Limits(max_steps=payload["max_steps"], token_budget=payload["allowance"])
+        self.session.events.clear()
+        self._next_step.clear()
+        self._next_step.extend(payload["next_step"])
+        self._steer_pending = payload["steer"]
+
+    def deliver(self, messages: list, steer: bool) -> None:
+        self._next_step.extend(messages)
+        if steer:
+            self._steer_pending = True
+
+    async def steps(self, state: TurnOutcome) -> None:
+        await self._steps(state)
+
+
 class _AnyArguments(pydantic.BaseModel):
     """Arguments of a driver tool whose own model could not be sent: the driver validates them."""
 
@@ -170,7 +196,7 @@ class Host:
     def __init__(self) -> None:
         self._models: dict[str, Any] = {}
         self._shapes: dict[tuple, tuple] = {}  # (shape key, resources) -> (system, specs, tools)
-        self._children: dict[str, Agent] = {}
+        self._children: dict[str, HostAgent] = {}
         self._task_functions: dict[tuple, Any] = {}
         self.runs = 0
 
@@ -184,9 +210,9 @@ class Host:
     # -- one turn's step loop, streamed ----------------------------------------------------------
 
     async def run(self, key: str, run_id: int, payload: dict):
-        """Run one turn's step loop of the child named ``key`` (its id and hub); yield its records and events in batches, and last a
-        ``("stop", reason, error)`` or ``("error", text)``. ``("unknown",)``: this host has no state for
-        the child (the driver sends it again, whole)."""
+        """Run one turn's step loop of the child named ``key`` (its id and hub); yield its records and
+        events in batches, and last a ``("stop", reason, error)`` or ``("error", text)``. ``("unknown",)``:
+        this host has no state for the child (the driver sends it again, whole)."""
         self.runs += 1
         try:
             agent = await self._prepared(key, run_id, payload)
@@ -198,7 +224,7 @@ class Host:
             return
         collector: Collector = agent.runtime
         state = TurnOutcome(payload["turn"], "completed")
-        task = asyncio.ensure_future(agent._steps(state))
+        task = asyncio.ensure_future(agent.steps(state))
         task.add_done_callback(lambda _: collector.signal.set())
         try:
             while True:
@@ -206,7 +232,7 @@ class Host:
                 collector.signal.clear()
                 items, collector.items = collector.items, []
                 if task.done():
-                    error = task.exception()
+                    error = ModelError("the step loop was cancelled on its host") if task.cancelled() else task.exception()
                     if error is None:
                         items.append(("stop", state.reason, state.error))
                     else:
@@ -222,41 +248,34 @@ class Host:
                 await asyncio.gather(task, return_exceptions=True)
             collector.items = []
 
-    async def _prepared(self, key: str, run_id: int, payload: dict) -> Agent | None:
+    async def _prepared(self, key: str, run_id: int, payload: dict) -> HostAgent | None:
         self.forget(payload["forget"])
         setup = payload.get("setup")
         if setup is not None:
-            agent = await self._build(key, setup, list(payload["messages"]))
+            agent = await self._build(key, setup)
         else:
             agent = self._children.get(key)
             if agent is None:
                 return None
-            agent._conversation.extend(payload["messages"])
         collector: Collector = agent.runtime
         collector.run_id = run_id
         collector.listening = payload["listening"]
         collector.items = []
         collector.signal.clear()
-        agent.turns = payload["turn"]
-        agent.subtree_tokens = 0
-        agent.limits = Limits(max_steps=payload["max_steps"], token_budget=payload["allowance"])
-        agent.session.events.clear()
-        agent._next_step.clear()
-        agent._next_step.extend(payload["next_step"])
-        agent._steer_pending = payload["steer"]
+        agent.prepare(payload)
         return agent
 
-    async def _build(self, key: str, setup: dict, conversation: list) -> Agent:
+    async def _build(self, key: str, setup: dict) -> HostAgent:
         child_id = setup["id"]
         model = await self._resolved(self._models, setup["model"], build_model)
         system, specs, tools = await self._shape(setup["shape"], setup["resources"])
         session = Session(SessionHeader(child_id, 0.0))
         collector = Collector()
         session.sink = collector.logged
-        agent = Agent(id=child_id, runtime=collector, session=session, model=model, system=system, tools=tools,
-                      tool_specs=specs, label=setup["label"], depth=setup["depth"], parent=Elder(setup["parent_id"]),
-                      max_tokens=setup["max_tokens"], mode=setup["mode"], path=setup["path"],
-                      max_parallel_tool_calls=setup["max_parallel"], conversation=conversation)
+        agent = HostAgent(id=child_id, runtime=collector, session=session, model=model, system=system, tools=tools,
+                          tool_specs=specs, label=setup["label"], depth=setup["depth"],
+                          parent=Elder(setup["parent_id"]), max_tokens=setup["max_tokens"], mode=setup["mode"],
+                          path=setup["path"], max_parallel_tool_calls=setup["max_parallel"])
         self._children[key] = agent
         return agent
 
@@ -333,9 +352,7 @@ class Host:
         agent = self._children.get(key)
         if agent is None or agent.runtime.run_id != run_id:
             return False  # the run is over: the driver's inbox still holds them for the next turn
-        agent._next_step.extend(messages)
-        if steer:
-            agent._steer_pending = True
+        agent.deliver(messages, steer)
         return True
 
     def answer(self, key: str, run_id: int, request: int, text: str, is_error: bool) -> None:

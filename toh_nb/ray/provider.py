@@ -296,21 +296,22 @@ class RayProvider:
         """What one turn's run needs: the child's setup and whole conversation when the host lacks them
         (first turn there, a resume, a cut turn), else only the messages it has not seen."""
         ray = import_ray()
-        conversation = agent._conversation
+        length = agent.conversation_length
         hosted = self._hosted.pop(link.key, None)  # until this run ends cleanly
         setup = None
-        if whole or hosted is None or hosted[0] is not host or hosted[1] > len(conversation):
+        if whole or hosted is None or hosted[0] is not host or hosted[1] > length:
             setup = {"id": agent.id, "shape": self._shape_of(agent).sent(ray), "model": link.model_blob.sent(ray),
                      "label": agent.label, "depth": agent.depth, "path": agent.path,
                      "parent_id": agent.parent.id if agent.parent is not None else None,
                      "max_tokens": agent.max_tokens, "mode": agent.mode,
                      "max_parallel": agent.max_parallel_tool_calls, "resources": link.resources}
-            messages = list(conversation)
+            messages = agent.conversation_from(0)
         else:
-            messages = conversation[hosted[1]:]
+            messages = agent.conversation_from(hosted[1])
         self.messages_sent += len(messages)
+        next_step, steer = agent.next_step_inbox()
         return {"setup": setup, "messages": messages, "turn": agent.turns, "listening": agent.runtime.bus.listening,
-                "next_step": list(agent._next_step), "steer": agent._steer_pending,
+                "next_step": next_step, "steer": steer,
                 "max_steps": agent.limits.max_steps, "allowance": self._allowance(agent),
                 "forget": self._forget.pop(host, [])}
 

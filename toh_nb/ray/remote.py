@@ -37,7 +37,8 @@ from .pool import call_failed_text
 
 
 class RemoteAgent(Agent):
-    """A driver agent whose turns' steps run on a Ray host (``model`` is its :class:`RemoteLink`)."""
+    """A driver agent whose turns' steps run on a Ray host (``model`` is its :class:`RemoteLink`). Its
+    other methods are what a replay needs of it: the same state changes as the in-process step loop."""
 
     __slots__ = ()
 
@@ -52,6 +53,57 @@ class RemoteAgent(Agent):
         super().inject(message)
         self.model.forward(message, False)
 
+    # -- what a run sends ---------------------------------------------------------------------
+
+    @property
+    def conversation_length(self) -> int:
+        return len(self._conversation)
+
+    def conversation_from(self, start: int) -> list[Message]:
+        return self._conversation[start:]
+
+    def next_step_inbox(self) -> tuple[list[Message], bool]:
+        """The messages queued for the next step boundary, and whether one of them wakes."""
+        return list(self._next_step), self._steer_pending
+
+    # -- what a run's records do here -----------------------------------------------------------
+
+    def claim(self, message: Message, turn: int) -> None:
+        """The host read a queued message at a step boundary: take the driver's own copy out of the inbox
+        (it stayed there until now, so a cut turn never loses one) and log it."""
+        inbox = self._next_step
+        for index, queued in enumerate(inbox):
+            if queued.id == message.id:
+                del inbox[index]
+                if not inbox:
+                    self._steer_pending = False
+                message = queued
+                break
+        self._log_user(message, turn)
+
+    def answered(self, message: Message, turn: int, state: TurnOutcome) -> None:
+        """A model response: its usage counted (the turn's, this agent's and the tree's budgets), logged."""
+        if message.usage is not None:
+            state.usage.add(message.usage)
+            self.usage.add(message.usage)
+            self._charge(message.usage)
+        self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
+        if message.content:
+            self._conversation.append(message)
+            state.output = message.content
+
+    def returned(self, message: Message, turn: int) -> None:
+        """A tool result the host committed (in model order)."""
+        self.session.append(TOOL_RESULT, turn=turn, message=message)
+        self._conversation.append(message)
+
+    def cut(self, turn: int, call: ToolCallBlock, result: ToolResult) -> None:
+        """A result the driver commits itself for a call the cut run left open (result event included)."""
+        self._commit(turn, call, result)
+
+    def spent_budget_text(self) -> str | None:
+        return self._spent_budget()
+
 
 class StepError(Exception):
     """A step loop that failed on its host (a model failure): its text is the turn's diagnostic."""
@@ -63,7 +115,7 @@ class Replay:
     __slots__ = ("agent", "state", "link", "host", "run_id", "ids", "calls", "started", "committed", "asked",
                  "outcome")
 
-    def __init__(self, agent: Agent, state: TurnOutcome, link: Any, host: Any, run_id: int) -> None:
+    def __init__(self, agent: RemoteAgent, state: TurnOutcome, link: Any, host: Any, run_id: int) -> None:
         self.agent = agent
         self.state = state
         self.link = link
@@ -97,21 +149,13 @@ class Replay:
                 self.outcome = item
 
     def _log(self, kind: str, turn: int, message: Message | None, data: dict | None) -> None:
-        agent, state = self.agent, self.state
+        agent = self.agent
         if kind == USER_MESSAGE:
-            agent._log_user(self._claimed(message), turn)
+            agent.claim(message, turn)
         elif kind == ASSISTANT_MESSAGE:
             content = [ToolCallBlock(self.call_id(b.id), b.name, b.arguments) if b.type == "tool-call" else b
                        for b in message.content]
-            message = Message("assistant", content, usage=message.usage)
-            if message.usage is not None:
-                state.usage.add(message.usage)
-                agent.usage.add(message.usage)
-                agent._charge(message.usage)
-            agent.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
-            if content:
-                agent._conversation.append(message)
-                state.output = content
+            agent.answered(Message("assistant", content, usage=message.usage), turn, self.state)
             self.calls = [b for b in content if b.type == "tool-call"]
             self.started.clear()
             self.committed.clear()
@@ -122,26 +166,12 @@ class Replay:
         elif kind == TOOL_RESULT:
             block = message.content[0]
             call_id = self.call_id(block.call_id)
-            message = Message("tool", [ToolResultBlock(call_id, block.name, block.text, block.is_error)])
-            agent.session.append(TOOL_RESULT, turn=turn, message=message)
-            agent._conversation.append(message)
+            agent.returned(Message("tool", [ToolResultBlock(call_id, block.name, block.text, block.is_error)]), turn)
             self.started.pop(call_id, None)
             self.committed.add(call_id)
             self.asked.pop(call_id, None)
         else:  # nothing else is logged by a step loop; kept rather than lost
             agent.session.append(kind, turn=turn, message=message, data=data)
-
-    def _claimed(self, message: Message) -> Message:
-        """The driver's own queued message the host claimed (taken out of the driver's inbox now)."""
-        agent = self.agent
-        inbox = agent._next_step
-        for index, queued in enumerate(inbox):
-            if queued.id == message.id:
-                del inbox[index]
-                if not inbox:
-                    agent._steer_pending = False
-                return queued
-        return message
 
     def _event(self, event: Any) -> None:
         bus = self.agent.runtime.bus
@@ -195,7 +225,7 @@ class Replay:
                     result = ToolResult(error_text(ABORTED_DURING_CALL), True)
             else:
                 result = ToolResult(error_text(ABORTED_BEFORE_DISPATCH), True)
-            self.agent._commit(self.state.turn, call, result)
+            self.agent.cut(self.state.turn, call, result)
             self.committed.add(call.id)
 
     def finish(self) -> None:
@@ -210,7 +240,7 @@ class Replay:
         state = self.state
         state.reason, state.error = reason, error
         if reason == budget.TOKEN_BUDGET:  # the host stopped at its allowance; the texts are the tree's
-            state.error = self.agent._spent_budget() or error
+            state.error = self.agent.spent_budget_text() or error
         elif reason == budget.MAX_STEPS and self.agent.limits.max_steps is not None:
             state.error = budget.step_limit_text(self.agent.limits.max_steps)
 
@@ -242,7 +272,7 @@ class RemoteLink:
         payload = dataclasses.replace(request, messages=list(request.messages), on_delta=None)
         return await self.provider.ask_model(self, payload)
 
-    async def steps(self, agent: Agent, state: TurnOutcome) -> None:
+    async def steps(self, agent: RemoteAgent, state: TurnOutcome) -> None:
         """Run this turn's step loop on the child's host and replay it here (the ``_steps`` seam)."""
         ray = self.provider.ray()
         if self.key is None:
@@ -274,9 +304,11 @@ class RemoteLink:
                 raise ModelError(text) from None
             finally:
                 self.running = None
-            if replay.outcome is not None and replay.outcome[0] == "unknown" and not whole:
+            outcome = replay.outcome[0] if replay.outcome is not None else None
+            if outcome == "unknown" and not whole:
                 continue  # the host had no copy of this child: send it whole
-            self.provider.synced(self.key, host, len(agent._conversation))
+            if outcome in ("stop", "error"):  # both sides appended the same messages
+                self.provider.synced(self.key, host, agent.conversation_length)
             replay.finish()
             return
 
