@@ -6,7 +6,7 @@ the same in the ``subagent`` tool, the job tools, ``send_message``, ``interrupt_
 the widget. A provider contributes only what differs, as a :class:`ChildPlan`:
 
 - ``seed``: events the child's log starts with (``fork`` copies the parent's completed turns);
-- ``model``: the child's model. An agent that lives elsewhere (an ACP coding agent, a Ray actor) is a
+- ``model``: the child's model. An agent that lives elsewhere (an ACP coding agent) is a
   model adapter here: one turn of the child is one prompt to it, cancelled when the turn is cancelled
   (interrupt, kill, timeout), and what it does meanwhile is recorded with :meth:`ChildInfo.record`;
 - ``own_tools``: the child brings its own tools (an external harness), so toh_nb offers it none;
