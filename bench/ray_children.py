@@ -1,33 +1,41 @@
-"""Ray children: 10,000 continuable children on 2 host actors vs in-process (``provider="spawn"``).
+"""Ray children: continuable children on 2 host actors vs in-process (``provider="spawn"``).
 
 Needs the ``ray`` extra (``pip install -e '.[ray]'``); it starts a local single-node cluster
 (``num_cpus=2``, loopback only) and shuts it down at the end. Figures:
 
-- ``ray_children``: N continuable children started with ``provider="ray"`` (each turn: one model call
-  answered on one of 2 host actors), all settled and listed ``ready``; ``rate_per_s`` is children per
-  second. Its "floor" is the same work in-process (``provider="spawn"``), so ``ratio`` is what moving
-  the model calls to the cluster costs. ``rss_bytes_per_child`` / ``floor_rss_bytes_per_child``: the
-  driver's RSS growth per child (the driver keeps each child's log and tree node either way; the Ray
-  side adds the per-child placement and model adapter, while the hosts hold the model). The first
-  batch also pays the growth of Ray's own driver-side core worker (task and event buffers), about
-  four fifths of the figure here: a second batch of the same size grows the RSS by ~10 KB per child,
-  of which ~4 KB are Python objects (tracemalloc).
-- ``ray_round_trip``: one model request through the driver's adapter to a host actor and back (the
-  latency each step of a Ray child pays on top of its model), median and p99 over ``--calls``
-  sequential requests; the floor is the same request to the model in-process.
+- ``ray_children``: N continuable children started with ``provider="ray"``, one turn each (one model
+  step, run in a host actor's step loop), all settled and listed ``ready``; ``rate_per_s`` is children
+  per second. Its "floor" is the same work in-process (``provider="spawn"``), so ``ratio`` is what
+  moving the loops to the cluster costs. ``rss_bytes_per_child`` / ``floor_rss_bytes_per_child``: the
+  driver's RSS growth per child (the driver keeps each child's log, tree node and a small link; the
+  hosts hold the model and the cached conversation). The first batch also pays the growth of Ray's own
+  driver-side core worker (task and event buffers). ``round_trips_per_child``: Ray calls the driver
+  made per child (a turn's stream, forwarded messages, answers to toh_nb's own tools).
+- ``ray_tool_steps``: M one-shot children whose model makes 5 tool-calling steps (a user tool on the
+  host) before answering: children per second vs in-process, and Ray round trips per child (a model
+  call and a tool call each cost one before the loop moved to the hosts: 11 per child).
+- ``ray_turn_latency``: one one-step turn of a Ray child, sequential, send to settled (median, p99) vs
+  the same in-process: what each turn pays for the cluster.
+- ``ray_event_latency``: how long after it happened on the host an event reaches the driver's stream
+  (``ToolCalled``, ``ToolReturned``, ``ModelResponded``; host wall clock to driver wall clock, same
+  machine): the delay a live display sees, for ``--calls`` 5-step children run one after another, and
+  (``loaded_*``) for the ``ray_tool_steps`` run, where M children's events queue behind each other.
 
-What a real multi-node cluster changes: the round trip adds the network (≈0.1–1 ms on one rack) to
-the ~sub-millisecond local figure, and the first call of each host adds shipping the model factory once;
-throughput then scales with host actors across nodes (``host_actors`` = a few per node) until the
-driver — the one writer of the store, which runs every child's loop and logs every event — is the
-limit: its per-child cost is the in-process one plus a round trip per model call, so one driver
-sustains roughly the ``ray_children`` rate here whatever the cluster size, and model latency (seconds
-for a real LLM) dominates long before that. Memory per child in the driver does not change with nodes.
+What a real multi-node cluster changes: each turn's stream and each event batch cross the network
+(≈0.1–1 ms on one rack) instead of loopback, and the first turn of a child on a host ships the child's
+shape (system prompt, tool schemas: once per shape and host) and the model factory (once per host).
+Throughput scales with host actors across nodes (``host_actors`` = a few per node): model calls and
+user tools run there, and the driver only replays records and writes the store, at a cost per child
+of about one in-process turn's bookkeeping plus one Ray call per turn, so one driver sustains roughly
+the ``ray_children`` rate here whatever the cluster size; model latency (seconds for a real LLM)
+dominates long before that. Memory per child in the driver does not change with nodes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
+import time
 
 import _common as c
 
@@ -48,6 +56,7 @@ async def children(n: int, provider_name: str, providers: dict) -> dict:
     try:
         if provider_name == "ray":  # warm the pool so the figure is the steady state, not Ray's start
             await hub.spawn("warm up", label="warm", provider="ray")
+        warm = await round_trips_of(providers.get("ray")) or 0
         c.settle_gc()
         before = c.proc_status_kb("VmRSS")
         start = c.now()
@@ -61,35 +70,92 @@ async def children(n: int, provider_name: str, providers: dict) -> dict:
         listing = hub.list_agents()
         if len(listing) != n or any(e.status != "ready" for e in listing):
             raise SystemExit(f"ray_children: {len(listing)} listed of {n}, not all ready")
-        return {"seconds": seconds, "rss_bytes_per_child": round((after - before) * 1024 / n) if after else None}
+        trips = await round_trips_of(providers.get("ray"))
+        return {"seconds": seconds, "rss_bytes_per_child": round((after - before) * 1024 / n) if after else None,
+                "round_trips_per_child": round((trips - warm) / n, 2) if trips is not None else None}
     finally:
         await hub.close()
 
 
-async def round_trips(calls: int, host_actors: int) -> tuple[list[float], list[float]]:
-    """Time one model request through a Ray child's adapter, and the same request in-process."""
-    from toh_nb.core.model import ModelRequest
-    from toh_nb.ray import RayProvider
-    from toh_nb.subagents.provider import ChildInfo
+async def round_trips_of(provider) -> int | None:
+    """Ray calls the driver made through ``provider`` so far (older versions: the calls its hosts served)."""
+    if provider is None:
+        return None
+    if hasattr(provider, "round_trips"):
+        return provider.round_trips
+    import ray
 
-    provider = RayProvider(Instant(), host_actors=host_actors)
-    plan = await provider.plan(ChildInfo("probe-1", "one-shot", "probe", 1, "root", None, lambda kind, data: None))
-    request = ModelRequest("probe-1", "probe", 1, "system", [], [])
-    model = Instant()
-    remote, local = [], []
+    return sum(s["calls"] for s in ray.get([h.actor.stats.remote() for h in provider._pool.hosts]))
+
+
+class Steps:
+    """Five tool-calling steps, then an answer (zero latency; pickled to the hosts by value)."""
+
+    async def request(self, request):
+        from toh_nb.core.model import ModelResponse, ToolCall
+
+        if request.step <= 5:
+            return ModelResponse(tool_calls=[ToolCall("bump", {"x": request.step})])
+        return ModelResponse(text="done")
+
+
+def bump(x: int) -> int:
+    """Add one.
+
+    Args:
+        x: a number
+    """
+    return x + 1
+
+
+async def tool_steps(m: int, provider_name: str, providers: dict, sequential: bool = False) -> dict:
+    from toh_nb.hub import AsyncHub
+
+    seen: list[float] = []
+    hub = AsyncHub(Steps(), ids="sequential", providers=providers, tools=[bump])
     try:
-        await plan.model.request(request)  # the host loads the model once
-        for _ in range(calls):
-            start = c.now()
-            await plan.model.request(request)
-            remote.append(c.now() - start)
-            start = c.now()
-            await model.request(request)
-            local.append(c.now() - start)
+        if provider_name == "ray":
+            await hub.spawn("warm up", label="warm", provider="ray")
+        warm = await round_trips_of(providers.get("ray")) or 0
+
+        def listen(event) -> None:
+            if type(event).__name__ in ("ToolCalled", "ToolReturned", "ModelResponded"):
+                seen.append(time.time() - event.time)
+
+        hub.runtime.bus.subscribe(listen)
+        start = c.now()
+        if sequential:
+            results = [await hub.spawn(f"task {i}", label=f"stepper {i}", provider=provider_name) for i in range(m)]
+        else:
+            results = await asyncio.gather(*[hub.spawn(f"task {i}", label=f"stepper {i}", provider=provider_name)
+                                             for i in range(m)])
+        seconds = c.now() - start
+        if any(r.text != "done" for r in results):
+            raise SystemExit("ray_tool_steps: a child did not finish")
+        trips = await round_trips_of(providers.get("ray"))
+        return {"seconds": seconds, "latencies": seen,
+                "round_trips_per_child": round((trips - warm) / m, 2) if trips is not None else None}
     finally:
-        await plan.close()
-        await provider.aclose()
-    return remote, local
+        await hub.close()
+
+
+async def turn_latency(calls: int, provider_name: str, providers: dict) -> list[float]:
+    """Sequential one-step turns of one continuable child: send to settled."""
+    from toh_nb.hub import AsyncHub
+
+    hub = AsyncHub(Instant(), ids="sequential", providers=providers)
+    try:
+        kid = await hub.start("first", label="probe", provider=provider_name)
+        await kid.wait()
+        out = []
+        for i in range(calls):
+            start = c.now()
+            await kid.send(f"turn {i}")
+            await kid.wait()
+            out.append(c.now() - start)
+        return out
+    finally:
+        await hub.close()
 
 
 def _us(values: list[float], q: float) -> float:
@@ -99,7 +165,8 @@ def _us(values: list[float], q: float) -> float:
 
 async def main() -> None:
     p = c.parser(__doc__.splitlines()[0], [10000])
-    p.add_argument("--calls", type=int, default=500, help="sequential requests for ray_round_trip (default 500)")
+    p.add_argument("--steps-children", type=int, default=1000, help="children of ray_tool_steps (default 1000)")
+    p.add_argument("--calls", type=int, default=200, help="sequential turns for ray_turn_latency, children for ray_event_latency (default 200)")
     p.add_argument("--host-actors", type=int, default=2)
     args = p.parse_args()
     try:
@@ -122,9 +189,25 @@ async def main() -> None:
             base = await children(n, "spawn", {})
             c.emit(c.figure("ray_children", n, result["seconds"], base["seconds"], host_actors=args.host_actors,
                             rss_bytes_per_child=result["rss_bytes_per_child"],
-                            floor_rss_bytes_per_child=base["rss_bytes_per_child"]), args.json)
-        remote, local = await round_trips(args.calls, args.host_actors)
-        fig = {"name": "ray_round_trip", "n": args.calls, "median_us": _us(remote, 0.5), "p99_us": _us(remote, 0.99),
+                            floor_rss_bytes_per_child=base["rss_bytes_per_child"],
+                            round_trips_per_child=result["round_trips_per_child"]), args.json)
+        m = args.steps_children
+        result = await tool_steps(m, "ray", {"ray": RayProvider(host_actors=args.host_actors)})
+        base = await tool_steps(m, "spawn", {})
+        c.emit(c.figure("ray_tool_steps", m, result["seconds"], base["seconds"], host_actors=args.host_actors,
+                        round_trips_per_child=result["round_trips_per_child"]), args.json)
+        loaded = result["latencies"]
+        result = await tool_steps(args.calls, "ray", {"ray": RayProvider(host_actors=args.host_actors)}, True)
+        base = await tool_steps(args.calls, "spawn", {}, True)
+        latencies = result["latencies"]
+        fig = {"name": "ray_event_latency", "n": len(latencies), "median_us": _us(latencies, 0.5),
+               "p99_us": _us(latencies, 0.99), "floor_median_us": _us(base["latencies"], 0.5),
+               "loaded_median_us": _us(loaded, 0.5), "loaded_p99_us": _us(loaded, 0.99)}
+        fig["ratio"] = round(fig["median_us"] / fig["floor_median_us"], 1) if fig["floor_median_us"] else None
+        c.emit(fig, args.json)
+        remote = await turn_latency(args.calls, "ray", {"ray": RayProvider(host_actors=args.host_actors)})
+        local = await turn_latency(args.calls, "spawn", {})
+        fig = {"name": "ray_turn_latency", "n": args.calls, "median_us": _us(remote, 0.5), "p99_us": _us(remote, 0.99),
                "mean_us": round(statistics.fmean(remote) * 1e6, 1), "floor_median_us": _us(local, 0.5)}
         fig["ratio"] = round(fig["median_us"] / fig["floor_median_us"], 1) if fig["floor_median_us"] else None
         c.emit(fig, args.json)

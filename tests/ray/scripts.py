@@ -25,6 +25,30 @@ def where() -> str:
     return f"pid {os.getpid()}"
 
 
+async def nap(marks: str) -> str:
+    """Sleep until cancelled, leaving marks."""
+    with open(marks, "a") as out:
+        out.write(f"nap started in {os.getpid()}\n")
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        with open(marks, "a") as out:
+            out.write("nap cancelled\n")
+        raise
+    return "never"
+
+
+def hold(marks: str) -> str:
+    """Leave a mark, then wait until a release file exists (a tool that holds its resources a while)."""
+    import time
+
+    with open(marks, "a") as out:
+        out.write(f"hold started in {os.getpid()}\n")
+    while not Path(marks + ".release").exists():
+        time.sleep(0.02)
+    return f"held in {os.getpid()}"
+
+
 def stall(marks: str) -> str:
     """Block until killed, after leaving a mark."""
     with open(marks, "a") as out:
@@ -54,6 +78,41 @@ class Script:
         text = req.last_user_text
         who = req.label or "root"
         last = req.messages[-1]
+        first = req.messages[0].text if req.messages else ""
+        if first == "fan":  # a background job, a waited read, then whatever arrived meanwhile
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("subagent", {"description": "bg", "prompt": "compute",
+                                                                             "run_in_background": True}, id="b1")])
+            if req.step == 2:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("job_output", {"job_id": "subagent-1", "wait": True},
+                                                                id="o1")])
+            return f"{who}: {last.role}: {last.text.splitlines()[0]}"
+        if text == "five steps":  # five tool-calling steps, then who ran the model and the tools
+            if req.step <= 5:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("where", {}, id=f"w{req.step}")],
+                                        usage=tn.Usage(5, 1))
+            tools = sorted({m.text for m in req.messages if m.role == "tool"})
+            return f"{who}: model pid {os.getpid()}; tools {tools}"
+        if text == "recall":
+            return f"{who}: first was {first}"
+        if text == "add five times":
+            if req.step <= 5:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("add", {"a": req.step, "b": 1})], usage=tn.Usage(5, 1))
+            return tn.ModelResponse(text=f"{who}: added", usage=tn.Usage(5, 1))
+        if text == "nap then add":
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("nap", {"marks": self.marks}, id="n1"),
+                                                    tn.ToolCall("add", {"a": 1, "b": 2}, id="a1")])
+            return f"{who}: {last.text}"
+        if text == "hold":
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("hold", {"marks": self.marks}, id="h1")])
+            return f"{who}: {last.text}"
+        if text == "delegate a block":
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("subagent", {"description": "inner",
+                                                                             "prompt": "block inside"}, id="d1")])
+            return f"{who}: {last.text}"
         if text.startswith("block"):
             self._mark(f"started {req.agent_id}")
             try:

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import toh_nb as tn
-from toh_nb.core.session import TURN_END
+from toh_nb.core.session import TOOL_CALL, TURN_END
 from toh_nb.ray.pool import NAME_PREFIX
 
 from ..helpers import render, until
@@ -19,6 +19,11 @@ from .scripts import Script, marks_of, stall
 
 pytestmark = pytest.mark.slow
 WAIT = 60.0
+
+
+def placed(provider, child_id: str):
+    """The host record of a child of the provider's first hub."""
+    return provider._pool.placement[f"{child_id}@1"]
 
 
 def host_actor_names(ray, provider) -> list[str]:
@@ -36,7 +41,7 @@ def test_a_host_killed_mid_turn_ends_the_turn_error_naming_the_node_and_loses_no
             assert await kid.wait(timeout=WAIT) == "victim: hello"
             await hub.send(kid.id, "block until killed")
             await until(lambda: marks_of(marks) == ["started agent-1"], "the remote turn to start", WAIT)
-            host = provider._pool.placement[kid.id]
+            host = placed(provider, kid.id)
             os.kill(host.pid, signal.SIGKILL)
             await kid.wait(timeout=WAIT)
             session = hub.runtime.store.open(kid.id)
@@ -66,7 +71,10 @@ def test_a_host_killed_during_a_user_tool_fails_the_call_and_ends_the_turn_error
         async with tn.AsyncHub(ids="sequential", providers={"ray": provider}, tools=[stall]) as hub:
             job = await hub.spawn("stall", label="worker", background=True, provider="ray")
             await until(lambda: marks_of(marks) == ["tool started"], "the remote tool to start", WAIT)
-            host = provider._pool.placement["agent-1"]
+            # records stream back in batches: kill once the driver has logged the call (what it lost is lost)
+            await until(lambda: any(e.kind == TOOL_CALL for e in hub.runtime.agents["agent-1"].session.events),
+                        "the driver to log the call", WAIT)
+            host = placed(provider, "agent-1")
             os.kill(host.pid, signal.SIGKILL)
             await job.output(wait=True, timeout=WAIT)
             session = hub.runtime.store.open("agent-1")
@@ -80,23 +88,29 @@ def test_a_host_killed_during_a_user_tool_fails_the_call_and_ends_the_turn_error
                           '-- turn 1 end: {"kind":"error"}']
 
 
-def test_a_ray_child_resumes_after_a_hub_restart(ray_cluster, tmp_path):
+def test_a_ray_child_resumes_after_a_hub_restart_on_another_host(ray_cluster, tmp_path):
     store = str(tmp_path / "runs")
 
     async def first():
-        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": tn.RayProvider()}) as hub:
+        provider = tn.RayProvider()
+        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": provider}) as hub:
             kid = await hub.start("first", label="keeper", provider="ray")
-            return await kid.wait(timeout=WAIT)
+            return await kid.wait(timeout=WAIT), placed(provider, kid.id).pid
 
     async def second():
-        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": tn.RayProvider()}) as hub:
+        provider = tn.RayProvider()
+        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": provider}) as hub:
             listed = str(hub.list_agents())
             sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
             closing = await hub.wait_settled("agent-1", timeout=WAIT)
-            return listed, sent.text, closing, render(hub.runtime.store.open("agent-1"))
+            return (listed, sent.text, closing, render(hub.runtime.store.open("agent-1")),
+                    placed(provider, "agent-1").pid, provider.messages_sent)
 
-    assert asyncio.run(first()) == "keeper: first"
-    listed, sent, closing, lines = asyncio.run(second())
+    closing, first_pid = asyncio.run(first())
+    assert closing == "keeper: first"
+    listed, sent, closing, lines, second_pid, messages_sent = asyncio.run(second())
+    assert second_pid != first_pid  # a new pool: another host process took the whole conversation
+    assert messages_sent == 3
     assert listed == "agent-1 [ready] \u2014 keeper"
     assert sent == "message queued as the next turn for subagent agent-1"
     assert closing == "keeper: second"
@@ -179,3 +193,35 @@ def test_secrets_travel_in_the_runtime_env_never_in_logs_events_or_reprs(ray_clu
     with pytest.raises(tn.UsageError, match='env_vars names "TOH_NB_MISSING", which is not set'):
         asyncio.run(tn.RayProvider(Script(), env_vars=["TOH_NB_MISSING"]).plan(
             tn.ChildInfo("agent-1", "one-shot", "x", 1, "root", None, lambda *a: None)))
+
+
+def test_what_cannot_be_pickled_at_a_resume_after_a_restart_is_named(ray_cluster, tmp_path):
+    store = str(tmp_path / "runs")
+    lock = threading.Lock()
+
+    def guarded(x: int) -> int:
+        """Use the lock."""
+        with lock:
+            return x
+
+    async def first():
+        async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": tn.RayProvider()}) as hub:
+            kid = await hub.start("first", label="keeper", provider="ray")
+            return await kid.wait(timeout=WAIT)
+
+    async def resume(model, tools):
+        async with tn.AsyncHub(model, ids="sequential", store=store, tools=tools,
+                               providers={"ray": tn.RayProvider()}) as hub:
+            sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
+            return sent.text, str(hub.list_agents()), sorted(hub.runtime.agents)
+
+    assert asyncio.run(first()) == "keeper: first"
+    tool_text, listed, live = asyncio.run(resume(Script(), [guarded]))
+    assert tool_text.startswith('Error: RayProvider cannot send the tool "guarded" (test_what_cannot_be_pickled_at_a_'
+                                "resume_after_a_restart_is_named.<locals>.guarded) to a Ray actor: it could not be "
+                                "pickled (TypeError: cannot pickle '_thread.lock' object)")
+    assert listed == "agent-1 [ready] \u2014 keeper" and live == ["root"]  # nothing half-made stays registered
+    model_text, _, _ = asyncio.run(resume(Locked(), []))
+    assert model_text == ("Error: RayProvider cannot send the model (Locked) to a Ray actor: it could not be pickled "
+                          "(TypeError: cannot pickle '_thread.lock' object); pass RayProvider(model=...) a factory "
+                          "defined at module level, or a picklable model")

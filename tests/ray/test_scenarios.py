@@ -19,11 +19,12 @@ WAIT = 60.0  # seconds: the machine is shared and a host may be starting
 
 
 def sessions(hub) -> dict[str, list[str]]:
-    """Every session rendered; the descriptor's provider name is the one expected difference."""
+    """Every session rendered; the descriptor's provider name (and the marks file a tool may be given) are
+    the expected differences."""
     store = hub.runtime.store
     ids = [row["id"] for row in hub.agents()]
-    return {agent_id: [line.replace('"provider":"ray"', '"provider":"spawn"') for line in render(store.open(agent_id))]
-            for agent_id in ids}
+    return {agent_id: [line.replace('"provider":"ray"', '"provider":"spawn"').replace("/ray.marks", "/spawn.marks")
+                       for line in render(store.open(agent_id))] for agent_id in ids}
 
 
 def both_ways(scenario, tmp_path, **hub_options):
@@ -34,8 +35,8 @@ def both_ways(scenario, tmp_path, **hub_options):
 
         async def main():
             providers = {"ray": tn.RayProvider()} if name == "ray" else {}
-            async with tn.AsyncHub(Script(marks), ids="sequential", providers=providers, tools=[add],
-                                   **hub_options) as hub:
+            options = {"tools": [add], **hub_options}
+            async with tn.AsyncHub(Script(marks), ids="sequential", providers=providers, **options) as hub:
                 value = await scenario(hub, name, marks)
                 return value, sessions(hub)
 

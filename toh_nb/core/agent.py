@@ -274,85 +274,98 @@ class Agent:
         if aborted_by is not None:
             self._end_turn(turn, "aborted", None, [], Usage(), waiter)
             return
-        turn_usage = Usage()
-        reason, error_message = "completed", None
-        output: list = []
+        state = TurnOutcome(turn, "completed")
         limits = self.limits
         self._in_turn = True
         timer = None
         if limits.turn_timeout is not None:
             timer = asyncio.get_running_loop().call_later(limits.turn_timeout, self._time_up, turn)
         try:
-            step = 0
-            while True:
-                step += 1
-                # every step yields to the loop once: a model and tools that answer without awaiting
-                # would otherwise hold the shared loop forever (no timeout, interrupt or other agent runs)
-                await asyncio.sleep(0)
-                if self._next_step:
-                    self._steer_pending = False
-                    while self._next_step:
-                        self._log_user(self._next_step.popleft(), turn)
-                if limits.max_steps is not None and step > limits.max_steps:
-                    reason, error_message = budget.MAX_STEPS, budget.step_limit_text(limits.max_steps)
-                    break
-                spent = self._spent_budget()
-                if spent is not None:
-                    reason, error_message = budget.TOKEN_BUDGET, spent
-                    break
-                if bus.listening:
-                    bus.publish(ModelRequested(**self._who(), turn=turn, step=step))
-                response = await self._call_model(turn, step)
-                if bus.listening:
-                    bus.publish(ModelResponded(**self._who(), turn=turn, step=step, text=response.text,
-                                               tool_calls=tuple(c.name for c in response.tool_calls),
-                                               stop_reason=response.stop_reason,
-                                               input_tokens=response.usage.input_tokens,
-                                               output_tokens=response.usage.output_tokens))
-                turn_usage.add(response.usage)
-                self.usage.add(response.usage)
-                self._charge(response.usage)
-                message = self._assistant_message(response)
-                self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
-                if message.content:
-                    self._conversation.append(message)
-                    output = message.content
-                if response.stop_reason == "max_tokens" or (
-                        self.max_tokens is not None and response.usage.output_tokens > self.max_tokens):
-                    reason = "max-tokens"
-                    break
-                if response.stop_reason == "refusal":
-                    reason = "blocked"
-                    break
-                calls = [b for b in message.content if b.type == "tool-call"]
-                if calls:
-                    await self._run_tools(turn, calls)
-                    continue
-                if self._steer_pending and self._next_step:
-                    continue  # a waking message arrived during the final call: read it in another step
-                break
+            await self._steps(state)
         except asyncio.CancelledError:
             if self._cancel_cause is None:  # not ours (loop shutdown): record it, then let it through
-                self._end_turn(turn, "aborted", "cancelled", output, turn_usage, waiter)
+                self._end_turn(turn, "aborted", "cancelled", state.output, state.usage, waiter)
                 raise
             asyncio.current_task().uncancel()
             if self._cancel_cause == budget.TIME_CAUSE:
-                reason, error_message = budget.MAX_TIME, budget.time_limit_text(limits.turn_timeout)
+                state.reason, state.error = budget.MAX_TIME, budget.time_limit_text(limits.turn_timeout)
                 self._cancel_cause = None
             else:
-                reason, error_message = "aborted", None
+                state.reason, state.error = "aborted", None
         except Exception as error:  # a model failure ends the turn; its message is the diagnostic
-            reason = "error"
-            error_message = str(error) or type(error).__name__
+            state.reason, state.error = "error", str(error) or type(error).__name__
         finally:
             self._in_turn = False
             if timer is not None:
                 timer.cancel()
-        end = self._log_turn_end(turn, reason, error_message)
+        end = self._log_turn_end(turn, state.reason, state.error)
         try:
-            reason, error_message = await self._acknowledged(end, reason, error_message)
+            state.reason, state.error = await self._acknowledged(end, state.reason, state.error)
         finally:
-            self._finish_turn(turn, reason, error_message, output, turn_usage, waiter)
+            self._finish_turn(turn, state.reason, state.error, state.output, state.usage, waiter)
+
+    async def _steps(self, state: TurnOutcome) -> None:
+        """The steps of one turn: read ``next-step`` messages, check the budgets, call the model, run
+        the tool calls it asked for; again, until it answers without tool calls or a limit stops it.
+        Returns with ``state.reason``/``state.error`` set (a stop), or raises (a model failure, a
+        cancellation); ``state.output`` and ``state.usage`` stay current, so a cut turn reports what it
+        produced.
+
+        Why a method of its own: it is the seam where a turn's steps run elsewhere. ``toh_nb.ray``'s
+        driver agent overrides it to run this very code on a host actor and replay its records here,
+        while the turn's lifecycle (records, waiters, acknowledgement, cancellation) stays in
+        ``_run_turn``."""
+        turn = state.turn
+        bus = self.runtime.bus
+        limits = self.limits
+        step = 0
+        while True:
+            step += 1
+            # every step yields to the loop once: a model and tools that answer without awaiting
+            # would otherwise hold the shared loop forever (no timeout, interrupt or other agent runs)
+            await asyncio.sleep(0)
+            if self._next_step:
+                self._steer_pending = False
+                while self._next_step:
+                    self._log_user(self._next_step.popleft(), turn)
+            if limits.max_steps is not None and step > limits.max_steps:
+                state.reason, state.error = budget.MAX_STEPS, budget.step_limit_text(limits.max_steps)
+                return
+            spent = self._spent_budget()
+            if spent is not None:
+                state.reason, state.error = budget.TOKEN_BUDGET, spent
+                return
+            if bus.listening:
+                bus.publish(ModelRequested(**self._who(), turn=turn, step=step))
+            response = await self._call_model(turn, step)
+            if bus.listening:
+                bus.publish(ModelResponded(**self._who(), turn=turn, step=step, text=response.text,
+                                           tool_calls=tuple(c.name for c in response.tool_calls),
+                                           stop_reason=response.stop_reason,
+                                           input_tokens=response.usage.input_tokens,
+                                           output_tokens=response.usage.output_tokens))
+            state.usage.add(response.usage)
+            self.usage.add(response.usage)
+            self._charge(response.usage)
+            message = self._assistant_message(response)
+            self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
+            if message.content:
+                self._conversation.append(message)
+                state.output = message.content
+            if response.stop_reason == "max_tokens" or (
+                    self.max_tokens is not None and response.usage.output_tokens > self.max_tokens):
+                state.reason = "max-tokens"
+                return
+            if response.stop_reason == "refusal":
+                state.reason = "blocked"
+                return
+            calls = [b for b in message.content if b.type == "tool-call"]
+            if calls:
+                await self._run_tools(turn, calls)
+                continue
+            if self._steer_pending and self._next_step:
+                continue  # a waking message arrived during the final call: read it in another step
+            return
 
     async def _acknowledged(self, end: Any, reason: str, error: str | None) -> tuple[str, str | None]:
         """Wait until the store has recorded the turn before its outcome reaches anyone (a JSONL

@@ -1,36 +1,70 @@
-"""The host actor: the code that runs inside Ray, one process serving many children.
+"""The host actor: the code that runs inside Ray, one process serving many children's step loops.
 
 One actor per child costs a process each (~47 MiB and ~0.44 s to start on this kind of machine), so a
-small pool of *async* actors hosts every child as coroutines. A host answers two kinds of call, both
-for a child whose agent loop and tree live in the driver:
+small pool of *async* actors hosts every child as coroutines. For each turn of a child the driver calls
+``run``, a streaming generator: the host runs the turn's step loop with the very code of an in-process
+agent (``Agent._steps``: model calls, the rolling tool pool, results committed in model order,
+max-tokens and refusal stops, unknown-tool and validation errors, step and token allowances) on a
+host-side ``Agent`` whose session and event bus *collect* instead of storing. Each yield carries every
+record and event produced since the previous one (a batch), and the driver appends them to the child's
+real log, conversation and event stream in order. The driver stays the one writer of the store.
 
-- ``request``: one model call, answered by the user's model built on the host from a pickled factory
-  (built once per host, shared by its children as one model object is shared in-process);
-- ``call``: one call of a user tool (a plain Python function), run on the host: async functions on its
-  loop, sync ones in a worker thread so a slow tool never stalls the other children.
+What runs where:
 
-Failures travel back as values (``(False, exception)``) rather than as Ray task errors, so the driver
-raises the user's own exception and the diagnostic a model or user reads is the same text as with
-``spawn``. Cancelling the Ray task (``ray.cancel``) cancels the coroutine, which cancels the model's
-or tool's awaitable just as an in-process interrupt does.
+- the child's **model**: built on the host from a pickled factory (once per host, shared by its
+  children as one model object is shared in-process);
+- the child's **user tools** (plain Python functions, ``tools=[fn]``): rebuilt here from the pickled
+  function (same schema, same validation texts); sync ones run in a worker thread, async ones on the
+  host's loop, or, for a child given ``child_resources``, each call runs as a Ray task reserving them;
+- toh_nb's **own tools** (``subagent``, ``job_*``, ``send_message``, ``interrupt_agent``,
+  ``list_agents``, ``report``) act on the driver's tree: here they are *proxies* whose call is yielded to
+  the driver, run there, and answered back through ``answer``, so the pool and ordering logic still
+  apply to them.
 
-Nothing here imports the driver's tree: a host knows no agents, stores or tools of toh_nb.
+Between turns a host caches each child's conversation: the driver sends only what the host lacks (the
+new messages; everything after a host change, a resume, or a turn it cut short). Messages that reach
+the child while its loop runs here (notices, steering) arrive through ``deliver`` and are read at the
+next step boundary, exactly as in-process. Cancelling the stream (``ray.cancel``) cancels the loop, which
+cancels the model's or tool's awaitable as an in-process interrupt does; the generator waits for it to
+unwind, so the model's cleanup has run when the cancelled call completes.
+
+Nothing here imports the driver's tree: a host knows no stores, services or notebook code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from typing import Any
 
+import pydantic
+
+from ..core.agent import Agent, TurnOutcome
+from ..core.budget import Limits
 from ..core.errors import ModelError
 from ..core.model import call_off_loop, coerce_response
+from ..core.session import Session, SessionHeader
+from ..core.tools import FunctionTool, Tool, ToolResult
+
+#: call ids a host mints (for calls the model gave no id); the driver renames them from its own ids
+HOST_CALL_PREFIX = "\x00host-call-"
+#: the options a child's user tool calls may reserve as Ray tasks (``RayProvider(child_resources=...)``)
+TASK_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources")
 
 
 def load(blob: bytes) -> Any:
     from ray import cloudpickle
 
     return cloudpickle.loads(blob)
+
+
+def build_model(obj: Any) -> Any:
+    """A model object as sent, or what a zero-argument factory returns."""
+    model = obj if callable(getattr(obj, "request", None)) else obj()
+    if not callable(getattr(model, "request", None)):
+        raise ModelError(f"the RayProvider model factory returned {type(model).__name__}, which has no request() method")
+    return model
 
 
 def portable(error: BaseException) -> BaseException:
@@ -44,21 +78,127 @@ def portable(error: BaseException) -> BaseException:
         return ModelError(str(error) or type(error).__name__)
 
 
-def build_model(obj: Any) -> Any:
-    """A model object as sent, or what a zero-argument factory returns."""
-    model = obj if callable(getattr(obj, "request", None)) else obj()
-    if not callable(getattr(model, "request", None)):
-        raise ModelError(f"the RayProvider model factory returned {type(model).__name__}, which has no request() method")
-    return model
+class HostIds:
+    """Call ids for calls the model gave none (the driver renames them); no other kind is minted here."""
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls = itertools.count(1)
+
+    def call(self) -> str:
+        return f"{HOST_CALL_PREFIX}{next(self._calls)}"
+
+
+class Elder:
+    """The host-side stand-in for a child's parent: its id (in events) and a budget-free end of the chain
+    (the driver owns the tree's budgets and gives the loop its allowance instead)."""
+
+    __slots__ = ("id", "parent", "limits", "subtree_tokens")
+
+    def __init__(self, parent_id: str | None) -> None:
+        self.id = parent_id
+        self.parent = None
+        self.limits = Limits(max_steps=None)
+        self.subtree_tokens = 0
+
+
+class Collector:
+    """The runtime a host-side Agent sees: its bus and its session's sink collect into ``items`` (the
+    next batch), its driver-side tools are asked through ``ask``; one per hosted child."""
+
+    __slots__ = ("ids", "items", "signal", "listening", "run_id", "answers", "_requests")
+
+    def __init__(self) -> None:
+        self.ids = HostIds()
+        self.items: list = []
+        self.signal = asyncio.Event()
+        self.listening = False
+        self.run_id: int | None = None
+        self.answers: dict[int, asyncio.Future] = {}
+        self._requests = itertools.count(1)
+
+    @property
+    def bus(self) -> "Collector":
+        return self
+
+    def publish(self, event: Any) -> None:
+        self.items.append(("event", event))
+        self.signal.set()
+
+    def logged(self, session: Session, event: Any) -> None:
+        self.items.append(("log", event.kind, event.turn, event.message, event.data))
+        self.signal.set()
+
+    def on_claimed(self, agent: Any, message: Any) -> None:
+        """Claims are the driver's business (it sees the claim in the batch)."""
+
+    async def ask(self, call_id: str) -> ToolResult:
+        """Run one of toh_nb's own tools in the driver: yield the call, wait for its answer."""
+        request = next(self._requests)
+        answer = asyncio.get_running_loop().create_future()
+        self.answers[request] = answer
+        self.items.append(("tool", request, call_id))
+        self.signal.set()
+        try:
+            return await answer
+        finally:
+            self.answers.pop(request, None)
+
+
+class HostAgent(Agent):
+    """A child's step loop on a host: an Agent (the in-process loop's code) whose runtime collects, and
+    whose inbox the driver fills for each run and while it runs."""
+
+    __slots__ = ()
+
+    def prepare(self, payload: dict) -> None:
+        """Start a run: the new messages, turn number, allowances and next-step inbox the driver sent."""
+        self._conversation.extend(payload["messages"])
+        self.turns = payload["turn"]
+        self.subtree_tokens = 0
+        self.limits = Limits(max_steps=payload["max_steps"], token_budget=payload["allowance"])
+        self.session.events.clear()
+        self._next_step.clear()
+        self._next_step.extend(payload["next_step"])
+        self._steer_pending = payload["steer"]
+
+    def deliver(self, messages: list, steer: bool) -> None:
+        self._next_step.extend(messages)
+        if steer:
+            self._steer_pending = True
+
+    async def steps(self, state: TurnOutcome) -> None:
+        await self._steps(state)
+
+
+class _AnyArguments(pydantic.BaseModel):
+    """Arguments of a driver tool whose own model could not be sent: the driver validates them."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+async def _ask_driver(ctx: Any, args: Any) -> ToolResult:
+    return await ctx.agent.runtime.ask(ctx.call_id)
+
+
+def _run_in_task(function: Any, arguments: dict) -> Any:
+    """A user tool call as a Ray task (``child_resources``): sync functions directly, async ones on a loop."""
+    value = function(**arguments)
+    if asyncio.iscoroutine(value):
+        value = asyncio.run(value)
+    return value
 
 
 class Host:
-    """An async Ray actor hosting many children's model calls and user tool calls."""
+    """An async Ray actor hosting many children's step loops (see the module docstring)."""
 
     def __init__(self) -> None:
         self._models: dict[str, Any] = {}
-        self._functions: dict[str, Any] = {}
-        self.calls = 0
+        self._shapes: dict[tuple, tuple] = {}  # (shape key, resources) -> (system, specs, tools)
+        self._children: dict[str, HostAgent] = {}
+        self._task_functions: dict[tuple, Any] = {}
+        self.runs = 0
 
     def where(self) -> dict:
         """Which node and process this host runs on (named in diagnostics if it dies)."""
@@ -67,39 +207,168 @@ class Host:
         return {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
                 "pid": os.getpid()}
 
-    async def _resolved(self, cache: dict, key: str, box: list, build) -> Any:
+    # -- one turn's step loop, streamed ----------------------------------------------------------
+
+    async def run(self, key: str, run_id: int, payload: dict):
+        """Run one turn's step loop of the child named ``key`` (its id and hub); yield its records and
+        events in batches, and last a ``("stop", reason, error)`` or ``("error", text)``. ``("unknown",)``:
+        this host has no state for the child (the driver sends it again, whole)."""
+        self.runs += 1
+        try:
+            agent = await self._prepared(key, run_id, payload)
+        except Exception as error:
+            yield [("error", str(error) or type(error).__name__)]
+            return
+        if agent is None:
+            yield [("unknown",)]
+            return
+        collector: Collector = agent.runtime
+        state = TurnOutcome(payload["turn"], "completed")
+        task = asyncio.ensure_future(agent.steps(state))
+        task.add_done_callback(lambda _: collector.signal.set())
+        try:
+            while True:
+                await collector.signal.wait()
+                collector.signal.clear()
+                items, collector.items = collector.items, []
+                if task.done():
+                    error = ModelError("the step loop was cancelled on its host") if task.cancelled() else task.exception()
+                    if error is None:
+                        items.append(("stop", state.reason, state.error))
+                    else:
+                        items.append(("error", str(error) or type(error).__name__))
+                    yield items
+                    return
+                if items:
+                    yield items
+        finally:
+            collector.run_id = None
+            if not task.done():  # cancelled by the driver: unwind the loop (the model's cleanup) first
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            collector.items = []
+
+    async def _prepared(self, key: str, run_id: int, payload: dict) -> HostAgent | None:
+        self.forget(payload["forget"])
+        setup = payload.get("setup")
+        if setup is not None:
+            agent = await self._build(key, setup)
+        else:
+            agent = self._children.get(key)
+            if agent is None:
+                return None
+        collector: Collector = agent.runtime
+        collector.run_id = run_id
+        collector.listening = payload["listening"]
+        collector.items = []
+        collector.signal.clear()
+        agent.prepare(payload)
+        return agent
+
+    async def _build(self, key: str, setup: dict) -> HostAgent:
+        child_id = setup["id"]
+        model = await self._resolved(self._models, setup["model"], build_model)
+        system, specs, tools = await self._shape(setup["shape"], setup["resources"])
+        session = Session(SessionHeader(child_id, 0.0))
+        collector = Collector()
+        session.sink = collector.logged
+        agent = HostAgent(id=child_id, runtime=collector, session=session, model=model, system=system, tools=tools,
+                          tool_specs=specs, label=setup["label"], depth=setup["depth"],
+                          parent=Elder(setup["parent_id"]), max_tokens=setup["max_tokens"], mode=setup["mode"],
+                          path=setup["path"], max_parallel_tool_calls=setup["max_parallel"])
+        self._children[key] = agent
+        return agent
+
+    async def _resolved(self, cache: dict, sent: tuple, build) -> Any:
+        key, box = sent  # box: [ObjectRef], so Ray does not fetch the object on every call
         value = cache.get(key)
         if value is None:
-            value = build(load(await box[0]))  # box: [ObjectRef] so Ray does not resolve it on every call
+            value = build(load(await box[0]))
             cache[key] = value
         return value
 
-    async def request(self, key: str, box: list, request: Any) -> tuple[bool, Any]:
-        self.calls += 1
-        try:
-            model = await self._resolved(self._models, key, box, build_model)
-            return True, coerce_response(await call_off_loop(model.request, request))
-        except Exception as error:
-            return False, portable(error)
+    async def _shape(self, sent: tuple, resources: dict | None) -> tuple:
+        """A child's system prompt, tool specs and tools (shared by the children of one shape)."""
+        cache_key = (sent[0], tuple(sorted((resources or {}).items(), key=repr)))
+        shape = self._shapes.get(cache_key)
+        if shape is None:
+            system, specs, entries = load(await sent[1][0])
+            shape = (system, specs, {entry[1]: self._tool(entry, resources) for entry in entries})
+            self._shapes[cache_key] = shape
+        return shape
 
-    async def call(self, key: str, box: list, arguments: dict) -> tuple[bool, Any]:
-        from ray import cloudpickle
+    def _tool(self, entry: tuple, resources: dict | None) -> Tool:
+        if entry[0] == "proxy":
+            _, name, description, args_model, parameters, safe = entry
+            return Tool(name, description, args_model or _AnyArguments, _ask_driver, concurrency_safe=safe,
+                        parameters=parameters)
+        _, name, function, description, safe = entry
+        tool = FunctionTool(function, name, description, concurrency_safe=safe)
+        if not resources:
+            return tool
+        return self._task_tool(tool, resources)
 
-        self.calls += 1
-        try:
-            function = await self._resolved(self._functions, key, box, lambda fn: fn)
-            if asyncio.iscoroutinefunction(function):
-                value = await function(**arguments)
-            else:
-                value = await asyncio.to_thread(function, **arguments)
+    def _task_tool(self, tool: FunctionTool, resources: dict) -> Tool:
+        """A user tool whose every call is a Ray task reserving ``resources`` (Ray's own accounting)."""
+        import ray
+
+        key = tuple(sorted(resources.items(), key=repr))
+        remote = self._task_functions.get(key)
+        if remote is None:
+            remote = ray.remote(_run_in_task).options(**resources)
+            self._task_functions[key] = remote
+        function = tool.function
+        names = tuple(tool.args_model.model_fields)
+
+        async def run_as_task(ctx: Any, args: Any) -> Any:
+            ref = remote.remote(function, {k: getattr(args, k) for k in names})
             try:
-                cloudpickle.dumps(value)
-            except Exception:
-                value = str(value)  # what the driver would render anyway
-            return True, value
+                return await ref
+            except ray.exceptions.RayTaskError as error:  # the user's own exception, same text as in-process
+                cause = getattr(error, "cause", None)
+                raise (cause if isinstance(cause, Exception) else error) from None
+            except asyncio.CancelledError:
+                ray.cancel(ref)
+                raise
+
+        return Tool(tool.name, tool.description, tool.args_model, run_as_task, concurrency_safe=tool.concurrency_safe,
+                    parameters=tool.parameters)
+
+    # -- one model call for an in-process agent (a spawn child of a Ray child inherits its model) --------
+
+    async def request(self, model: tuple, request: Any) -> tuple[bool, Any]:
+        """Answer one request with the model built here; failures travel back as values, so the driver
+        raises the user's own exception (same diagnostic text as in-process)."""
+        try:
+            built = await self._resolved(self._models, model, build_model)
+            return True, coerce_response(await call_off_loop(built.request, request))
         except Exception as error:
             return False, portable(error)
+
+    # -- what the driver sends while a loop runs --------------------------------------------------
+
+    def deliver(self, key: str, run_id: int, messages: list, steer: bool) -> bool:
+        """Messages that reached the child during this run: read at its next step boundary."""
+        agent = self._children.get(key)
+        if agent is None or agent.runtime.run_id != run_id:
+            return False  # the run is over: the driver's inbox still holds them for the next turn
+        agent.deliver(messages, steer)
+        return True
+
+    def answer(self, key: str, run_id: int, request: int, text: str, is_error: bool) -> None:
+        """The driver's result of one of toh_nb's own tools, called through ``Collector.ask``."""
+        agent = self._children.get(key)
+        if agent is None or agent.runtime.run_id != run_id:
+            return
+        waiter = agent.runtime.answers.get(request)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(ToolResult(text, is_error))
+
+    def forget(self, keys: list[str]) -> None:
+        """Drop cached children (disposed in the driver)."""
+        for key in keys:
+            self._children.pop(key, None)
 
     def stats(self) -> dict:
-        return {"calls": self.calls, "models": len(self._models), "functions": len(self._functions),
-                "pid": os.getpid()}
+        return {"runs": self.runs, "children": len(self._children), "models": len(self._models),
+                "shapes": len(self._shapes), "pid": os.getpid()}

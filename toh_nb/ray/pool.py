@@ -3,9 +3,10 @@
 Ray is connected (``ray.init(address=...)``, or a local cluster started) the first time a provider is
 used, never on import. Hosts are created lazily up to ``size``, named (``toh_nb-host-…`` in the
 ``toh_nb`` namespace) so anyone can see what a hub holds, placed by Ray's scheduler under the
-resources asked for. A child is placed on the live host with the fewest children and keeps it while
-that host lives; a host found dead is dropped and replaced on the next placement, so a child whose host
-died continues on another one (possibly another node) at its next turn.
+resources asked for. A child (named by its id and hub) is placed on the live host with the fewest
+children and keeps it while that host lives — the host caches its conversation between turns; a host
+found dead is dropped and replaced on the next placement, so a child whose host died continues on
+another one (possibly another node) at its next turn.
 """
 
 from __future__ import annotations
@@ -104,6 +105,16 @@ class HostRecord:
 
     def describe(self) -> str:
         return f"host actor {self.name} (pid {self.pid}) on node {self.node_ip} [{self.node_id[:12]}]"
+
+
+def host_died_text(host: HostRecord, error: BaseException) -> str:
+    """The diagnostic of a turn whose host actor (or its node) died mid-call."""
+    return f"the Ray {host.describe()} died during this call ({type(error).__name__})"
+
+
+def call_failed_text(host: HostRecord, error: BaseException) -> str:
+    """The diagnostic of a call that failed in Ray itself (a lost object, a system error)."""
+    return f"Ray could not complete this call on the {host.describe()}: {type(error).__name__}"
 
 
 class HostPool:

@@ -1,20 +1,28 @@
-"""``tn.RayProvider``: child agents whose model calls and user tools run on a Ray cluster.
+"""``tn.RayProvider``: child agents whose agent loop, model calls and user tools run on a Ray cluster.
 
-The split, and why: a Ray child is an ordinary toh_nb child in the driver (the notebook). Its inbox,
-turns, budgets, authorization, notices, listing, tables, widget and session log are the service's, so
-every text and behaviour is the same as with ``spawn`` and the driver stays the one writer of the
-store (cold resume works as usual, and a resumed child may land on another node). What is *work* runs
-remotely, on a small pool of async host actors (``toh_nb.ray.host``):
+The split, and why: a Ray child is a toh_nb child of the driver's tree (the notebook) whose *turn
+lifecycle* stays in the driver — inbox, statuses, turn records, waiters, budgets' diagnostics,
+authorization, notices, listing, tables, widget and session log are the service's, so every text and
+behaviour is the same as with ``spawn`` and the driver stays the one writer of the store (cold resume
+works as usual, and a resumed child may land on another node). The *steps* of each turn (model call,
+tools, model call, …) run on a small pool of async host actors (``toh_nb.ray.host``), each serving many
+children as coroutines: one Ray call per turn streams the turn's records and events back in batches
+(``toh_nb.ray.remote`` replays them in the driver), rather than a round trip per model call and per
+tool call. The host caches each child's conversation, so a request never ships it whole twice.
 
-- the child's **model**: its plan's model is an adapter whose every request is answered on the child's
-  host by the user's model, built there from a picklable factory;
-- the child's **user tools** (plain Python functions, ``tools=[fn]``): each call is shipped to the host.
+- the child's **model** is built on its host from a picklable factory;
+- the child's **user tools** (plain Python functions, ``tools=[fn]``) run on its host, or as Ray tasks
+  reserving ``child_resources`` (real Ray resource accounting for tool-heavy children);
+- toh_nb's own tools (``subagent``, ``job_*``, ``send_message``, ``interrupt_agent``, ``list_agents``,
+  ``report``) act on the driver's tree: the host yields their calls and the driver runs and answers them.
 
-toh_nb's own tools (``subagent``, ``job_*``, ``send_message``, ``interrupt_agent``, ``list_agents``,
-``report``) act on the driver's tree, so they stay in the driver. Cancelling a turn (interrupt, kill,
-timeout, ``hub.close()``) cancels the awaited Ray task with ``ray.cancel``, which cancels the coroutine
-on the host. A host that dies ends the turn of each child it was serving with ``error`` and a
-diagnostic naming the host's node; everything logged before stays (the driver logged it).
+Cancelling a turn (interrupt, kill, timeout, ``hub.close()``) cancels its stream with ``ray.cancel``,
+which cancels the loop on the host; the driver commits the abort records. A host that dies ends the
+turn of each child it was serving with ``error`` and a diagnostic naming the host's node; everything
+logged before stays (the driver logged it), and the next turn runs on another host.
+
+A provider may be shared by several hubs: each registration counts (``attach``), each ``hub.close()``
+releases one, and the last kills the pool's actors.
 
 Secrets: ``env_vars=["OPENAI_API_KEY"]`` copies those variables from the driver's environment into the
 hosts' Ray ``runtime_env`` (or pass ``runtime_env=`` yourself); they appear in no log, event or repr.
@@ -23,21 +31,18 @@ hosts' Ray ``runtime_env`` (or pass ``runtime_env=`` yourself); they appear in n
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import os
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+import weakref
+from typing import Any, Callable, Mapping, Sequence
 
 from ..core.checks import is_int_at_least
 from ..core.errors import ModelError, UsageError
-from ..core.tools import FunctionTool, Tool
+from ..core.tools import FunctionTool
 from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
-from .pool import HostPool, HostRecord, import_ray
-
-
-def host_died_text(host: HostRecord, error: BaseException) -> str:
-    """The diagnostic of a turn whose host actor (or its node) died mid-call."""
-    return f"the Ray {host.describe()} died during this call ({type(error).__name__})"
+from .host import TASK_OPTIONS
+from .pool import HostPool, HostRecord, call_failed_text, host_died_text, import_ray
+from .remote import RemoteAgent, RemoteLink
 
 
 def _dumps(obj: Any, what: str, advice: str) -> bytes:
@@ -50,8 +55,18 @@ def _dumps(obj: Any, what: str, advice: str) -> bytes:
                          f"({type(error).__name__}: {error}); {advice}") from None
 
 
+def _picklable(obj: Any) -> bool:
+    from ray import cloudpickle
+
+    try:
+        cloudpickle.dumps(obj)
+        return True
+    except Exception:
+        return False
+
+
 class _Blob:
-    """A pickled model or function, put into Ray's object store once and fetched by each host once."""
+    """Something pickled (a model, a child shape), put into Ray's object store once, fetched by each host once."""
 
     __slots__ = ("key", "data", "box", "keep")
 
@@ -59,32 +74,35 @@ class _Blob:
         self.key = hashlib.sha1(data).hexdigest()
         self.data = data
         self.box: list | None = None  # [ObjectRef], made after Ray is connected
-        self.keep = keep  # the original object, so the id() it is cached under is never reused
+        self.keep = keep  # the original object(s), so an id() a blob is cached under is never reused
+
+    def sent(self, ray: Any) -> tuple:
+        if self.box is None:
+            self.box = [ray.put(self.data)]
+        return self.key, self.box
 
 
-class RayModel:
-    """A Ray child's model in the driver: each request is answered on the child's host actor."""
-
-    __slots__ = ("call", "lost", "child_id", "blob")
-
-    def __init__(self, child_id: str, blob: _Blob, call: Callable[..., Awaitable[Any]], lost: dict[str, str]) -> None:
-        self.child_id = child_id
-        self.blob = blob
-        #: the provider's host call and its record of hosts lost during a tool call (given, not reached into)
-        self.call = call
-        self.lost = lost
-
-    async def request(self, request: Any) -> Any:
-        lost = self.lost.pop(self.child_id, None)
-        if lost is not None:  # its host died during one of this turn's tool calls
-            raise ModelError(lost)
-        # the conversation as a plain list; the hub's delta publisher stays in the driver (not picklable)
-        payload = dataclasses.replace(request, messages=list(request.messages), on_delta=None)
-        return await self.call(self.child_id, "request", self.blob, payload)
+def check_task_options(options: Any, what: str = "child_resources") -> dict | None:
+    """Ray task options for a child's user tool calls: a dict of ``num_cpus``/``num_gpus``/``memory``/
+    ``resources``, or None."""
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise UsageError(f"{what} must be a dict of Ray task options ({', '.join(TASK_OPTIONS)}), got {options!r}")
+    unknown = sorted(set(options) - set(TASK_OPTIONS))
+    if unknown:
+        raise UsageError(f"{what} names {', '.join(map(repr, unknown))}; allowed: {', '.join(TASK_OPTIONS)}")
+    for key, value in options.items():
+        if key == "resources":
+            if not isinstance(value, Mapping) or not all(isinstance(v, (int, float)) and v >= 0 for v in value.values()):
+                raise UsageError(f"{what}['resources'] must map resource names to amounts >= 0, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise UsageError(f"{what}['{key}'] must be a number >= 0, got {value!r}")
+    return {k: (dict(v) if k == "resources" else v) for k, v in options.items()} or None
 
 
 class RayProvider:
-    """Children whose model calls and user tools run in a pool of Ray actors (see the module docstring).
+    """Children whose turns' steps run in a pool of Ray actors (see the module docstring).
 
     ``model``: what the hosts run: a model object or a zero-argument factory returning one, pickled
     (cloudpickle: importable callables by reference, notebook functions by value). ``None``: the model
@@ -92,8 +110,12 @@ class RayProvider:
     ``address``: an existing cluster (``"ray://head:10001"``, ``"auto"``); ``None`` connects to the
     cluster this process is already connected to, else starts a local one (at first use, never on
     import). ``host_actors``: the pool size. ``num_cpus``/``resources``: what each host actor reserves
-    (Ray places hosts on nodes that have it; tool-heavy children want CPUs). ``max_concurrency``: calls
-    one host runs at once.
+    (Ray places hosts on nodes that have it). ``max_concurrency``: calls one host runs at once.
+    ``child_resources``: what each *user tool call* of a child reserves — a dict of Ray task options
+    (``{"num_cpus": 1}``, ``num_gpus``, ``memory``, ``resources``), or a function of the child's
+    :class:`ChildInfo` (label, depth, mode) returning one or None — so the calls of a tool-heavy child run
+    as Ray tasks, each holding those resources while it runs and scheduled wherever they are free
+    (other children's tools stay on their host, in threads).
     """
 
     capabilities = Capabilities()
@@ -102,6 +124,7 @@ class RayProvider:
                  num_cpus: float = 0, resources: Mapping[str, float] | None = None,
                  env_vars: Sequence[str] | Mapping[str, str] = (), runtime_env: Mapping[str, Any] | None = None,
                  max_concurrency: int = 10_000, init_options: Mapping[str, Any] | None = None,
+                 child_resources: Mapping[str, Any] | Callable[[ChildInfo], Any] | None = None,
                  name: str = "ray") -> None:
         import_ray()
         if not is_int_at_least(host_actors, 1):
@@ -117,11 +140,21 @@ class RayProvider:
         self.host_actors = host_actors
         self._env_vars = self._check_env(env_vars)
         self._runtime_env = dict(runtime_env or {})
+        self._child_resources = child_resources if callable(child_resources) else check_task_options(child_resources)
         self._model_blob = None if model is None else self._blob_of_model(model)
-        self._blobs: dict[int, _Blob] = {}  # id(model or function) -> its blob
-        self._tools: dict[int, Tool] = {}  # id(user FunctionTool) -> its remote twin
-        self._lost: dict[str, str] = {}  # child id -> diagnostic of a host lost during a tool call
-        self._cancelling: set = set()  # cancelled calls whose coroutines are still unwinding on a host
+        self._blobs: dict[int, _Blob] = {}  # id(model) -> its blob
+        self._checked: dict[int, Any] = {}  # id(user function) -> the function, known to pickle
+        self._shapes: dict[tuple, _Blob] = {}  # a child shape (system prompt, tools) -> its blob
+        self._hosted: dict[str, tuple[HostRecord, int]] = {}  # child -> (host, conversation messages it holds)
+        self._forget: dict[HostRecord, list[str]] = {}  # finished one-shot children a host may drop
+        self._cancelling: set = set()  # cancelled streams whose loops are still unwinding on a host
+        self._hubs = 0
+        self._hub_numbers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runtime -> its number here
+        #: Ray calls the driver made (a turn's stream, a forwarded message, a tool answer): what the
+        #: remote step loop saves is a call per model request and per tool call
+        self.round_trips = 0
+        #: conversation messages sent to hosts (each is sent once per host; a cut turn sends all again)
+        self.messages_sent = 0
         actor_options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
         if resources:
             actor_options["resources"] = dict(resources)
@@ -163,111 +196,201 @@ class RayProvider:
                       "pass RayProvider(model=...) a factory defined at module level, or a picklable model")
         return _Blob(data, model)
 
-    def _blob_for(self, obj: Any, make) -> _Blob:
-        blob = self._blobs.get(id(obj))
-        if blob is None:
-            blob = make(obj)
-            self._blobs[id(obj)] = blob
-        return blob
-
-    def _function_blob(self, tool: FunctionTool) -> _Blob:
-        def make(fn: Any) -> _Blob:
-            data = _dumps(fn, f'the tool "{tool.name}" ({getattr(fn, "__qualname__", type(fn).__name__)})',
-                          "define it at module level (or in the notebook), without unpicklable state")
-            return _Blob(data, fn)
-
-        return self._blob_for(tool.function, make)
-
     def _child_model_blob(self, child: ChildInfo) -> _Blob:
         if self._model_blob is not None:
             return self._model_blob
         if child.model is None:
             raise UsageError("RayProvider(model=None) needs the child's model; pass RayProvider(model=...)")
-        return self._blob_for(child.model, self._blob_of_model)
+        blob = self._blobs.get(id(child.model))
+        if blob is None:
+            blob = self._blobs[id(child.model)] = self._blob_of_model(child.model)
+        return blob
 
-    def _user_tools(self, child: ChildInfo) -> list[FunctionTool]:
-        request = child.request
-        if request is None:
-            return []
-        return [t for t in request.parent.runtime.tools if isinstance(t, FunctionTool)]
+    def _check_tool(self, tool: Any) -> Any:
+        """``wrap_tool``: a user function tool must pickle (it runs on the host); every tool stays as it is
+        in the driver, where only toh_nb's own tools are ever dispatched (for the host)."""
+        if isinstance(tool, FunctionTool) and id(tool.function) not in self._checked:
+            fn = tool.function
+            _dumps(fn, f'the tool "{tool.name}" ({getattr(fn, "__qualname__", type(fn).__name__)})',
+                   "define it at module level (or in the notebook), without unpicklable state")
+            self._checked[id(fn)] = fn
+        return tool
+
+    def _resources_of(self, child: ChildInfo) -> dict | None:
+        chosen = self._child_resources
+        if callable(chosen):
+            chosen = check_task_options(chosen(child), "child_resources(child)")
+        return chosen
 
     # -- the provider protocol -------------------------------------------------------------------
 
+    def attach(self) -> None:
+        """A hub registered this provider (its ``close`` calls ``aclose``; the last one kills the pool)."""
+        self._hubs += 1
+
     async def plan(self, child: ChildInfo) -> ChildPlan:
         blob = self._child_model_blob(child)  # refused here, before anything is created
-        for tool in self._user_tools(child):
-            self._function_blob(tool)
+        if child.request is not None:
+            for tool in child.request.parent.runtime.tools:
+                self._check_tool(tool)
+        resources = self._resources_of(child)
         if not self._pool.ready:
             if self._pool.actor_options.get("runtime_env") is None:
                 runtime_env = self._host_runtime_env()
                 if runtime_env:
                     self._pool.actor_options["runtime_env"] = runtime_env
             await asyncio.to_thread(self._pool.ensure)
-        child_id = child.id
+        one_shot = child.mode == "one-shot"
+        link = RemoteLink(self, child.id, blob, resources, one_shot)
 
         async def close() -> None:
-            self._pool.release(child_id)
-            self._lost.pop(child_id, None)
+            key = link.key
+            if one_shot and key is not None:  # never resumed: its host may drop its copy (told with its next run)
+                self.forget_sync(key)
+                host = self._pool.placement.get(key)
+                if host is not None:
+                    self._forget.setdefault(host, []).append(key)
+                self._pool.release(key)
 
-        return ChildPlan(model=RayModel(child_id, blob, self._call, self._lost), close=close, wrap_tool=self._wrap_tool)
+        return ChildPlan(model=link, close=close, wrap_tool=self._check_tool, agent_class=RemoteAgent)
 
     async def resume(self, child: ChildInfo, session: Any) -> ChildPlan:
         """The log is the whole state: a resumed child gets a host (any node) and goes on."""
         return await self.plan(child)
 
     async def aclose(self) -> None:
-        """Kill every host actor (``hub.close()``): no actor is left behind."""
+        """Kill every host actor (``hub.close()``): no actor is left behind. Shared by several hubs, the
+        provider keeps its pool until the last of them closes."""
+        self._hubs -= 1
+        if self._hubs > 0:
+            return
+        self._hubs = 0
         cancelling, self._cancelling = list(self._cancelling), set()
         await asyncio.to_thread(self._pool.close, cancelling)
-        for blob in [self._model_blob, *self._blobs.values()]:
+        self._hosted.clear()
+        self._forget.clear()
+        for blob in [self._model_blob, *self._blobs.values(), *self._shapes.values()]:
             if blob is not None:
                 blob.box = None
 
-    # -- remote execution ------------------------------------------------------------------------
+    # -- what a RemoteLink asks of its provider ----------------------------------------------------
 
-    def _wrap_tool(self, tool: Any) -> Any:
-        """A user function tool runs on the child's host; toh_nb's own tools stay in the driver."""
-        if not isinstance(tool, FunctionTool):
-            return tool
-        twin = self._tools.get(id(tool))
-        if twin is None:
-            blob = self._function_blob(tool)
-            names = tuple(tool.args_model.model_fields)
-            provider = self
+    def ray(self) -> Any:
+        return import_ray()
 
-            async def run_remotely(ctx: Any, args: Any) -> Any:
-                return await provider._call(ctx.agent.id, "call", blob, {k: getattr(args, k) for k in names})
+    def key_of(self, agent: Any) -> str:
+        """A child's name on the hosts: its id and its hub (a provider shared by hubs sees two ``agent-1``)."""
+        hub = self._hub_numbers.get(agent.runtime)
+        if hub is None:
+            hub = self._hub_numbers[agent.runtime] = len(self._hub_numbers) + 1
+        return f"{agent.id}@{hub}"
 
-            twin = Tool(tool.name, tool.description, tool.args_model, run_remotely, render=tool.render,
-                        concurrency_safe=tool.concurrency_safe, guidance=tool.guidance,
-                        guidance_order=tool.guidance_order, parameters=tool.parameters)
-            self._tools[id(tool)] = twin
-        return twin
-
-    async def _call(self, child_id: str, method: str, blob: _Blob, payload: Any) -> Any:
-        ray = import_ray()
-        host = self._pool.host_of(child_id)
+    async def host_for(self, key: str) -> HostRecord:
+        host = self._pool.host_of(key)
         if host is None:  # every host died (or the pool was closed): refill it
             await asyncio.to_thread(self._pool.ensure)
-            host = self._pool.host_of(child_id)
-        if blob.box is None:
-            blob.box = [ray.put(blob.data)]
-        ref = getattr(host.actor, method).remote(blob.key, blob.box, payload)
+            host = self._pool.host_of(key)
+        return host
+
+    def payload(self, link: RemoteLink, agent: Any, host: HostRecord, whole: bool) -> dict:
+        """What one turn's run needs: the child's setup and whole conversation when the host lacks them
+        (first turn there, a resume, a cut turn), else only the messages it has not seen."""
+        ray = import_ray()
+        length = agent.conversation_length
+        hosted = self._hosted.pop(link.key, None)  # until this run ends cleanly
+        setup = None
+        if whole or hosted is None or hosted[0] is not host or hosted[1] > length:
+            setup = {"id": agent.id, "shape": self._shape_of(agent).sent(ray), "model": link.model_blob.sent(ray),
+                     "label": agent.label, "depth": agent.depth, "path": agent.path,
+                     "parent_id": agent.parent.id if agent.parent is not None else None,
+                     "max_tokens": agent.max_tokens, "mode": agent.mode,
+                     "max_parallel": agent.max_parallel_tool_calls, "resources": link.resources}
+            messages = agent.conversation_from(0)
+        else:
+            messages = agent.conversation_from(hosted[1])
+        self.messages_sent += len(messages)
+        next_step, steer = agent.next_step_inbox()
+        return {"setup": setup, "messages": messages, "turn": agent.turns, "listening": agent.runtime.bus.listening,
+                "next_step": next_step, "steer": steer,
+                "max_steps": agent.limits.max_steps, "allowance": self._allowance(agent),
+                "forget": self._forget.pop(host, [])}
+
+    @staticmethod
+    def _allowance(agent: Any) -> int | None:
+        """Tokens the turn may still spend before a budget on its path is spent (None: no budget)."""
+        allowance = None
+        node = agent
+        while node is not None:
+            limit = node.limits.token_budget
+            if limit is not None:
+                left = limit - node.subtree_tokens
+                allowance = left if allowance is None else min(allowance, left)
+            node = node.parent
+        return allowance if allowance is None else max(allowance, 0)
+
+    def _shape_of(self, agent: Any) -> _Blob:
+        """The system prompt and tools of a child, pickled once per shape (children of one shape share it)."""
+        tools = agent.tools
+        key = (id(agent.tool_specs), agent.system, tuple(id(t) for t in tools.values()))
+        blob = self._shapes.get(key)
+        if blob is None:
+            entries = []
+            for name, tool in tools.items():
+                if isinstance(tool, FunctionTool):
+                    entries.append(("local", name, tool.function, tool.description, tool.concurrency_safe))
+                elif _picklable((tool.args_model, tool.concurrency_safe)):
+                    entries.append(("proxy", name, tool.description, tool.args_model, tool.parameters,
+                                    tool.concurrency_safe))
+                else:  # validated by the driver instead; runs alone
+                    entries.append(("proxy", name, tool.description, None, tool.parameters, False))
+            data = _dumps((agent.system, agent.tool_specs, entries), "the child's tools", "")
+            blob = self._shapes[key] = _Blob(data, (agent.tool_specs, list(tools.values())))
+        return blob
+
+    async def ask_model(self, link: RemoteLink, request: Any) -> Any:
+        ray = import_ray()
+        host = await self.host_for(link.key or link.child_id)
+        ref = host.actor.request.remote(link.model_blob.sent(ray), request)
+        self.round_trips += 1
         try:
             ok, value = await ref
         except asyncio.CancelledError:
-            ray.cancel(ref)  # reaches the coroutine on the host
-            self._cancelling.add(ref)
+            self.cancelled_call(ref)
             raise
         except ray.exceptions.RayActorError as error:
-            self._pool.mark_dead(host)
-            text = host_died_text(host, error)
-            if method == "call":
-                self._lost[child_id] = text
-            raise ModelError(text) from None
-        except ray.exceptions.RayError as error:  # the call itself failed in Ray (a lost object, a system error)
-            raise ModelError(f"Ray could not complete this call on the {host.describe()}: "
-                             f"{type(error).__name__}") from None
+            raise ModelError(self.host_died(host, error)) from None
+        except ray.exceptions.RayError as error:
+            raise ModelError(call_failed_text(host, error)) from None
         if ok:
             return value
         raise value
+
+    def synced(self, key: str, host: HostRecord, messages: int) -> None:
+        self._hosted[key] = (host, messages)
+
+    def forget_sync(self, key: str) -> None:
+        self._hosted.pop(key, None)
+
+    def count_round_trip(self) -> None:
+        self.round_trips += 1
+
+    def call(self, host: HostRecord, method: str, *args: Any) -> None:
+        """A one-way call to a host (its answer is not awaited: a dead host fails the turn's stream)."""
+        self.round_trips += 1
+        getattr(host.actor, method).remote(*args)
+
+    def cancelled(self, stream: Any) -> None:
+        """A turn's stream cancelled: reach its loop on the host; ``aclose`` waits for it to unwind."""
+        import_ray().cancel(stream)
+        self._cancelling.add(stream.completed())
+
+    def cancelled_call(self, ref: Any) -> None:
+        import_ray().cancel(ref)
+        self._cancelling.add(ref)
+
+    def host_died(self, host: HostRecord, error: BaseException) -> str:
+        self._pool.mark_dead(host)
+        for key in [k for k, (h, _) in self._hosted.items() if h is host]:
+            del self._hosted[key]
+        self._forget.pop(host, None)
+        return host_died_text(host, error)

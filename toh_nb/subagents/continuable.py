@@ -95,7 +95,11 @@ class ContinuableChildren(Settlement):
             model=plan.model or options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
             limits=options.get("limits"),
             conversation=conversation_of(session.events), turns=last_turn_number(session.events))
-        plan.wrap_tools(child)
+        try:
+            plan.wrap_tools(child)
+        except BaseException:  # refused by the provider: no half-made agent stays registered
+            self.runtime.unregister(child)
+            raise
         return child
 
     # -- follow-ups and cold resume -----------------------------------------------------------------
@@ -154,6 +158,9 @@ class ContinuableChildren(Settlement):
         repair_tail(session)
         try:
             child = self._materialize(session, record, parent, header.delegation_depth, options, plan)
+        except UsageError:  # the provider names what it cannot run (a tool that cannot be sent to a host)
+            await self._close_plan(plan)
+            raise
         except Exception:
             await self._close_plan(plan)
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None

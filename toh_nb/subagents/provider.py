@@ -6,13 +6,15 @@ the same in the ``subagent`` tool, the job tools, ``send_message``, ``interrupt_
 the widget. A provider contributes only what differs, as a :class:`ChildPlan`:
 
 - ``seed``: events the child's log starts with (``fork`` copies the parent's completed turns);
-- ``model``: the child's model. An agent that lives elsewhere (an ACP coding agent, a Ray actor) is a
+- ``model``: the child's model. An agent that lives elsewhere (an ACP coding agent) is a
   model adapter here: one turn of the child is one prompt to it, cancelled when the turn is cancelled
   (interrupt, kill, timeout), and what it does meanwhile is recorded with :meth:`ChildInfo.record`;
 - ``own_tools``: the child brings its own tools (an external harness), so toh_nb offers it none;
 - ``wrap_tool``: where the child's tools run. Called once per tool the child sees; the tool it returns
   (same name, description and schema) is the one dispatched, so a provider can run the user's tools
   elsewhere (a Ray actor) while toh_nb's own tools, which act on the driver's tree, stay as they are;
+- ``agent_class``: the child's Agent subclass (no slots of its own), for a child whose turns' steps run
+  elsewhere (``toh_nb.ray`` overrides ``Agent._steps``); its turn lifecycle stays the service's;
 - ``close``: releases what the plan holds (a process, an actor) when the child is disposed: a one-shot
   run at its end, a continuable activation when it settles, everything at ``hub.close()``.
 
@@ -74,15 +76,19 @@ class ChildPlan:
     own_tools: bool = False
     close: Callable[[], Awaitable[None]] | None = None
     wrap_tool: Callable[[Any], Any] | None = None
+    agent_class: type | None = None
 
     def tool_filter(self, requested: dict | None) -> dict | None:
         """The child's tool filter: none of toh_nb's tools for a harness that brings its own."""
         return NO_TOOLS if self.own_tools else requested
 
     def wrap_tools(self, child: Any) -> None:
-        """Apply ``wrap_tool`` to the child's tools (a copy: tool views are shared per shape)."""
+        """Fit the built child to the plan: apply ``wrap_tool`` to its tools (a copy: tool views are shared
+        per shape) and give it ``agent_class`` (same layout, so the object is kept, not rebuilt)."""
         if self.wrap_tool is not None:
             child.tools = {name: self.wrap_tool(tool) for name, tool in child.tools.items()}
+        if self.agent_class is not None:
+            child.__class__ = self.agent_class
 
 
 @dataclass(slots=True)
@@ -113,7 +119,8 @@ class Provider(Protocol):
     # Optional, declared here so nothing is guessed: ``plan_now(child)`` / ``resume_now(child, session)``
     # (synchronous planning, in-process providers); ``resume_problem(child_id, store) -> str | None`` (why a
     # settled child could not resume, shown as its ``list_agents`` diagnostic); ``async aclose()`` (release
-    # what the provider itself holds, at ``hub.close()``).
+    # what the provider itself holds, at ``hub.close()``); ``attach()`` (called when a hub registers it:
+    # a provider shared by several hubs counts them, and releases its pool at the last ``aclose``).
 
 
 def check_provider(provider: Any) -> None:

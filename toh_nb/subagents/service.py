@@ -68,6 +68,9 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
         if provider.name in self.providers:
             raise SubagentError(texts.duplicate_provider(provider.name), "DUPLICATE_PROVIDER")
         self.providers[provider.name] = provider
+        attach = getattr(provider, "attach", None)
+        if attach is not None:  # paired with the aclose() of close_providers (shared providers count hubs)
+            attach()
         self.runtime.bus.publish(ProviderChanged(provider=provider.name, registered=True))
 
         def remove() -> None:

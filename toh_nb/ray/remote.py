@@ -1,0 +1,322 @@
+"""The driver's side of a Ray child's turn: the step loop runs on a host, its records are replayed here.
+
+A Ray child is an ordinary driver Agent (inbox, statuses, turn records, waiters, acknowledgement,
+budget diagnostics, notices, listing) of class :class:`RemoteAgent`, whose only difference is
+``_steps``, the seam of ``toh_nb.core.agent``: instead of stepping here, it asks the child's host to run
+the same step loop (``toh_nb.ray.host``) and *replays* what comes back, batch by batch, onto the
+child's session, conversation and the hub's event stream, so the log, the tables and the stream read
+exactly as with ``spawn``. Three things cross back the other way while the loop runs:
+
+- the answers to toh_nb's own tools, which the host yields as requests and the driver runs with the
+  driver agent's ToolContext (they act on the tree, which lives here);
+- messages steered or injected into the child (notices, follow-ups read at a step boundary), forwarded
+  to the host, which reads them at its next step boundary; they stay in the driver's inbox until the
+  host's claim comes back, so a turn cut short never loses one;
+- cancellation (interrupt, kill, ``turn_timeout``, ``hub.close()``): the stream is cancelled
+  (``ray.cancel``) and the driver commits the abort records itself, with the in-process texts, for the
+  calls it saw start and not finish (``ABORTED_DURING_CALL``, or a control tool's own ``ToolAborted``
+  rendering) and for those that never started (``ABORTED_BEFORE_DISPATCH``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any
+
+from ..core import budget
+from ..core.agent import Agent, TurnOutcome, _invoke_pooled
+from ..core.content import Message, ToolCallBlock, ToolResultBlock
+from ..core.errors import ModelError, ToolError
+from ..core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
+from ..core.tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, ToolContext, ToolResult, error_text,
+                          validate_arguments)
+from .host import HOST_CALL_PREFIX
+from .pool import call_failed_text
+
+
+class RemoteAgent(Agent):
+    """A driver agent whose turns' steps run on a Ray host (``model`` is its :class:`RemoteLink`). Its
+    other methods are what a replay needs of it: the same state changes as the in-process step loop."""
+
+    __slots__ = ()
+
+    async def _steps(self, state: TurnOutcome) -> None:
+        await self.model.steps(self, state)
+
+    def steer(self, message: Message) -> None:
+        super().steer(message)
+        self.model.forward(message, True)
+
+    def inject(self, message: Message) -> None:
+        super().inject(message)
+        self.model.forward(message, False)
+
+    # -- what a run sends ---------------------------------------------------------------------
+
+    @property
+    def conversation_length(self) -> int:
+        return len(self._conversation)
+
+    def conversation_from(self, start: int) -> list[Message]:
+        return self._conversation[start:]
+
+    def next_step_inbox(self) -> tuple[list[Message], bool]:
+        """The messages queued for the next step boundary, and whether one of them wakes."""
+        return list(self._next_step), self._steer_pending
+
+    # -- what a run's records do here -----------------------------------------------------------
+
+    def claim(self, message: Message, turn: int) -> None:
+        """The host read a queued message at a step boundary: take the driver's own copy out of the inbox
+        (it stayed there until now, so a cut turn never loses one) and log it."""
+        inbox = self._next_step
+        for index, queued in enumerate(inbox):
+            if queued.id == message.id:
+                del inbox[index]
+                if not inbox:
+                    self._steer_pending = False
+                message = queued
+                break
+        self._log_user(message, turn)
+
+    def answered(self, message: Message, turn: int, state: TurnOutcome) -> None:
+        """A model response: its usage counted (the turn's, this agent's and the tree's budgets), logged."""
+        if message.usage is not None:
+            state.usage.add(message.usage)
+            self.usage.add(message.usage)
+            self._charge(message.usage)
+        self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
+        if message.content:
+            self._conversation.append(message)
+            state.output = message.content
+
+    def returned(self, message: Message, turn: int) -> None:
+        """A tool result the host committed (in model order)."""
+        self.session.append(TOOL_RESULT, turn=turn, message=message)
+        self._conversation.append(message)
+
+    def cut(self, turn: int, call: ToolCallBlock, result: ToolResult) -> None:
+        """A result the driver commits itself for a call the cut run left open (result event included)."""
+        self._commit(turn, call, result)
+
+    def spent_budget_text(self) -> str | None:
+        return self._spent_budget()
+
+
+class StepError(Exception):
+    """A step loop that failed on its host (a model failure): its text is the turn's diagnostic."""
+
+
+class Replay:
+    """One remote run's records, applied to the driver agent in the order the host produced them."""
+
+    __slots__ = ("agent", "state", "link", "host", "run_id", "ids", "calls", "started", "committed", "asked",
+                 "outcome")
+
+    def __init__(self, agent: RemoteAgent, state: TurnOutcome, link: Any, host: Any, run_id: int) -> None:
+        self.agent = agent
+        self.state = state
+        self.link = link
+        self.host = host
+        self.run_id = run_id
+        self.ids: dict[str, str] = {}  # host-minted call id -> the driver's
+        self.calls: list[ToolCallBlock] = []  # the tool calls of the latest assistant message
+        self.started: dict[str, tuple] = {}  # call id -> (name, arguments): logged, not yet answered
+        self.committed: set[str] = set()
+        self.asked: dict[str, asyncio.Task] = {}  # call id -> the driver running one of toh_nb's tools
+        self.outcome: tuple | None = None  # ("stop", reason, error) | ("error", text) | ("unknown",)
+
+    def call_id(self, host_id: str) -> str:
+        if not host_id.startswith(HOST_CALL_PREFIX):
+            return host_id
+        mapped = self.ids.get(host_id)
+        if mapped is None:
+            mapped = self.ids[host_id] = self.agent.runtime.ids.call()
+        return mapped
+
+    def apply(self, items: list) -> None:
+        for item in items:
+            kind = item[0]
+            if kind == "log":
+                self._log(*item[1:])
+            elif kind == "event":
+                self._event(item[1])
+            elif kind == "tool":
+                self._ask(item[1], self.call_id(item[2]))
+            else:
+                self.outcome = item
+
+    def _log(self, kind: str, turn: int, message: Message | None, data: dict | None) -> None:
+        agent = self.agent
+        if kind == USER_MESSAGE:
+            agent.claim(message, turn)
+        elif kind == ASSISTANT_MESSAGE:
+            content = [ToolCallBlock(self.call_id(b.id), b.name, b.arguments) if b.type == "tool-call" else b
+                       for b in message.content]
+            agent.answered(Message("assistant", content, usage=message.usage), turn, self.state)
+            self.calls = [b for b in content if b.type == "tool-call"]
+            self.started.clear()
+            self.committed.clear()
+        elif kind == TOOL_CALL:
+            data = {**data, "call_id": self.call_id(data["call_id"])}
+            agent.session.append(TOOL_CALL, turn=turn, data=data)
+            self.started[data["call_id"]] = (data["name"], data["arguments"])
+        elif kind == TOOL_RESULT:
+            block = message.content[0]
+            call_id = self.call_id(block.call_id)
+            agent.returned(Message("tool", [ToolResultBlock(call_id, block.name, block.text, block.is_error)]), turn)
+            self.started.pop(call_id, None)
+            self.committed.add(call_id)
+            self.asked.pop(call_id, None)
+        else:  # nothing else is logged by a step loop; kept rather than lost
+            agent.session.append(kind, turn=turn, message=message, data=data)
+
+    def _event(self, event: Any) -> None:
+        bus = self.agent.runtime.bus
+        if not bus.listening:
+            return
+        # ``time`` stays the host's wall clock (when it happened); ``monotonic`` is this process's clock
+        changes: dict = {"monotonic": time.monotonic()}
+        call_id = getattr(event, "call_id", None)
+        if call_id is not None and call_id.startswith(HOST_CALL_PREFIX):
+            changes["call_id"] = self.call_id(call_id)
+        bus.publish(dataclasses.replace(event, **changes))
+
+    def _ask(self, request: int, call_id: str) -> None:
+        self.asked[call_id] = asyncio.get_running_loop().create_task(self._serve(request, call_id))
+
+    async def _serve(self, request: int, call_id: str) -> ToolResult:
+        """Run one of toh_nb's own tools for the host, with the driver agent's context, and answer it."""
+        agent = self.agent
+        name, arguments = self.started.get(call_id, (None, None))
+        tool = agent.tools.get(name) if name is not None else None
+        if tool is None:
+            result = ToolResult(error_text(f'unknown tool "{name}"'), True)
+        else:
+            try:
+                args = validate_arguments(tool, arguments)
+            except ToolError as error:
+                result = ToolResult(error_text(error), True)
+            else:
+                result = await _invoke_pooled(tool, ToolContext(agent, agent.runtime, call_id), args)
+        self.link.answer(self.host, self.run_id, request, result)
+        return result
+
+    async def abort(self, cause: str | None = None) -> None:
+        """The run was cut (cancelled, or its host died): close the latest calls as in-process would.
+        ``cause``: the diagnostic for calls that were running (a dead host), else the abort texts."""
+        asked = list(self.asked.values())
+        for task in asked:
+            task.cancel()
+        if asked:
+            await asyncio.gather(*asked, return_exceptions=True)
+        for call in self.calls:
+            if call.id in self.committed:
+                continue
+            if call.id in self.started:
+                task = self.asked.get(call.id)
+                if cause is not None:
+                    result = ToolResult(error_text(cause), True)
+                elif task is not None and not task.cancelled() and task.exception() is None:
+                    result = task.result()  # finished (or rendered its own abort) before the cut
+                else:
+                    result = ToolResult(error_text(ABORTED_DURING_CALL), True)
+            else:
+                result = ToolResult(error_text(ABORTED_BEFORE_DISPATCH), True)
+            self.agent.cut(self.state.turn, call, result)
+            self.committed.add(call.id)
+
+    def finish(self) -> None:
+        """Turn the host's last word into the driver's: a stop with the driver's exact diagnostic, or
+        the failure that ends the turn ``error``."""
+        outcome = self.outcome
+        if outcome is None or outcome[0] == "unknown":
+            raise ModelError("the Ray host ended this turn's stream without an outcome")
+        if outcome[0] == "error":
+            raise StepError(outcome[1])
+        _, reason, error = outcome
+        state = self.state
+        state.reason, state.error = reason, error
+        if reason == budget.TOKEN_BUDGET:  # the host stopped at its allowance; the texts are the tree's
+            state.error = self.agent.spent_budget_text() or error
+        elif reason == budget.MAX_STEPS and self.agent.limits.max_steps is not None:
+            state.error = budget.step_limit_text(self.agent.limits.max_steps)
+
+
+class RemoteLink:
+    """A Ray child's link to its host, in place of its model (see :class:`RemoteAgent`): runs each turn's
+    steps on the host, forwards messages and tool answers while one runs."""
+
+    __slots__ = ("provider", "child_id", "key", "model_blob", "resources", "one_shot", "running", "_serial")
+
+    def __init__(self, provider: Any, child_id: str, model_blob: Any, resources: dict | None, one_shot: bool) -> None:
+        self.provider = provider
+        self.child_id = child_id
+        #: the child's name on hosts and in the pool: its id and its hub (hubs sharing a provider may
+        #: each have an ``agent-1``), known once a turn runs
+        self.key: str | None = None
+        self.model_blob = model_blob
+        self.resources = resources
+        self.one_shot = one_shot
+        self.running: tuple | None = None  # (host, run id) while a turn's steps run remotely
+        self._serial = 0
+
+    def __repr__(self) -> str:
+        return f"RemoteLink({self.child_id!r})"
+
+    async def request(self, request: Any) -> Any:
+        """One model call answered on the child's host: the model of an in-process agent that inherits
+        this child's (a ``spawn`` child of a Ray child). The child's own calls run in its host's loop."""
+        payload = dataclasses.replace(request, messages=list(request.messages), on_delta=None)
+        return await self.provider.ask_model(self, payload)
+
+    async def steps(self, agent: RemoteAgent, state: TurnOutcome) -> None:
+        """Run this turn's step loop on the child's host and replay it here (the ``_steps`` seam)."""
+        ray = self.provider.ray()
+        if self.key is None:
+            self.key = self.provider.key_of(agent)
+        for whole in (False, True):
+            host = await self.provider.host_for(self.key)
+            self._serial += 1
+            replay = Replay(agent, state, self, host, self._serial)
+            payload = self.provider.payload(self, agent, host, whole)
+            stream = host.actor.run.options(num_returns="streaming").remote(self.key, self._serial, payload)
+            self.provider.count_round_trip()
+            self.running = (host, self._serial)
+            try:
+                async for ref in stream:
+                    replay.apply(await ref)
+            except asyncio.CancelledError:
+                self.provider.cancelled(stream)
+                self.provider.forget_sync(self.key)  # the host's copy may hold what the driver never saw
+                await replay.abort()
+                raise
+            except ray.exceptions.RayActorError as error:
+                text = self.provider.host_died(host, error)
+                await replay.abort(text)
+                raise ModelError(text) from None
+            except ray.exceptions.RayError as error:  # the call itself failed in Ray (a lost object, a system error)
+                self.provider.forget_sync(self.key)
+                text = call_failed_text(host, error)
+                await replay.abort(text)
+                raise ModelError(text) from None
+            finally:
+                self.running = None
+            outcome = replay.outcome[0] if replay.outcome is not None else None
+            if outcome == "unknown" and not whole:
+                continue  # the host had no copy of this child: send it whole
+            if outcome in ("stop", "error"):  # both sides appended the same messages
+                self.provider.synced(self.key, host, agent.conversation_length)
+            replay.finish()
+            return
+
+    def forward(self, message: Message, steer: bool) -> None:
+        """A message for the running loop's next step boundary (no-op between turns: the inbox has it)."""
+        if self.running is not None:
+            host, run_id = self.running
+            self.provider.call(host, "deliver", self.key, run_id, [message], steer)
+
+    def answer(self, host: Any, run_id: int, request: int, result: ToolResult) -> None:
+        self.provider.call(host, "answer", self.key, run_id, request, result.text, result.is_error)
