@@ -33,7 +33,7 @@ from .errors import StoreError, ToolError
 from .events import (MessageQueued, ModelRequested, ModelResponded, TextDelta, ToolCalled, ToolReturned, TurnEnded,
                      TurnStarted)
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
-                      Session)
+                      Session, turn_end_data)
 from .tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, Tool, ToolAborted, ToolContext, ToolResult,
                     error_text, invoke, validate_arguments)
 
@@ -410,12 +410,8 @@ class Agent:
         return None
 
     def _log_turn_end(self, turn: int, reason: str, error: str | None) -> Any:
-        data: dict = {"reason": reason}
-        if error is not None:
-            data["error"] = error
-        if reason == "aborted" and self._cancel_cause:
-            data["cause"] = self._cancel_cause
-        return self.session.append(TURN_END, turn=turn, data=data)
+        cause = self._cancel_cause if reason == "aborted" and self._cancel_cause else None
+        return self.session.append(TURN_END, turn=turn, data=turn_end_data(reason, error, cause))
 
     def _end_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
                   waiter: asyncio.Future | None) -> None:
@@ -439,9 +435,9 @@ class Agent:
         return coerce_response(await call_off_loop(self.model.request, request))
 
     def _assistant_message(self, response: ModelResponse) -> Message:
-        content: list = []
-        if response.text:
-            content.append(Text(response.text))
+        # built at its final size when it holds only text: an appended-to list keeps room for 4 (24 B
+        # more for every logged answer)
+        content: list = [Text(response.text)] if response.text else []
         for call in response.tool_calls:
             call_id = call.id or self.runtime.ids.call()
             content.append(ToolCallBlock(call_id, call.name, dict(call.arguments or {})))

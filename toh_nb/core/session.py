@@ -34,6 +34,47 @@ TOOL_RESULT = "tool/result"
 DESCRIPTOR = "subagent/descriptor"
 
 
+class SharedData(dict):
+    """The ``data`` of many events at once: a dict that refuses changes.
+
+    Why: a completed turn's ``turn/end`` data is ``{"reason": "completed"}``, and a small dict costs
+    184 B; logged once per turn of every agent, that was the largest part of an idle child's log after
+    its events. Events are records, so their data is read, never changed; a copy (``dict(data)``,
+    ``copy``, pickle) is an ordinary dict."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("this event data is shared by many logged events and cannot be changed; copy it with dict()")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore
+
+    def copy(self) -> dict:  # type: ignore[override]
+        return dict(self)
+
+    def __reduce__(self) -> tuple:
+        return (dict, (dict(self),))
+
+
+#: the ``turn/end`` data of a turn that ended with no error and no cause, one per reason
+_PLAIN_ENDS = {reason.value: SharedData(reason=reason.value) for reason in TurnEnd}
+
+
+def turn_end_data(reason: str, error: str | None = None, cause: str | None = None) -> dict:
+    """A ``turn/end`` event's data: ``reason``, then ``error`` and ``cause`` when given (shared and
+    read-only for a plain reason: :class:`SharedData`)."""
+    if error is None and cause is None:
+        shared = _PLAIN_ENDS.get(reason)
+        if shared is not None:
+            return shared
+    data = {"reason": reason}
+    if error is not None:
+        data["error"] = error
+    if cause is not None:
+        data["cause"] = cause
+    return data
+
+
 class Event:
     """One session event. ``message`` is set for message events, ``data`` for the others."""
 
