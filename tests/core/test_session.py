@@ -1,4 +1,4 @@
-"""The session log: shared read-only ``turn/end`` data."""
+"""The session log: shared read-only ``turn/end`` data, events with a message or data."""
 
 from __future__ import annotations
 
@@ -48,3 +48,22 @@ def test_end_data_with_an_error_or_a_cause_is_its_own_dict_in_the_logged_order()
     assert type(turn_end_data("error", "boom")) is dict
     assert turn_end_data("completed") is turn_end_data("completed")
     assert turn_end_data("max-steps") == {"reason": "max-steps"} and type(turn_end_data("max-steps")["reason"]) is str
+
+
+def test_an_event_reads_back_its_message_or_data_and_keeps_both_when_a_log_has_both():
+    from toh_nb.core.session import Event
+
+    said = user_message("hello")
+    spoken = Event(3, "user/message", 1.5, 2, said)
+    noted = Event(4, "turn/end", 1.5, 2, data={"reason": "completed"})
+    assert (spoken.message, spoken.data, noted.message, noted.data) == (said, None, None, {"reason": "completed"})
+    noted.data = {"reason": "error", "error": "disk full"}
+    assert noted.data == {"reason": "error", "error": "disk full"} and noted.message is None
+    both = Event.from_json({"seq": 5, "kind": "custom", "time": 2.0, "message": {"role": "user", "content": []},
+                            "data": {"x": 1}})
+    assert both.message.role == "user" and both.data == {"x": 1}
+    assert Event.from_json(both.to_json()).to_json() == both.to_json()
+    both.data = None
+    assert both.message.role == "user" and both.data is None
+    spoken.message = None
+    assert spoken.message is None and spoken.data is None
