@@ -170,9 +170,10 @@ class SettlementNotice(Message):
     idle collects one per settled child (bench/memory.py: ~600 B each, a fifth of an idle child).
     Until its content is read it keeps only what the content is made of: the child id, the stop reason
     and the closing text blocks (shared with the child's log). ``content`` renders the blocks once
-    (:func:`notice_content`) and keeps them, so the parent's conversation holds an ordinary message;
-    ``text`` and ``source`` read before that (the event stream's ``message/queued``) are computed and
-    not kept. Every text is byte for byte the eagerly built notice's."""
+    (:func:`notice_content`; any thread, any number of times: the same blocks) and keeps them, so the
+    parent's conversation holds an ordinary message; ``text`` and ``source`` read before that (the
+    event stream's ``message/queued``) are computed and not kept. Every text is byte for byte the
+    eagerly built notice's."""
 
     __slots__ = ("_child", "_stop", "_closing")
 
@@ -194,7 +195,8 @@ class SettlementNotice(Message):
             _CONTENT.__set__(self, content)
             if _SOURCE.__get__(self) is None:
                 _SOURCE.__set__(self, notice_source(self._child, content[0].text))
-            self._closing = ()
+            # ``_closing`` stays: a JSONL store serialises the claimed notice on its writer thread, which
+            # may render it at the same moment as the loop; both renders must give the same blocks
         return content
 
     @content.setter
