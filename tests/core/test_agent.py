@@ -292,3 +292,39 @@ def test_a_turn_of_instant_steps_yields_so_timeouts_and_other_agents_run():
     result = asyncio.run(main())
     assert result.stop_reason == "aborted"
     assert other == [1, 1, 1]
+
+
+def test_back_to_back_instant_turns_still_yield_every_few_turns():
+    """Queued turns of an instant model may run back to back, but never more than TURNS_PER_YIELD
+    between two passes through the loop: a model that queues itself a new turn from each turn (and
+    never awaits) still lets another task run."""
+    from toh_nb.core.agent import TURNS_PER_YIELD
+
+    async def main():
+        ticks: list[int] = []
+        holder = {}
+
+        async def model(req):  # never awaits; each turn queues another, up to 20 loop-holding batches
+            if req.turn < 20 * TURNS_PER_YIELD:
+                holder["agent"].followup(user_message(f"again {req.turn}"))
+            return "ok"
+
+        runtime, agent = make_agent(FunctionModel(model))
+        holder["agent"] = agent
+
+        async def ticker():
+            while agent.status != "idle" or not ticks:
+                ticks.append(agent.turns)
+                await asyncio.sleep(0)
+
+        agent.followup(user_message("go"))
+        tick = asyncio.ensure_future(ticker())
+        await agent.when_idle()
+        await tick
+        runtime.closed = True  # the model's closure holds the runtime in a cycle: release its GC hold now
+        return agent.turns, ticks
+
+    turns, ticks = asyncio.run(main())
+    assert turns == 20 * TURNS_PER_YIELD
+    # the other task ran once per TURNS_PER_YIELD turns, from the first turn to the last batch
+    assert ticks == list(range(1, 20 * TURNS_PER_YIELD, TURNS_PER_YIELD))

@@ -27,3 +27,36 @@ def test_waiting_settlement_notices_share_their_fixed_blocks_and_read_the_same()
             assert notices[1].content[1] is notices[2].content[1]
 
     asyncio.run(main())
+
+
+def test_a_waiting_notice_is_rendered_only_when_its_content_is_read_and_reads_like_the_eager_one():
+    import copy
+    import pickle
+
+    from toh_nb.core.content import Message, Source, Text
+    from toh_nb.subagents.settlement import SettlementNotice
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda req: "line one\nline two"), ids="sequential") as hub:
+            child = await hub.start("work", label="a")
+            await child.wait()
+            (notice,) = list(hub.root_agent._next_turn) + list(hub.root_agent._next_step)
+            return notice
+
+    notice = asyncio.run(main())
+    line = "Background subagent agent-1 finished and will do no further work unless you send it more."
+    eager = Message("user", [Text(line), Text("Its closing message:"), Text("line one\nline two")], id="msg-2",
+                    source=Source("subagent-settled", form="notice", sender="agent-1", summary=line))
+    assert isinstance(notice, SettlementNotice)
+    assert Message.__dict__["content"].__get__(notice) is None  # nothing rendered while it waits
+    assert notice.text == eager.text  # the stream's message/queued reads it without rendering it
+    assert notice.source == eager.source
+    assert Message.__dict__["content"].__get__(notice) is None
+    assert notice.content == eager.content and notice.content is notice.content  # rendered once, then kept
+    assert notice == eager and eager == notice and repr(notice) == repr(eager)
+    # a second render (a store's writer thread that read the slot just before the first render set it)
+    # gives the same blocks
+    Message.__dict__["content"].__set__(notice, None)
+    assert notice.content == eager.content and notice.text == eager.text
+    for twin in (copy.copy(notice), pickle.loads(pickle.dumps(notice))):
+        assert twin == eager and twin.text == eager.text

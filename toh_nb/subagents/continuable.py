@@ -71,9 +71,10 @@ class ContinuableChildren(Settlement):
             if child_id in runtime.agents or runtime.store.exists(child_id):
                 raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
             seed = list(plan.seed)
-            header = SessionHeader(child_id, time.time(), parent_session=parent.id, origin="subagent",
+            now = time.time()  # one moment (and one float) for the header and the descriptor record
+            header = SessionHeader(child_id, now, parent_session=parent.id, origin="subagent",
                                    delegation_depth=depth, seed_length=len(seed))
-            events = seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, record)]
+            events = seed + [Event(len(seed), DESCRIPTOR, now, None, None, record)]
             session = runtime.store.create(header, events)
         except BaseException:
             await self._close_plan(plan)  # refused after planning: release what the plan holds

@@ -143,24 +143,102 @@ class Settlement(Activations):
             stop = "aborted" if act.dropped_unrun else "completed"
         else:
             stop = EPOCH_TURN_TO_STOP.get(reason, "error")
-        return stop, [b for b in output if b.type == "text"]
+        if any(b.type != "text" for b in output):
+            output = [b for b in output if b.type == "text"]
+        return stop, output  # the logged message's own list when it holds only text (read, never changed)
 
     def _notify_parent(self, act: Activation, stop: str, output: list) -> None:
         parent = self.runtime.agents.get(act.parent_session)
         if parent is None or parent.disposed:
             return  # a gone parent: dropped silently
-        line = texts.settled_line(act.child.id, stop)
-        content: list = [Text(line)]
-        if output:
-            content.append(_CLOSING)
-            content.extend(output)
-        else:
-            content.append(_NO_CLOSING)
-        message = Message("user", content, id=self.runtime.ids.message(),
-                          source=Source("subagent-settled", form="notice", sender=act.child.id,
-                                        summary=bound(line)))
+        message = SettlementNotice(act.child.id, stop, output, self.runtime.ids.message())
         try:
             self._deliver(parent, message, wake=act.wake_parent, followup=True)
         except Exception as error:
             self.runtime.bus.problem("subagent", f'subagent "{act.child.id}" settlement notice was not delivered '
                                      f"to its parent: {error}", agent_id=act.child.id)
+
+
+_CONTENT = Message.__dict__["content"]  # the slots of a Message, under the notice's properties
+_SOURCE = Message.__dict__["source"]
+
+
+class SettlementNotice(Message):
+    """A settlement notice, rendered when it is first read.
+
+    Why: a notice waits in its parent's inbox until the parent's next turn, and a parent that stays
+    idle collects one per settled child (bench/memory.py: ~600 B each, a fifth of an idle child).
+    Until its content is read it keeps only what the content is made of: the child id, the stop reason
+    and the closing text blocks (shared with the child's log). ``content`` renders the blocks once
+    (:func:`notice_content`; any thread, any number of times: the same blocks) and keeps them, so the
+    parent's conversation holds an ordinary message; ``text`` and ``source`` read before that (the
+    event stream's ``message/queued``) are computed and not kept. Every text is byte for byte the
+    eagerly built notice's."""
+
+    __slots__ = ("_child", "_stop", "_closing")
+
+    def __init__(self, child_id: str, stop: str, closing: "list | tuple", id: str) -> None:
+        _CONTENT.__set__(self, None)
+        _SOURCE.__set__(self, None)
+        self.role = "user"
+        self.id = id
+        self.usage = None
+        self._child = child_id
+        self._stop = stop
+        self._closing = closing
+
+    @property  # type: ignore[override]
+    def content(self) -> list:
+        content = _CONTENT.__get__(self)
+        if content is None:
+            content = notice_content(self._child, self._stop, self._closing)
+            _CONTENT.__set__(self, content)
+            if _SOURCE.__get__(self) is None:
+                _SOURCE.__set__(self, notice_source(self._child, content[0].text))
+            # ``_closing`` stays: a JSONL store serialises the claimed notice on its writer thread, which
+            # may render it at the same moment as the loop; both renders must give the same blocks
+        return content
+
+    @content.setter
+    def content(self, value: list) -> None:
+        _CONTENT.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def source(self) -> Source:
+        source = _SOURCE.__get__(self)
+        return source if source is not None else notice_source(self._child, texts.settled_line(self._child, self._stop))
+
+    @source.setter
+    def source(self, value: Source) -> None:
+        _SOURCE.__set__(self, value)
+
+    @property
+    def text(self) -> str:
+        if _CONTENT.__get__(self) is not None:
+            return Message.text.fget(self)
+        closing = [texts.CLOSING_MESSAGE, *(b.text for b in self._closing)] if self._closing else \
+            [texts.NO_CLOSING_MESSAGE]
+        return "\n".join([texts.settled_line(self._child, self._stop), *closing])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.role, self.content, self.id, self.source, self.usage) == \
+            (other.role, other.content, other.id, other.source, other.usage)
+
+    __hash__ = None  # type: ignore[assignment]  # as Message: mutable
+
+
+def notice_content(child_id: str, stop: str, closing: "list | tuple") -> list:
+    """The blocks of a settlement notice: its line, then the closing blocks or the no-closing line."""
+    content: list = [Text(texts.settled_line(child_id, stop))]
+    if closing:
+        content.append(_CLOSING)
+        content.extend(closing)
+    else:
+        content.append(_NO_CLOSING)
+    return content
+
+
+def notice_source(child_id: str, line: str) -> Source:
+    return Source("subagent-settled", form="notice", sender=child_id, summary=bound(line))
