@@ -283,3 +283,62 @@ def test_a_slow_read_on_cold_resume_does_not_stall_other_agents(tmp_path):
             return texts
 
     assert asyncio.run(main()) == ["free", "free", "free"]
+
+
+# -- spare files: a new log's inode is allocated ahead of its acknowledgement -----------------------------
+
+
+def spares(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir() if p.name.startswith(writer_module.SPARE_PREFIX))
+
+
+def test_new_logs_are_written_into_spare_files_made_ahead_and_close_removes_them(tmp_path):
+    async def main():
+        store = JsonlStore(tmp_path)
+        assert spares(tmp_path) == []  # a store that has created no log makes none
+        first = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+        await store.acknowledged(first)
+        await until(lambda: len(spares(tmp_path)) == writer_module.SPARES, "the spare files")
+        oldest = f"{writer_module.SPARE_PREFIX}0{writer_module.TMP_SUFFIX}"  # spares are used in order
+        inode = (tmp_path / oldest).stat().st_ino
+        assert (tmp_path / oldest).stat().st_size == 0
+        second = store.create(SessionHeader("agent-2", 2.0, parent_session="agent-1", origin="subagent"))
+        second.append(TURN_START, turn=1)
+        await store.acknowledged(second)
+        assert not (tmp_path / oldest).exists()
+        assert (tmp_path / "agent-2.jsonl").stat().st_ino == inode  # the spare became agent-2's log
+        assert kinds(tmp_path / "agent-2.jsonl") == ["header", TURN_START]
+        await asyncio.to_thread(store.close)
+        assert spares(tmp_path) == []
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", ".toh-index.json", "agent-1.jsonl",
+                                                             "agent-2.jsonl"]
+
+    asyncio.run(main())
+
+
+def test_spares_removed_behind_the_stores_back_are_skipped(tmp_path):
+    async def main():
+        store = JsonlStore(tmp_path)
+        await store.acknowledged(store.create(SessionHeader("agent-1", 1.0, origin="root")))
+        await until(lambda: len(spares(tmp_path)) == writer_module.SPARES, "the spare files")
+        for name in spares(tmp_path):
+            (tmp_path / name).unlink()
+        session = store.create(SessionHeader("agent-2", 2.0, parent_session="agent-1", origin="subagent"))
+        session.append(TURN_START, turn=1)
+        await store.acknowledged(session)
+        await asyncio.to_thread(store.close)
+        assert kinds(tmp_path / "agent-2.jsonl") == ["header", TURN_START]
+        assert spares(tmp_path) == []
+
+    asyncio.run(main())
+
+
+def test_spares_left_by_a_crashed_writer_are_removed_by_the_next_scan(tmp_path):
+    leftover = tmp_path / f"{writer_module.SPARE_PREFIX}3{writer_module.TMP_SUFFIX}"
+    leftover.write_bytes(b"")
+    with JsonlStore(tmp_path, read_only=True) as reader:  # a reader never deletes anything
+        assert len(reader) == 0
+    assert leftover.exists()
+    with JsonlStore(tmp_path) as store:
+        assert len(store) == 0 and store.corrupt_ids() == []
+        assert not leftover.exists()
