@@ -147,6 +147,8 @@ def describe(fig: dict) -> str:
         parts.append(f"| target {fig['target']:,} {'met' if fig['meets_target'] else 'MISSED'}")
     if "fsyncs_per_s" in fig:
         parts.append(f"| {fig['fsyncs_per_s']:,.0f} fsyncs/s")
+    if "create_us" in fig:
+        parts.append(f"| file creation {fig['create_us']} us")
     if "target_seconds" in fig:
         parts.append(f"| target <= {fig['target_seconds']} s {'met' if fig['meets_target'] else 'MISSED'}")
     if "phases" in fig:
