@@ -5,8 +5,6 @@ Layout of a store directory::
     <dir>/.lock                 held with flock(LOCK_EX) by the one writing store; holds its pid
     <dir>/<session_id>.jsonl    header line ({"type": "session", ...}), then one event per line
     <dir>/.<session_id>.jsonl.tmp   only while a log is being created (removed on the next scan)
-    <dir>/.~spare-<n>.jsonl.tmp     empty files the writer made ahead for new logs (removed at close,
-                                    or on the next scan after a crash)
     <dir>/.toh-index.json       the listing index written at close (:mod:`toh_nb.store.index`)
 
 Every line is compact JSON (ASCII, ``\\n``-terminated) and reaches the file with one ``write`` call,
@@ -97,7 +95,6 @@ from ..core.errors import StoreError, UsageError
 from ..core.ids import is_valid_id
 from ..core.session import DESCRIPTOR, Event, Session, SessionHeader
 from . import index as listing_index
-from .writer import SPARE_PREFIX as _SPARE_PREFIX
 from .writer import TMP_PREFIX as _TMP_PREFIX
 from .writer import TMP_SUFFIX as _TMP_SUFFIX
 from .writer import LogWriter
@@ -505,10 +502,9 @@ class JsonlStore:
                 headers[session_id] = header
                 self._keys[session_id] = _order_key(header)
                 children.setdefault(header.parent_session, []).append(session_id)
-            elif (not self.read_only and name.endswith(_TMP_SUFFIX)
-                  and (name.startswith(_SPARE_PREFIX)
-                       or name.startswith(_TMP_PREFIX) and _is_safe_id(name[len(_TMP_PREFIX): -len(_TMP_SUFFIX)]))):
-                try:  # a create that never completed, or a spare file the last writer left
+            elif (not self.read_only and name.startswith(_TMP_PREFIX) and name.endswith(_TMP_SUFFIX)
+                  and _is_safe_id(name[len(_TMP_PREFIX): -len(_TMP_SUFFIX)])):
+                try:  # a create that never completed
                     os.unlink(name, dir_fd=self._dir_fd)
                 except OSError:
                     pass
