@@ -239,7 +239,10 @@ class LogWriter:
             if stop:
                 return
             if self._created and self._spares_work:
-                self._make_spares()
+                try:
+                    self._make_spares()
+                except Exception:  # pragma: no cover - a bug here must not end the writer
+                    self._spares_work = False
 
     def _process(self, items: list) -> bool:
         groups: dict[str, list] = {}
