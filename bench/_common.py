@@ -147,6 +147,11 @@ def describe(fig: dict) -> str:
         parts.append(f"| target {fig['target']:,} {'met' if fig['meets_target'] else 'MISSED'}")
     if "fsyncs_per_s" in fig:
         parts.append(f"| {fig['fsyncs_per_s']:,.0f} fsyncs/s")
+    if "gc_seconds" in fig:
+        parts.append("| gc " + "/".join(f"{x:.2f}" for x in fig["gc_seconds"]) + " s (gen 0/1/2)"
+                     f"  cpu {fig['cpu_seconds']:.3f} s")
+    if "create_us" in fig:
+        parts.append(f"| file creation {fig['create_us']} us")
     if "target_seconds" in fig:
         parts.append(f"| target <= {fig['target_seconds']} s {'met' if fig['meets_target'] else 'MISSED'}")
     if "phases" in fig:
@@ -161,6 +166,53 @@ def skipped(name: str, reason: str, as_json: bool) -> None:
 
 
 # -- measuring -------------------------------------------------------------------------------------
+
+
+class GcClock:
+    """Seconds spent inside the cyclic collector per generation, and the process's CPU seconds, over a
+    ``with`` block. CPU seconds are what another process on a shared machine disturbs least (wall
+    time also counts the moments this process waited for a core), so scaling ratios are printed
+    from both."""
+
+    def __init__(self) -> None:
+        self.gc_seconds = [0.0, 0.0, 0.0]
+        self.collections = [0, 0, 0]
+        self.cpu_seconds = 0.0
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            generation = info.get("generation", 2)
+            self.gc_seconds[generation] += time.perf_counter() - self._started
+            self.collections[generation] += 1
+
+    def __enter__(self) -> "GcClock":
+        gc.callbacks.insert(0, self._callback)  # first: the hub's GC policy works after "stop", untimed
+        self.cpu_seconds = time.process_time()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cpu_seconds = time.process_time() - self.cpu_seconds
+        gc.callbacks.remove(self._callback)
+
+    def fields(self) -> dict:
+        return {"gc_seconds": [round(x, 4) for x in self.gc_seconds], "gc_collections": self.collections,
+                "cpu_seconds": round(self.cpu_seconds, 6)}
+
+
+def kept_line(name: str, small: dict, large: dict) -> str:
+    """Issue 18.2's figure: the throughput kept at the largest size against the smallest, from wall
+    time and from CPU time, beside the floor's own (wall) ratio from the same runs."""
+    wall = large["rate_per_s"] / small["rate_per_s"]
+    parts = [f"{name}: throughput at {large['n']:,} / at {small['n']:,} = {wall:.2f}× wall"]
+    if small.get("cpu_seconds") and large.get("cpu_seconds"):
+        cpu = (large["ops"] / large["cpu_seconds"]) / (small["ops"] / small["cpu_seconds"])
+        parts.append(f"{cpu:.2f}× CPU time")
+    if small.get("floor_rate_per_s") and large.get("floor_rate_per_s"):
+        parts.append(f"floor {large['floor_rate_per_s'] / small['floor_rate_per_s']:.2f}×")
+    return ", ".join(parts)
 
 
 def settle_gc() -> None:

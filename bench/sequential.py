@@ -2,7 +2,9 @@
 
 The root agent's model asks for one ``subagent`` call per step, N steps in a row (one ``hub.run``);
 each child answers at once. Timed: ``hub.run`` from submission to the root's final answer (hub
-creation and close are outside the figure; ``close_seconds`` is printed beside it).
+creation and close are outside the figure; ``close_seconds`` is printed beside it). ``gc_seconds``
+(inside the collector, per generation) and ``cpu_seconds`` (the process's CPU time) cover the same
+span: with several sizes, the throughput kept at the largest size is printed from wall and CPU time.
 
 Floor: N iterations of "create a task that puts its answer into a queue, await it, take the answer".
 
@@ -31,9 +33,10 @@ async def engine(n: int, store: str | None = None, fsync: str | None = None) -> 
 
     hub = AsyncHub(c.model(reply), ids="sequential", store=store, fsync=fsync, max_steps=None)  # one long turn
     try:
-        start = c.now()
-        result = await hub.run("delegate, one child at a time")
-        seconds = c.now() - start
+        with c.GcClock() as clock:
+            start = c.now()
+            result = await hub.run("delegate, one child at a time")
+            seconds = c.now() - start
         results = [e for e in hub.root_agent.session.events if e.kind == TOOL_RESULT]
     finally:
         closing = c.now()
@@ -44,7 +47,7 @@ async def engine(n: int, store: str | None = None, fsync: str | None = None) -> 
     bad = [e.message.text for e in results if e.message.text != "ok"]
     if len(results) != n or bad:
         raise SystemExit(f"sequential: expected {n} results 'ok', got {len(results)} ({bad[:3]})")
-    return {"seconds": seconds, "close_seconds": close_seconds}
+    return {"seconds": seconds, "close_seconds": close_seconds, **clock.fields()}
 
 
 async def floor(n: int) -> float:
@@ -68,12 +71,19 @@ async def main() -> None:
         return
     target = TARGET_MEMORY if args.store is None else TARGET_JSONL
     await c.warm_up(args, lambda d: engine(20, d, args.fsync), lambda: floor(20))
+    figures: list[dict] = []
     for n in args.n:
         result = await c.best_of(args.repeat, lambda: c.in_run_dir(args, lambda d: engine(n, d, args.fsync)),
                                  key=lambda r: r["seconds"])
         floor_seconds = await c.best_of(args.repeat, lambda: floor(n))
-        extra = {"close_seconds": round(result["close_seconds"], 6), **c.store_fields(args, result)}
-        c.emit(c.figure(name, n, result["seconds"], floor_seconds, target=target, **extra), args.json)
+        extra = {"close_seconds": round(result["close_seconds"], 6), "gc_seconds": result["gc_seconds"],
+                 "gc_collections": result["gc_collections"], "cpu_seconds": result["cpu_seconds"],
+                 **c.store_fields(args, result)}
+        fig = c.figure(name, n, result["seconds"], floor_seconds, target=target, **extra)
+        figures.append(fig)
+        c.emit(fig, args.json)
+    if len(figures) > 1 and not args.json:
+        print(c.kept_line(name, figures[0], figures[-1]), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ Three parts, one run:
    ``fdatasync``, in a file beside the store (what ``fsync="always"`` can at best approach).
 2. ``store_sequential_<policy>``: ``bench/sequential.py``'s work (N ``subagent`` calls in a row, each
    child answering at once) with ``store=<dir>`` and each policy, beside the in-memory store in the
-   same run. For ``always`` it also prints the fsyncs the store issued per second (file + directory).
+   same run. For ``always`` it also prints the fsyncs the store issued per second (file + directory);
+   every policy prints ``create_us``, the cost of creating one empty file in its run directory
+   (measured before the run: each delegation creates one log, and on this machine's ext4 that cost
+   differs 10-300 us between directories, so it explains most of the spread between runs).
 3. ``store_reopen``: a store of ``--children`` continuable children holding ``--mb`` MB of logs in
    total (written directly, one event line ≈ 1 KB), then ``AsyncHub(store=dir)`` + ``list_agents()``:
    ``cold`` the first time (no index: every log is read and checked), ``warm`` after that hub
@@ -48,6 +51,20 @@ def disk_fsync_rate(directory: str, n: int) -> dict:
     return c.figure("disk_fsync", n, seconds, None, unit="fdatasync")
 
 
+def create_cost_us(directory: str, n: int = 200) -> float:
+    """Microseconds to create one empty file in ``directory`` (the inode allocation every new log
+    pays, spare or not; on this machine's ext4 it varies 10-300 us from one directory to another)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    names = [os.path.join(directory, f".~probe-{i}") for i in range(n)]
+    start = c.now()
+    for name in names:
+        os.close(os.open(name, flags, 0o644))
+    seconds = c.now() - start
+    for name in names:
+        os.unlink(name)
+    return round(seconds / n * 1e6, 1)
+
+
 async def sequential_policy(directory: str, n: int, fsync: str | None) -> dict:
     import toh_nb.store.writer as writer_module
 
@@ -65,6 +82,7 @@ async def sequential_policy(directory: str, n: int, fsync: str | None) -> dict:
 
     writer_module._datasync, writer_module.LogWriter._sync_dir_quietly = datasync, sync_dir
     run_dir = tempfile.mkdtemp(dir=directory) if fsync is not None else None
+    create_us = create_cost_us(run_dir) if run_dir is not None else None
     try:
         result = await sequential.engine(n, run_dir, fsync)
     finally:
@@ -73,6 +91,8 @@ async def sequential_policy(directory: str, n: int, fsync: str | None) -> dict:
             shutil.rmtree(run_dir, ignore_errors=True)
     name = "store_sequential_memory" if fsync is None else f"store_sequential_{fsync}"
     extra = {"fsyncs_per_s": round(counted["fsyncs"] / result["seconds"], 1)} if fsync == "always" else {}
+    if create_us is not None:
+        extra["create_us"] = create_us
     return c.figure(name, n, result["seconds"], None, target=TARGET_BATCH if fsync == "batch" else None, **extra)
 
 

@@ -152,3 +152,38 @@ def test_closing_the_last_hub_leaves_a_programs_own_frozen_objects_frozen():
         assert gc.get_freeze_count() > frozen // 2
     finally:
         gc.unfreeze()
+
+
+def test_engaged_survivors_of_young_collections_are_frozen_without_a_full_walk(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+
+    async def main():
+        async with open_hub():
+            gc.collect()  # engages: the whole heap is walked once and frozen
+            frozen = gc.get_freeze_count()
+            young = [Node() for _ in range(100)]
+            gc.collect(1)  # a young collection: its survivors would wait for a full walk
+            assert gc.get_objects(generation=2) == []
+            assert gc.get_freeze_count() >= frozen + len(young)
+
+    asyncio.run(main())
+
+
+def test_the_frozen_set_is_not_walked_to_be_counted_at_every_collection(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+    counted = []
+    real = gc.get_freeze_count
+    clean_policy.setattr(gc, "get_freeze_count", lambda: counted.append(1) or real())
+
+    async def main():
+        async with open_hub():
+            gc.collect()  # the reset counts exactly, once
+            assert len(counted) == 1
+            keep = []
+            for _ in range(20):
+                keep.append([Node() for _ in range(10)])
+                gc.collect(1)
+                gc.collect()
+            assert len(counted) == 1  # 40 freezes, each counted by what it moved (far from doubling)
+
+    asyncio.run(main())

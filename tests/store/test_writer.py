@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -283,3 +284,92 @@ def test_a_slow_read_on_cold_resume_does_not_stall_other_agents(tmp_path):
             return texts
 
     assert asyncio.run(main()) == ["free", "free", "free"]
+
+
+# -- spare files: a new log's inode is allocated ahead of its acknowledgement -----------------------------
+
+
+needs_spares = pytest.mark.skipif(not writer_module.SPARE_FLAGS, reason="needs O_TMPFILE")
+
+
+def names(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir())
+
+
+@needs_spares
+def test_new_logs_are_written_into_anonymous_spares_made_ahead(tmp_path):
+    async def main():
+        store = JsonlStore(tmp_path)
+        writer = store._writer
+        assert len(writer._spares) == 0  # a store that has created no log makes none
+        first = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+        await store.acknowledged(first)
+        await until(lambda: len(writer._spares) == writer_module.SPARES, "the spare files")
+        assert names(tmp_path) == [".lock", "agent-1.jsonl"]  # spares have no name
+        inode = os.fstat(writer._spares[0]).st_ino
+        second = store.create(SessionHeader("agent-2", 2.0, parent_session="agent-1", origin="subagent"))
+        second.append(TURN_START, turn=1)
+        await store.acknowledged(second)
+        assert (tmp_path / "agent-2.jsonl").stat().st_ino == inode  # the oldest spare became agent-2's log
+        assert kinds(tmp_path / "agent-2.jsonl") == ["header", TURN_START]
+        second.append(TURN_END, turn=1, data={"reason": "completed"})  # appended through the same descriptor
+        await store.acknowledged(second)
+        await asyncio.to_thread(store.close)
+        assert kinds(tmp_path / "agent-2.jsonl") == ["header", TURN_START, TURN_END]
+        assert names(tmp_path) == [".lock", ".toh-index.json", "agent-1.jsonl", "agent-2.jsonl"]
+
+    asyncio.run(main())
+
+
+@needs_spares
+def test_spares_count_against_max_open(tmp_path):
+    async def main():
+        store = JsonlStore(tmp_path, max_open=4)
+        writer = store._writer
+        for i in range(6):
+            session = store.create(SessionHeader(f"agent-{i}", float(i), origin="root"))
+            await store.acknowledged(session)
+            await until(lambda: len(writer._spares) == 2, "two spares (half of max_open)")
+            assert len(writer._fds) + len(writer._spares) <= 4
+        await asyncio.to_thread(store.close)
+        assert [kinds(tmp_path / f"agent-{i}.jsonl") for i in range(6)] == [["header"]] * 6
+
+    asyncio.run(main())
+
+
+@needs_spares
+def test_a_spare_that_cannot_be_linked_turns_spares_off_and_the_log_is_created_by_name(tmp_path, monkeypatch):
+    def no_proc(fd, name, dir_fd):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", f"/proc/self/fd/{fd}")
+
+    async def main():
+        store = JsonlStore(tmp_path)
+        writer = store._writer
+        await store.acknowledged(store.create(SessionHeader("agent-1", 1.0, origin="root")))
+        await until(lambda: len(writer._spares) == writer_module.SPARES, "the spare files")
+        monkeypatch.setattr(writer_module, "link_spare", no_proc)
+        session = store.create(SessionHeader("agent-2", 2.0, parent_session="agent-1", origin="subagent"))
+        session.append(TURN_START, turn=1)
+        await store.acknowledged(session)
+        assert not writer._spares_work and len(writer._spares) == 0
+        await asyncio.to_thread(store.close)
+        assert kinds(tmp_path / "agent-2.jsonl") == ["header", TURN_START]
+
+    asyncio.run(main())
+
+
+def test_without_o_tmpfile_logs_are_created_by_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer_module, "SPARE_FLAGS", os.O_WRONLY | os.O_DIRECTORY)  # opening "." fails
+
+    async def main():
+        store = JsonlStore(tmp_path)
+        writer = store._writer
+        for i in range(3):
+            session = store.create(SessionHeader(f"agent-{i}", float(i), origin="root"))
+            session.append(TURN_START, turn=1)
+            await store.acknowledged(session)
+        await until(lambda: not writer._spares_work, "spares turned off")
+        await asyncio.to_thread(store.close)
+        assert [kinds(tmp_path / f"agent-{i}.jsonl") for i in range(3)] == [["header", TURN_START]] * 3
+
+    asyncio.run(main())

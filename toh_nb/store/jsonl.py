@@ -63,7 +63,9 @@ what it is, and its id stays reserved (as does any ``<valid id>.jsonl`` name, co
 
 File handles: appends go through an LRU of at most ``max_open`` (default 64) open ``O_APPEND``
 descriptors, so 10,000 sessions never hold 10,000 descriptors; an evicted session's next append
-reopens its file (measured faster than open-append-close per event, and never slower).
+reopens its file (measured faster than open-append-close per event, and never slower). The writer's
+spare files (anonymous inodes made ahead for new logs, at most half of ``max_open``) count against
+the same bound.
 
 Ids are checked with :func:`toh_nb.core.ids.is_valid_id` before any file-system access: a session
 file name is always ``<valid id>.jsonl`` inside the store directory (opened relative to a directory
