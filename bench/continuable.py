@@ -43,21 +43,22 @@ async def engine(n: int, store: str | None = None, fsync: str | None = None) -> 
     hub = AsyncHub(c.model(reply), ids="sequential", store=store, fsync=fsync)
     phases: dict[str, float] = {}
     try:
-        t0 = c.now()
-        children = [await hub.start(f"you are worker {i}", label=f"worker {i}") for i in range(n)]
-        t1 = c.now()
-        for child in children:
-            await child.wait()
-        t2 = c.now()
-        for child in children:
-            for m in range(MESSAGES):
-                await hub.send(child.id, f"message {m}")
-        t3 = c.now()
-        for child in children:
-            await child.wait()
-        t4 = c.now()
-        listing = hub.list_agents()
-        t5 = c.now()
+        with c.GcClock() as clock:
+            t0 = c.now()
+            children = [await hub.start(f"you are worker {i}", label=f"worker {i}") for i in range(n)]
+            t1 = c.now()
+            for child in children:
+                await child.wait()
+            t2 = c.now()
+            for child in children:
+                for m in range(MESSAGES):
+                    await hub.send(child.id, f"message {m}")
+            t3 = c.now()
+            for child in children:
+                await child.wait()
+            t4 = c.now()
+            listing = hub.list_agents()
+            t5 = c.now()
         phases = {"start": t1 - t0, "settle": t2 - t1, "send": t3 - t2, "settle2": t4 - t3, "list": t5 - t4}
         text = str(listing)
     finally:
@@ -68,7 +69,7 @@ async def engine(n: int, store: str | None = None, fsync: str | None = None) -> 
     if len(listing) != n or ready != n or turns != n * (MESSAGES + 1):
         raise SystemExit(f"continuable: {len(listing)} listed, {ready} ready, {turns} turns "
                          f"(expected {n}, {n}, {n * (MESSAGES + 1)}); first line {text.splitlines()[:1]}")
-    return {"seconds": t5 - t0, "phases": phases}
+    return {"seconds": t5 - t0, "phases": phases, **clock.fields()}
 
 
 async def floor(n: int) -> dict:
@@ -113,14 +114,20 @@ async def main() -> None:
     if name is None:
         return
     await c.warm_up(args, lambda d: engine(20, d, args.fsync), lambda: floor(20))
+    figures: list[dict] = []
     for n in args.n:
         result = await c.best_of(args.repeat, lambda: c.in_run_dir(args, lambda d: engine(n, d, args.fsync)),
                                  key=lambda r: r["seconds"])
         base = await c.best_of(args.repeat, lambda: floor(n), key=lambda r: r["seconds"])
-        extra = c.store_fields(args, result)
-        c.emit(c.figure(name, n, result["seconds"], base["seconds"], ops=n * (1 + MESSAGES),
-                        phases={k: round(v, 6) for k, v in result["phases"].items()},
-                        floor_phases={k: round(v, 6) for k, v in base["phases"].items()}, **extra), args.json)
+        extra = {"gc_seconds": result["gc_seconds"], "gc_collections": result["gc_collections"],
+                 "cpu_seconds": result["cpu_seconds"], **c.store_fields(args, result)}
+        fig = c.figure(name, n, result["seconds"], base["seconds"], ops=n * (1 + MESSAGES),
+                       phases={k: round(v, 6) for k, v in result["phases"].items()},
+                       floor_phases={k: round(v, 6) for k, v in base["phases"].items()}, **extra)
+        figures.append(fig)
+        c.emit(fig, args.json)
+    if len(figures) > 1 and not args.json:
+        print(c.kept_line(name, figures[0], figures[-1]), flush=True)
 
 
 if __name__ == "__main__":

@@ -84,11 +84,19 @@ def test_a_frozen_dead_cycle_is_found_by_collect_all(clean_policy):
     asyncio.run(main())
 
 
+def dead_cycles(share: float) -> None:
+    """Leave dead reference cycles worth ``share`` of the tracked heap for the next full collection."""
+    heap = len(gc.get_objects()) + gc.get_freeze_count()  # frozen objects are not listed
+    garbage = [Node() for _ in range(int(heap * share))]
+    del garbage
+
+
 def test_dead_frozen_cycles_are_collected_once_the_frozen_set_doubles(clean_policy):
     clean_policy.setattr(gc_policy, "ENGAGE", 0)
 
     async def main():
         async with open_hub():
+            dead_cycles(0.05)  # the engaging walk finds dead cycles: the next reset comes at 2x
             gc.collect()
             frozen = gc.get_freeze_count()
             node = Node()
@@ -185,5 +193,45 @@ def test_the_frozen_set_is_not_walked_to_be_counted_at_every_collection(clean_po
                 gc.collect(1)
                 gc.collect()
             assert len(counted) == 1  # 40 freezes, each counted by what it moved (far from doubling)
+
+    asyncio.run(main())
+
+
+def test_a_reset_that_found_no_dead_cycles_lets_the_frozen_set_grow_4x_before_the_next(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+
+    async def main():
+        gc.collect()
+        async with open_hub():
+            gc.collect()  # engages: the walk finds nothing dead (collected just before)
+            frozen = gc.get_freeze_count()
+            node = Node()
+            dead = weakref.ref(node)
+            gc.collect()
+            del node
+            keep = [[] for _ in range(frozen + 1000)]  # the frozen set more than doubles: no reset yet
+            gc.collect()
+            gc.collect()
+            assert dead() is not None
+            more = [[] for _ in range(2 * frozen)]  # ... and now more than quadruples
+            gc.collect()  # frozen, then unfrozen for a reset
+            gc.collect()  # the reset walks the whole heap
+            assert dead() is None
+            del keep, more
+
+    asyncio.run(main())
+
+
+def test_a_reset_that_finds_dead_cycles_brings_the_factor_back_to_2x(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+
+    async def main():
+        gc.collect()
+        async with open_hub():
+            gc.collect()
+            assert gc_policy._growth == gc_policy.MAX_GROWTH
+            dead_cycles(0.05)
+            gc_policy.collect_all()  # a whole-heap walk that finds them
+            assert gc_policy._growth == gc_policy.GROWTH
 
     asyncio.run(main())
