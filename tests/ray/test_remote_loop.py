@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,37 @@ def test_a_turn_timeout_cuts_the_remote_loop_like_in_process(ray_cluster, tmp_pa
                                     f"TOOL-RESULT a1 (isError): Error: {ABORTED_BEFORE_DISPATCH}",
                                     '-- turn 1 end: {"kind":"max-time"}']
     assert out["ray"] == out["spawn"]
+
+
+def host_allowances(ray) -> int:
+    """How many budget updates the hosts of this cluster have applied (their ``stats``)."""
+    from toh_nb.ray.pool import NAME_PREFIX, NAMESPACE
+
+    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(NAME_PREFIX)]
+    return sum(ray.get(ray.get_actor(n, namespace=NAMESPACE).stats.remote())["allowances"] for n in names)
+
+
+def test_a_budget_spent_by_a_sibling_mid_turn_stops_the_remote_loop_at_its_next_step(ray_cluster, tmp_path):
+    """In-process, a child reads the tree's budgets at every step boundary; a Ray child's loop only has
+    the allowance of its turn's start, so the driver tells it when a budget on its path is spent."""
+    async def scenario(hub, provider, marks):
+        holder = await hub.start("hold", label="holder", provider=provider)
+        await until(lambda: any(m.startswith("hold started") for m in marks_of(marks)), "the hold to start", WAIT)
+        before = host_allowances(ray_cluster) if provider == "ray" else 0
+        spender = await hub.spawn("spend", label="spender", provider=provider)  # 12 tokens: the root's 10 spent
+        if provider == "ray":
+            await until(lambda: host_allowances(ray_cluster) > before, "the holder's host to hear of it", WAIT)
+        Path(marks + ".release").touch()
+        await holder.wait(timeout=WAIT)
+        row = next(r for r in hub.agents() if r["id"] == holder.id)
+        return spender.stop_reason, row["stop_reason"]
+
+    out = both_ways(scenario, tmp_path, tools=[hold], token_budget=10)
+    (spender, holder), logs = out["ray"]
+    assert (spender, holder) == ("completed", "token-budget")
+    assert logs["agent-1"][-1].startswith('-- turn 1 end: {"kind":"token-budget"')
+
+    def same(value):  # the hold tool names its process
+        return re.sub(r"held in \d+", "held in <pid>", str(value))
+
+    assert same(out["ray"]) == same(out["spawn"])

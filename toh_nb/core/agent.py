@@ -404,12 +404,17 @@ class Agent:
             self._driver.cancel()
 
     def _charge(self, usage: Usage) -> None:
-        """Count a response's tokens against this agent and every live ancestor."""
+        """Count a response's tokens against this agent and every live ancestor. A budget this spends is
+        announced (``runtime.on_budget_spent``): steps running elsewhere (a Ray host) cannot see the
+        tree, so they learn it before their next step, as an in-process agent would."""
         spent = usage.input_tokens + usage.output_tokens
         if spent:
             node: Agent | None = self
             while node is not None:
                 node.subtree_tokens += spent
+                limit = node.limits.token_budget
+                if limit is not None and node.subtree_tokens >= limit > node.subtree_tokens - spent:
+                    self.runtime.on_budget_spent(node)
                 node = node.parent
 
     def _spent_budget(self) -> str | None:

@@ -34,6 +34,7 @@ Nothing here imports the driver's tree: a host knows no stores, services or note
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 from typing import Any
@@ -133,6 +134,9 @@ class Collector:
     def on_claimed(self, agent: Any, message: Any) -> None:
         """Claims are the driver's business (it sees the claim in the batch)."""
 
+    def on_budget_spent(self, node: Any) -> None:
+        """The driver owns the tree's budgets (and their diagnostics); the host stops at its allowance."""
+
     async def ask(self, call_id: str) -> ToolResult:
         """Run one of toh_nb's own tools in the driver: yield the call, wait for its answer."""
         request = next(self._requests)
@@ -162,6 +166,11 @@ class HostAgent(Agent):
         self._next_step.clear()
         self._next_step.extend(payload["next_step"])
         self._steer_pending = payload["steer"]
+
+    def allow(self, allowance: int) -> None:
+        """From now on the loop may spend only ``allowance`` more tokens (a budget on the child's path
+        was spent in the driver): it stops at its next step boundary once that is used."""
+        self.limits = dataclasses.replace(self.limits, token_budget=self.subtree_tokens + allowance)
 
     def deliver(self, messages: list, steer: bool) -> None:
         self._next_step.extend(messages)
@@ -199,6 +208,7 @@ class Host:
         self._children: dict[str, HostAgent] = {}
         self._task_functions: dict[tuple, Any] = {}
         self.runs = 0
+        self.allowances = 0
 
     def where(self) -> dict:
         """Which node and process this host runs on (named in diagnostics if it dies)."""
@@ -355,6 +365,14 @@ class Host:
         agent.deliver(messages, steer)
         return True
 
+    def allow(self, key: str, run_id: int, allowance: int) -> None:
+        """A budget on the child's path was spent in the driver during this run: see ``HostAgent.allow``."""
+        agent = self._children.get(key)
+        if agent is None or agent.runtime.run_id != run_id:
+            return
+        agent.allow(allowance)
+        self.allowances += 1
+
     def answer(self, key: str, run_id: int, request: int, text: str, is_error: bool) -> None:
         """The driver's result of one of toh_nb's own tools, called through ``Collector.ask``."""
         agent = self._children.get(key)
@@ -370,5 +388,5 @@ class Host:
             self._children.pop(key, None)
 
     def stats(self) -> dict:
-        return {"runs": self.runs, "children": len(self._children), "models": len(self._models),
+        return {"runs": self.runs, "allowances": self.allowances, "children": len(self._children), "models": len(self._models),
                 "shapes": len(self._shapes), "pid": os.getpid()}

@@ -5,10 +5,13 @@ budget diagnostics, notices, listing) of class :class:`RemoteAgent`, whose only 
 ``_steps``, the seam of ``toh_nb.core.agent``: instead of stepping here, it asks the child's host to run
 the same step loop (``toh_nb.ray.host``) and *replays* what comes back, batch by batch, onto the
 child's session, conversation and the hub's event stream, so the log, the tables and the stream read
-exactly as with ``spawn``. Three things cross back the other way while the loop runs:
+exactly as with ``spawn``. Four things cross back the other way while the loop runs:
 
 - the answers to toh_nb's own tools, which the host yields as requests and the driver runs with the
   driver agent's ToolContext (they act on the tree, which lives here);
+- a token budget on the child's path spent in the driver while the loop runs (by a sibling, a
+  descendant): the host only has the allowance of the turn's start, so it is told to stop at its next
+  step boundary (``budget_spent`` → ``allow(0)``), where an in-process agent would have read the tree;
 - messages steered or injected into the child (notices, follow-ups read at a step boundary), forwarded
   to the host, which reads them at its next step boundary; they stay in the driver's inbox until the
   host's claim comes back, so a turn cut short never loses one;
@@ -103,6 +106,17 @@ class RemoteAgent(Agent):
 
     def spent_budget_text(self) -> str | None:
         return self._spent_budget()
+
+    def budget_spent(self, node: Agent) -> None:
+        """A budget on this agent's path was spent (by a sibling, a descendant, …) while its steps run
+        on a host, which only knows the allowance it started with: stop it at its next step boundary
+        (``finish`` then writes the tree's exact diagnostic)."""
+        walk: Agent | None = self
+        while walk is not None:
+            if walk is node:
+                self.model.allow(0)
+                return
+            walk = walk.parent
 
 
 class StepError(Exception):
@@ -285,6 +299,7 @@ class RemoteLink:
             stream = host.actor.run.options(num_returns="streaming").remote(self.key, self._serial, payload)
             self.provider.count_round_trip()
             self.running = (host, self._serial)
+            agent.runtime.remote_steps.add(agent)
             try:
                 async for ref in stream:
                     replay.apply(await ref)
@@ -304,6 +319,7 @@ class RemoteLink:
                 raise ModelError(text) from None
             finally:
                 self.running = None
+                agent.runtime.remote_steps.discard(agent)
             outcome = replay.outcome[0] if replay.outcome is not None else None
             if outcome == "unknown" and not whole:
                 continue  # the host had no copy of this child: send it whole
@@ -317,6 +333,13 @@ class RemoteLink:
         if self.running is not None:
             host, run_id = self.running
             self.provider.call(host, "deliver", self.key, run_id, [message], steer)
+
+    def allow(self, allowance: int) -> None:
+        """The running loop may spend only ``allowance`` more tokens (no-op between turns: the next run's
+        payload computes it afresh)."""
+        if self.running is not None:
+            host, run_id = self.running
+            self.provider.call(host, "allow", self.key, run_id, allowance)
 
     def answer(self, host: Any, run_id: int, request: int, result: ToolResult) -> None:
         self.provider.call(host, "answer", self.key, run_id, request, result.text, result.is_error)
