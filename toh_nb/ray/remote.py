@@ -245,6 +245,29 @@ class Replay:
             state.error = budget.step_limit_text(self.agent.limits.max_steps)
 
 
+#: seconds a stopped run's host may take to end its stream before the driver cancels it in Ray
+DRAIN_TIMEOUT = 10.0
+
+
+async def drain(ray: Any, stream: Any, replay: Replay) -> bool:
+    """Replay what a stopped run's host produced before the stop (``Host.stop``); True when the stream
+    ended, False when the host did not end it in time or the call failed.
+
+    Why: the host runs ahead of the driver by a batch in flight. A tool whose result the host had
+    committed when an interrupt came has finished, as it would have in-process, where the interrupt
+    finds its result logged; cutting the stream (``ray.cancel`` drops what is in flight) would log it
+    "aborted before it finished" and lose its result. Only records and events are applied: a request
+    to run one of toh_nb's own tools is not started any more (the abort closes its call).
+    """
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT):
+            async for ref in stream:
+                replay.apply([item for item in await ref if item[0] in ("log", "event")])
+        return True
+    except (TimeoutError, ray.exceptions.RayError):
+        return False
+
+
 class RemoteLink:
     """A Ray child's link to its host, in place of its model (see :class:`RemoteAgent`): runs each turn's
     steps on the host, forwards messages and tool answers while one runs."""
@@ -289,9 +312,13 @@ class RemoteLink:
                 async for ref in stream:
                     replay.apply(await ref)
             except asyncio.CancelledError:
-                self.provider.cancelled(stream)
                 self.provider.forget_sync(self.key)  # the host's copy may hold what the driver never saw
-                await replay.abort()
+                try:
+                    self.provider.call(host, "stop", self.key, self._serial)
+                    if not await drain(ray, stream, replay):
+                        self.provider.cancelled(stream)  # the host did not end it: cancel it in Ray
+                finally:
+                    await replay.abort()
                 raise
             except ray.exceptions.RayActorError as error:
                 text = self.provider.host_died(host, error)
