@@ -21,10 +21,25 @@ from pathlib import Path
 import pytest
 
 import toh_nb as tn
-from toh_nb.core.session import TURN_END
+from toh_nb.core.session import ASSISTANT_MESSAGE, TOOL_RESULT, TURN_END
 
 from ..helpers import render, until
-from ..models.chat_server import ChatServer, error, hang, raw, stream_text, text, tool_calls
+from ..models.chat_server import (
+    ChatServer,
+    error,
+    hang,
+    raw,
+    stream_text,
+    text,
+    tool_calls,
+)
+from ..real.conftest import (  # noqa: F401 (a fixture)
+    HAVE_LOCAL,
+    NO_LOCAL,
+    NO_PROFILE,
+    has_llama_profile,
+    llama_server,
+)
 from .scripts import Script, add, marks_of
 
 pytestmark = pytest.mark.slow
@@ -215,25 +230,24 @@ def test_interrupting_a_ray_child_mid_request_closes_the_hosts_http_request_with
 
     server.responder = reply
     out = {}
+    async def main(name, provider):
+        async with tn.AsyncHub(built_model(server.url), ids="sequential", providers={"ray": provider},
+                               tools=[add]) as hub:
+            gone = server.disconnects
+            asked = len(server.requests)
+            kid = await hub.start("add then wait", label="waiter", provider=name)
+            await until(lambda: len(server.requests) == asked + 2, "the second request to reach the server", WAIT)
+            client = server.connections[-1][1]
+            holder = host_of(provider, kid.id).pid if name == "ray" else os.getpid()
+            held = client in socket_ports(holder), client in socket_ports(os.getpid())
+            hub.interrupt(kid)
+            closing = await kid.wait(timeout=WAIT)
+            await until(lambda: server.disconnects == gone + 1, "the server to see the client leave", WAIT)
+            return closing, held, turn_ends(hub, kid.id), sessions(hub), hub.runtime.bus.history
+
     for name in ("spawn", "ray"):
         provider = tn.RayProvider(model=functools.partial(built_model, server.url), env_vars=["OPENAI_API_KEY"])
-
-        async def main():
-            async with tn.AsyncHub(built_model(server.url), ids="sequential", providers={"ray": provider},
-                                   tools=[add]) as hub:
-                gone = server.disconnects
-                asked = len(server.requests)
-                kid = await hub.start("add then wait", label="waiter", provider=name)
-                await until(lambda: len(server.requests) == asked + 2, "the second request to reach the server", WAIT)
-                client = server.connections[-1][1]
-                holder = host_of(provider, kid.id).pid if name == "ray" else os.getpid()
-                held = client in socket_ports(holder), client in socket_ports(os.getpid())
-                hub.interrupt(kid)
-                closing = await kid.wait(timeout=WAIT)
-                await until(lambda: server.disconnects == gone + 1, "the server to see the client leave", WAIT)
-                return closing, held, turn_ends(hub, kid.id), sessions(hub), hub.runtime.bus.history
-
-        closing, held, ends, logged, history = asyncio.run(main())
+        closing, held, ends, logged, history = asyncio.run(main(name, provider))
         notices = [e.text for e in history if e.kind == "message/queued" and e.agent_id == "root"]
         out[name] = (closing, ends, logged, notices)
         if name == "ray":
@@ -247,19 +261,17 @@ def test_interrupting_a_ray_child_mid_request_closes_the_hosts_http_request_with
     pytest.param([raw(b'{"choices": [')], id="bad-json"),
 ])
 def test_a_model_error_on_the_host_ends_the_turn_error_with_the_in_process_diagnostic(ray_cluster, server, failure):
-    out = {}
-    for name in ("spawn", "ray"):
-        make = functools.partial(built_model, server.url, backoff=0.01)
+    make = functools.partial(built_model, server.url, backoff=0.01)
+
+    async def main(name):
+        server.push(*failure)
         provider = tn.RayProvider(model=make, env_vars=["OPENAI_API_KEY"])
+        async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
+            result = await hub.spawn("fail", label="unlucky", provider=name)
+            events = [(e.reason, e.error) for e in hub.runtime.bus.history if e.kind == "turn/end"]
+            return result.text, result.stop_reason, turn_ends(hub, "agent-1"), sessions(hub), events
 
-        async def main():
-            server.push(*failure)
-            async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
-                result = await hub.spawn("fail", label="unlucky", provider=name)
-                events = [(e.reason, e.error) for e in hub.runtime.bus.history if e.kind == "turn/end"]
-                return result.text, result.stop_reason, turn_ends(hub, "agent-1"), sessions(hub), events
-
-        out[name] = asyncio.run(main())
+    out = {name: asyncio.run(main(name)) for name in ("spawn", "ray")}
     error_text = out["ray"][2][0]["error"]
     assert out["ray"][1] == "error" and error_text.startswith(f"OpenAIChatModel('{MODEL}' at {server.url}): ")
     assert out["ray"] == out["spawn"]
@@ -321,3 +333,82 @@ def test_an_openai_chat_model_object_crosses_to_the_hosts(ray_cluster, server):
             return first.text, second.text, third.text
 
     assert asyncio.run(main()) == ("answer to in-process", "answer to inherited", "answer to given")
+
+
+def add_first(request) -> str:
+    """The real model's tool choice: call ``add`` at the first step, answer in text after."""
+    return "add" if request.step == 1 else "none"
+
+
+def llama_model(url: str) -> tn.OpenAIChatModel:
+    """The llama.cpp server's model, built on the host (a module-level factory, pickled by reference)."""
+    return tn.OpenAIChatModel("smollm2", base_url=url, profile="llama.cpp", tool_choice=add_first, temperature=0.0,
+                              max_tokens=96, timeout=120.0, max_retries=0)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not HAVE_LOCAL, reason=NO_LOCAL)
+@pytest.mark.skipif(not has_llama_profile(), reason=NO_PROFILE)
+def test_a_ray_child_calls_a_real_tool_through_a_real_llama_cpp_server(ray_cluster, llama_server):  # noqa: F811
+    """A real small model (SmolLM2-135M behind ``llama_cpp.server``) drives a Ray child end to end:
+    structure only (a call to ``add`` with integer arguments, its result, a completed turn)."""
+    provider = tn.RayProvider(model=functools.partial(llama_model, llama_server))
+
+    async def main():
+        async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}, tools=[add]) as hub:
+            result = await hub.spawn("Use the add tool to add 2 and 3.", label="adder", provider="ray")
+            return result, hub.runtime.store.open("agent-1").events
+
+    result, events = asyncio.run(main())
+    assert result.stop_reason == "completed"
+    calls = [block for e in events if e.kind == ASSISTANT_MESSAGE for block in e.message.content
+             if block.type == "tool-call"]
+    results = [e.message.content[0] for e in events if e.kind == TOOL_RESULT]
+    assert [call.name for call in calls] == ["add"]
+    arguments = calls[0].arguments
+    assert set(arguments) == {"a", "b"} and all(isinstance(v, int) for v in arguments.values())
+    assert [(r.text, r.is_error) for r in results] == [(str(arguments["a"] + arguments["b"]), False)]
+
+
+class Unasked:
+    """A model that must never be asked (its run was stopped before its loop started)."""
+
+    async def request(self, request):
+        raise AssertionError("a stopped run asked its model")
+
+
+def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
+    """``Host.stop`` reaching a run still fetching its setup (the model's pickled bytes) stops it there:
+    the stream ends with ``("stopped",)`` and the model is never asked — rather than the driver waiting
+    out ``DRAIN_TIMEOUT`` for a stop the host ignored. Runs the host class in-process (no actor)."""
+    from ray import cloudpickle
+
+    from toh_nb.core.content import Message, Text
+    from toh_nb.ray.host import Host
+
+    async def main():
+        host = Host()
+        model_bytes = asyncio.get_running_loop().create_future()  # what ``await box[0]`` fetches
+        shape = asyncio.get_running_loop().create_future()
+        shape.set_result(cloudpickle.dumps(("", [], [])))
+        setup = {"id": "agent-1", "shape": ("shape", [shape]), "model": ("model", [model_bytes]), "label": "k",
+                 "depth": 1, "path": "root/agent-1", "parent_id": "root", "max_tokens": None, "mode": "continuable",
+                 "max_parallel": 10, "resources": None}
+        payload = {"setup": setup, "messages": [Message("user", [Text("go")])], "turn": 1, "listening": True,
+                   "next_step": [], "steer": False, "max_steps": None, "allowance": None, "forget": []}
+        stream = host.run("agent-1@1", 1, payload)
+        first = asyncio.ensure_future(stream.__anext__())
+        await until(lambda: "agent-1@1" in host._preparing, "the run to fetch its setup", WAIT)
+        host.stop("agent-1@1", 1)
+        model_bytes.set_result(cloudpickle.dumps(Unasked()))
+        batches = [await first]
+        async for batch in stream:
+            batches.append(batch)
+        later = host.run("agent-1@1", 2, {**payload, "setup": None, "messages": [Message("user", [Text("again")])],
+                                           "turn": 2})
+        return batches, host._early_stops, [batch async for batch in later][-1][-1][0]
+
+    batches, left, next_run = asyncio.run(main())
+    assert batches == [[("stopped",)]]
+    assert left == set()
+    assert next_run == "error"  # the next run is not stopped: it asks the model (which refuses here)

@@ -24,9 +24,14 @@ What runs where:
 Between turns a host caches each child's conversation: the driver sends only what the host lacks (the
 new messages; everything after a host change, a resume, or a turn it cut short). Messages that reach
 the child while its loop runs here (notices, steering) arrive through ``deliver`` and are read at the
-next step boundary, exactly as in-process. Cancelling the stream (``ray.cancel``) cancels the loop, which
-cancels the model's or tool's awaitable as an in-process interrupt does; the generator waits for it to
-unwind, so the model's cleanup has run when the cancelled call completes.
+next step boundary, exactly as in-process. Stopping a run (``stop``: interrupt, kill, timeout, close)
+cancels the loop, which cancels the model's or tool's awaitable (the model's HTTP request) as an
+in-process interrupt does; the stream then ends with what the loop produced before the stop, once the
+loop has unwound, so the model's cleanup has run when the stream ends. (``ray.cancel`` of the stream is
+the driver's fallback for a host that does not answer: it discards what is still in flight.)
+
+A model (and a child shape) is built once per host and shared by its children, even by children whose
+first turns start together: one model object, one HTTP connection pool per host.
 
 Nothing here imports the driver's tree: a host knows no stores, services or notebook code.
 """

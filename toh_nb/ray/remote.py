@@ -12,8 +12,10 @@ exactly as with ``spawn``. Three things cross back the other way while the loop 
 - messages steered or injected into the child (notices, follow-ups read at a step boundary), forwarded
   to the host, which reads them at its next step boundary; they stay in the driver's inbox until the
   host's claim comes back, so a turn cut short never loses one;
-- cancellation (interrupt, kill, ``turn_timeout``, ``hub.close()``): the stream is cancelled
-  (``ray.cancel``) and the driver commits the abort records itself, with the in-process texts, for the
+- cancellation (interrupt, kill, ``turn_timeout``, ``hub.close()``): the driver stops the run on its
+  host (``Host.stop``), replays what the host produced before the stop (a tool result committed just
+  before an interrupt stays, as in-process), falls back to ``ray.cancel`` if the host does not end the
+  stream within ``DRAIN_TIMEOUT``, and commits the abort records itself, with the in-process texts, for the
   calls it saw start and not finish (``ABORTED_DURING_CALL``, or a control tool's own ``ToolAborted``
   rendering) and for those that never started (``ABORTED_BEFORE_DISPATCH``).
 """
