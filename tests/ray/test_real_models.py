@@ -148,6 +148,24 @@ def test_without_env_vars_the_host_has_no_key_and_the_server_refuses_it(ray_clus
     assert [r.headers["authorization"] for r in server.requests] == ["Bearer not-needed"]
 
 
+def test_a_server_message_quoting_the_key_is_redacted_on_the_host_as_in_process(ray_cluster, server):
+    """The host's model knows the key from its runtime_env, so it scrubs it from a diagnostic as the
+    driver's does: the turn's error reads the same both ways and holds no key."""
+    make = functools.partial(built_model, server.url)
+
+    async def main(name):
+        server.push(error(400, f"this request used the key {KEY}"))
+        provider = tn.RayProvider(model=make, env_vars=["OPENAI_API_KEY"])
+        async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
+            await hub.spawn("leak", label="leaky", provider=name)
+            return turn_ends(hub, "agent-1"), sessions(hub), repr(hub.runtime.bus.history)
+
+    out = {name: asyncio.run(main(name)) for name in ("spawn", "ray")}
+    assert out["ray"][0] == [{"reason": "error", "error": f"OpenAIChatModel('{MODEL}' at {server.url}): HTTP 400: "
+                                                          "this request used the key <redacted>"}]
+    assert out["ray"][:2] == out["spawn"][:2] and KEY not in repr(out)
+
+
 def paced_stream(pieces: list[str]):
     """A streamed text reply that pauses after every fourth piece, so the host streams several batches."""
     reply = stream_text(pieces)
