@@ -430,3 +430,121 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
     assert batches == [[("stopped",)]]
     assert left == set()
     assert next_run == "error"  # the next run is not stopped: it asks the model (which refuses here)
+
+
+class HeldRef:
+    """An object ref whose value the test releases; each ``await`` is a fresh waiter (as a Ray ref's
+    ``as_future()``), so a cancelled waiter leaves the ref readable."""
+
+    def __init__(self) -> None:
+        self.ready = asyncio.Event()
+        self.value = None
+
+    def __await__(self):
+        return self._get().__await__()
+
+    async def _get(self):
+        await self.ready.wait()
+        return self.value
+
+
+class HeldStream:
+    """A run's stream handing out one held ref, then ending once the test says so."""
+
+    def __init__(self, ref: HeldRef) -> None:
+        self.ref = ref
+        self.handed = False
+        self.end = asyncio.Event()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if not self.handed:
+            self.handed = True
+            return self.ref
+        await self.end.wait()
+        raise StopAsyncIteration
+
+
+class StubProvider:
+    """What ``RemoteLink.steps`` asks of its provider, recorded (no Ray)."""
+
+    def __init__(self, stream: HeldStream) -> None:
+        import ray
+
+        self._ray = ray
+        self.stream = stream
+        self.calls = []
+        self.host = type("Host", (), {})()
+        self.host.actor = type("Actor", (), {})()
+        self.host.actor.run = self
+        self.cancelled_streams = []
+
+    def options(self, **_):
+        return self
+
+    def remote(self, *args):
+        return self.stream
+
+    def ray(self):
+        return self._ray
+
+    def key_of(self, agent):
+        return "agent-1@1"
+
+    async def host_for(self, key):
+        return self.host
+
+    def payload(self, link, agent, host, whole):
+        return {}
+
+    def count_round_trip(self):
+        pass
+
+    def forget_sync(self, key):
+        pass
+
+    def call(self, host, method, *args):
+        self.calls.append((method, *args))
+
+    def cancelled(self, stream):
+        self.cancelled_streams.append(stream)
+
+
+def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
+    """The driver cancelled while it awaited a batch (a tool result the host had committed): the stop
+    drains that batch first instead of dropping it — else the tool's result would be lost and its call
+    logged "aborted before it finished" (seen under load in the interrupt test above)."""
+    from toh_nb.core.agent import TurnOutcome
+    from toh_nb.core.content import Message, ToolResultBlock
+    from toh_nb.ray.remote import RemoteLink
+
+    returned = []
+
+    class Driver:  # the driver agent, as much of it as a replay of a tool result needs
+        runtime = None
+
+        def returned(self, message, turn):
+            returned.append((message.content[0].call_id, message.content[0].text, turn))
+
+    async def main():
+        ref = HeldRef()
+        stream = HeldStream(ref)
+        provider = StubProvider(stream)
+        link = RemoteLink(provider, "agent-1", None, None, False)
+        turn = asyncio.ensure_future(link.steps(Driver(), TurnOutcome(1, "completed")))
+        await until(lambda: stream.handed, "the driver to fetch the first batch", WAIT)
+        turn.cancel()
+        await until(lambda: provider.calls, "the driver to stop the run on its host", WAIT)
+        ref.value = [("log", "tool/result", 1, Message("tool", [ToolResultBlock("call_1", "add", "3")]), None)]
+        ref.ready.set()
+        stream.end.set()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+        return provider
+
+    provider = asyncio.run(main())
+    assert provider.calls == [("stop", "agent-1@1", 1)]
+    assert returned == [("call_1", "3", 1)]
+    assert provider.cancelled_streams == []  # the host ended the stream: no ray.cancel needed

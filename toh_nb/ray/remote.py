@@ -251,9 +251,10 @@ class Replay:
 DRAIN_TIMEOUT = 10.0
 
 
-async def drain(ray: Any, stream: Any, replay: Replay) -> bool:
-    """Replay what a stopped run's host produced before the stop (``Host.stop``); True when the stream
-    ended, False when the host did not end it in time or the call failed.
+async def drain(ray: Any, stream: Any, replay: Replay, fetching: Any = None) -> bool:
+    """Replay what a stopped run's host produced before the stop (``Host.stop``), starting with the
+    batch whose fetch the cancellation interrupted (``fetching``); True when the stream ended, False
+    when the host did not end it in time or the call failed.
 
     Why: the host runs ahead of the driver by a batch in flight. A tool whose result the host had
     committed when an interrupt came has finished, as it would have in-process, where the interrupt
@@ -263,6 +264,8 @@ async def drain(ray: Any, stream: Any, replay: Replay) -> bool:
     """
     try:
         async with asyncio.timeout(DRAIN_TIMEOUT):
+            if fetching is not None:
+                replay.apply([item for item in await fetching if item[0] in ("log", "event")])
             async for ref in stream:
                 replay.apply([item for item in await ref if item[0] in ("log", "event")])
         return True
@@ -310,14 +313,18 @@ class RemoteLink:
             stream = host.actor.run.options(num_returns="streaming").remote(self.key, self._serial, payload)
             self.provider.count_round_trip()
             self.running = (host, self._serial)
+            fetching = None  # the batch being fetched: a cancellation there must not lose it
             try:
                 async for ref in stream:
-                    replay.apply(await ref)
+                    fetching = ref
+                    items = await ref
+                    fetching = None
+                    replay.apply(items)
             except asyncio.CancelledError:
                 self.provider.forget_sync(self.key)  # the host's copy may hold what the driver never saw
                 try:
                     self.provider.call(host, "stop", self.key, self._serial)
-                    if not await drain(ray, stream, replay):
+                    if not await drain(ray, stream, replay, fetching):
                         self.provider.cancelled(stream)  # the host did not end it: cancel it in Ray
                 finally:
                     await replay.abort()
