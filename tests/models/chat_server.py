@@ -39,13 +39,22 @@ Streams can be cut as real servers cut them: :func:`stream_cut` ends without a `
 (``done=True``: with ``[DONE]``, as llama-cpp-python's ``interrupt_requests`` does; ``done=False``: the
 connection just closes, e.g. after one chunk). ``Received.seen`` is the body as the "model" saw it
 (after the flavour's rules), ``Received.body`` what the adapter sent.
+
+What the transport saw, for tests of who talks to the server and how: ``api_key="sk-…"`` makes every
+request without ``Authorization: Bearer sk-…`` an HTTP 401 (as hosted APIs answer); ``connections``
+lists the client address of each TCP connection accepted (keep-alive reuse adds none);
+``disconnects`` counts requests whose client went away while their reply was delayed (:func:`hang`):
+the handler watches the socket during the delay, as servers that cancel abandoned generations do.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import select
+import socket
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -186,7 +195,7 @@ def _calls_as_text(calls: list[dict]) -> str:
 
 
 class ChatServer:
-    def __init__(self, flavour: str = "openai") -> None:
+    def __init__(self, flavour: str = "openai", *, api_key: str | None = None) -> None:
         if flavour not in FLAVOURS:
             raise ValueError(f"unknown flavour {flavour!r}; expected one of {FLAVOURS}")
         self.flavour = flavour
@@ -195,6 +204,12 @@ class ChatServer:
         self.script: deque[Reply] = deque()
         self.responder: Callable[[Any], Reply] | None = None
         self.requests: list[Received] = []
+        #: the key every request must carry as ``Authorization: Bearer <key>`` (None: any or none)
+        self.api_key = api_key
+        #: client addresses of the TCP connections accepted, in order
+        self.connections: list[tuple] = []
+        #: requests whose client disconnected while their (delayed) reply was pending
+        self.disconnects = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -305,6 +320,30 @@ class ChatServer:
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections.append(self.client_address)
+
+            def _client_left(self, seconds: float) -> bool:
+                """Wait up to ``seconds`` for the reply's delay; True when the client closed meanwhile."""
+                deadline = time.monotonic() + seconds
+                while not server._stopping.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+                    if readable:
+                        try:
+                            gone = self.connection.recv(1, socket.MSG_PEEK) == b""
+                        except OSError:
+                            gone = True
+                        if gone:
+                            with server._lock:
+                                server.disconnects += 1
+                            return True
+                return True
+
             def do_POST(self) -> None:  # noqa: N802 (stdlib naming)
                 length = int(self.headers.get("Content-Length") or 0)
                 data = self.rfile.read(length) if length else b""
@@ -315,13 +354,15 @@ class ChatServer:
                 with server._lock:
                     server.requests.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body,
                                                     server._seen(body)))
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                    reply = error(401, "Incorrect API key provided")
+                elif self.path.rstrip("/") != "/v1/chat/completions":
                     reply = error(404, f"no route {self.path}")
                 else:
                     reply = server._answer(body)
-                if reply.delay and server._stopping.wait(reply.delay):
+                if reply.delay and self._client_left(reply.delay):
                     self.close_connection = True
-                    return  # shutting down: drop the connection
+                    return  # shutting down, or the client went away: drop the connection
                 try:
                     self._send(reply)
                 except (BrokenPipeError, ConnectionResetError):

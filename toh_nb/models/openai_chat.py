@@ -194,6 +194,18 @@ class OpenAIChatModel:
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
+    def __getstate__(self) -> dict:
+        """Pickled (sent to a Ray host, ``copy.deepcopy``) without its HTTP clients: they belong to this
+        process's event loops (and a weak mapping does not pickle); the copy makes its own at first use.
+        A key given as ``api_key`` travels with the copy; one read from ``OPENAI_API_KEY`` does not."""
+        state = self.__dict__.copy()
+        state["_clients"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._clients = weakref.WeakKeyDictionary()
+
     # -- client and secrets ----------------------------------------------------------------------
 
     @property

@@ -24,9 +24,14 @@ What runs where:
 Between turns a host caches each child's conversation: the driver sends only what the host lacks (the
 new messages; everything after a host change, a resume, or a turn it cut short). Messages that reach
 the child while its loop runs here (notices, steering) arrive through ``deliver`` and are read at the
-next step boundary, exactly as in-process. Cancelling the stream (``ray.cancel``) cancels the loop, which
-cancels the model's or tool's awaitable as an in-process interrupt does; the generator waits for it to
-unwind, so the model's cleanup has run when the cancelled call completes.
+next step boundary, exactly as in-process. Stopping a run (``stop``: interrupt, kill, timeout, close)
+cancels the loop, which cancels the model's or tool's awaitable (the model's HTTP request) as an
+in-process interrupt does; the stream then ends with what the loop produced before the stop, once the
+loop has unwound, so the model's cleanup has run when the stream ends. (``ray.cancel`` of the stream is
+the driver's fallback for a host that does not answer: it discards what is still in flight.)
+
+A model (and a child shape) is built once per host and shared by its children, even by children whose
+first turns start together: one model object, one HTTP connection pool per host.
 
 Nothing here imports the driver's tree: a host knows no stores, services or notebook code.
 """
@@ -79,6 +84,27 @@ def portable(error: BaseException) -> BaseException:
         return ModelError(str(error) or type(error).__name__)
 
 
+async def once(cache: dict, key: Any, make: Any) -> Any:
+    """What ``make()`` builds for ``key``, built once per host even when children start together.
+
+    Why a cache of tasks, not of values: fetching the pickled object is an await, so children whose
+    first turns start at once would each miss a value cache and each build — a model factory run per
+    child, each model with its own HTTP connection pool. The first caller's build is shared (shielded:
+    a cancelled caller does not cancel it for the others); a failed build is forgotten, so the next
+    caller tries again and every waiter sees the same error.
+    """
+    task = cache.get(key)
+    if task is None:
+        task = cache[key] = asyncio.ensure_future(make())
+
+        def settled(done: asyncio.Future) -> None:
+            if (done.cancelled() or done.exception() is not None) and cache.get(key) is done:
+                del cache[key]
+
+        task.add_done_callback(settled)
+    return await asyncio.shield(task)
+
+
 class HostIds:
     """Call ids for calls the model gave none (the driver renames them); no other kind is minted here."""
 
@@ -108,7 +134,7 @@ class Collector:
     """The runtime a host-side Agent sees: its bus and its session's sink collect into ``items`` (the
     next batch), its driver-side tools are asked through ``ask``; one per hosted child."""
 
-    __slots__ = ("ids", "items", "signal", "listening", "run_id", "answers", "_requests")
+    __slots__ = ("ids", "items", "signal", "listening", "run_id", "answers", "_requests", "task", "stopped")
 
     def __init__(self) -> None:
         self.ids = HostIds()
@@ -116,6 +142,9 @@ class Collector:
         self.signal = asyncio.Event()
         self.listening = False
         self.run_id: int | None = None
+        #: the running turn's step loop, and (after ``Host.stop``) the items it produced before the stop
+        self.task: asyncio.Future | None = None
+        self.stopped: list | None = None
         self.answers: dict[int, asyncio.Future] = {}
         self._requests = itertools.count(1)
 
@@ -203,12 +232,14 @@ class Host:
     """An async Ray actor hosting many children's step loops (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._models: dict[str, Any] = {}
-        self._shapes: dict[tuple, tuple] = {}  # (shape key, resources) -> (system, specs, tools)
+        self._models: dict[str, asyncio.Future] = {}  # model key -> its build (see ``once``)
+        self._shapes: dict[tuple, asyncio.Future] = {}  # (shape key, resources) -> (system, specs, tools)
         self._children: dict[str, HostAgent] = {}
         self._task_functions: dict[tuple, Any] = {}
         self.runs = 0
         self.allowances = 0
+        self._preparing: dict[str, int] = {}  # child key -> the run whose setup is being fetched
+        self._early_stops: set[tuple] = set()  # (key, run id) stopped before its loop started
 
     def where(self) -> dict:
         """Which node and process this host runs on (named in diagnostics if it dies)."""
@@ -224,23 +255,35 @@ class Host:
         events in batches, and last a ``("stop", reason, error)`` or ``("error", text)``. ``("unknown",)``:
         this host has no state for the child (the driver sends it again, whole)."""
         self.runs += 1
+        self._preparing[key] = run_id
         try:
             agent = await self._prepared(key, run_id, payload)
         except Exception as error:
             yield [("error", str(error) or type(error).__name__)]
+            return
+        finally:
+            del self._preparing[key]
+        if (key, run_id) in self._early_stops:  # stopped while its setup was being fetched
+            self._early_stops.discard((key, run_id))
+            if agent is not None:
+                agent.runtime.run_id = None
+            yield [("stopped",)]
             return
         if agent is None:
             yield [("unknown",)]
             return
         collector: Collector = agent.runtime
         state = TurnOutcome(payload["turn"], "completed")
-        task = asyncio.ensure_future(agent.steps(state))
+        task = collector.task = asyncio.ensure_future(agent.steps(state))
         task.add_done_callback(lambda _: collector.signal.set())
         try:
             while True:
                 await collector.signal.wait()
                 collector.signal.clear()
                 items, collector.items = collector.items, []
+                if collector.stopped is not None:  # what the loop logged while unwinding is the driver's to write
+                    yield collector.stopped + [("stopped",)]
+                    return
                 if task.done():
                     error = ModelError("the step loop was cancelled on its host") if task.cancelled() else task.exception()
                     if error is None:
@@ -255,8 +298,9 @@ class Host:
             collector.run_id = None
             if not task.done():  # cancelled by the driver: unwind the loop (the model's cleanup) first
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+            await asyncio.gather(task, return_exceptions=True)
             collector.items = []
+            collector.task = collector.stopped = None
 
     async def _prepared(self, key: str, run_id: int, payload: dict) -> HostAgent | None:
         self.forget(payload["forget"])
@@ -291,21 +335,21 @@ class Host:
 
     async def _resolved(self, cache: dict, sent: tuple, build) -> Any:
         key, box = sent  # box: [ObjectRef], so Ray does not fetch the object on every call
-        value = cache.get(key)
-        if value is None:
-            value = build(load(await box[0]))
-            cache[key] = value
-        return value
+
+        async def make() -> Any:
+            return build(load(await box[0]))
+
+        return await once(cache, key, make)
 
     async def _shape(self, sent: tuple, resources: dict | None) -> tuple:
         """A child's system prompt, tool specs and tools (shared by the children of one shape)."""
         cache_key = (sent[0], tuple(sorted((resources or {}).items(), key=repr)))
-        shape = self._shapes.get(cache_key)
-        if shape is None:
+
+        async def make() -> tuple:
             system, specs, entries = load(await sent[1][0])
-            shape = (system, specs, {entry[1]: self._tool(entry, resources) for entry in entries})
-            self._shapes[cache_key] = shape
-        return shape
+            return system, specs, {entry[1]: self._tool(entry, resources) for entry in entries}
+
+        return await once(self._shapes, cache_key, make)
 
     def _tool(self, entry: tuple, resources: dict | None) -> Tool:
         if entry[0] == "proxy":
@@ -372,6 +416,23 @@ class Host:
             return
         agent.allow(allowance)
         self.allowances += 1
+
+    def stop(self, key: str, run_id: int) -> None:
+        """The driver interrupted this run (interrupt, kill, timeout, close): cancel its step loop now,
+        and end the stream with everything produced before the stop (``run`` yields it, then waits for
+        the loop — the model's HTTP request — to unwind). Unlike ``ray.cancel``, which discards what
+        is still in flight, this keeps a tool result committed just before the stop."""
+        if self._preparing.get(key) == run_id:
+            self._early_stops.add((key, run_id))
+            return
+        agent = self._children.get(key)
+        if agent is None or agent.runtime.run_id != run_id or agent.runtime.task is None:
+            return
+        collector: Collector = agent.runtime
+        if collector.stopped is None:
+            collector.stopped, collector.items = collector.items, []
+            collector.task.cancel()
+            collector.signal.set()
 
     def answer(self, key: str, run_id: int, request: int, text: str, is_error: bool) -> None:
         """The driver's result of one of toh_nb's own tools, called through ``Collector.ask``."""

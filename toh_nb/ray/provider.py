@@ -16,8 +16,9 @@ tool call. The host caches each child's conversation, so a request never ships i
 - toh_nb's own tools (``subagent``, ``job_*``, ``send_message``, ``interrupt_agent``, ``list_agents``,
   ``report``) act on the driver's tree: the host yields their calls and the driver runs and answers them.
 
-Cancelling a turn (interrupt, kill, timeout, ``hub.close()``) cancels its stream with ``ray.cancel``,
-which cancels the loop on the host; the driver commits the abort records. A host that dies ends the
+Cancelling a turn (interrupt, kill, timeout, ``hub.close()``) stops its loop on the host (an actor
+method; ``ray.cancel`` if the host does not answer) and keeps what the host did before the stop; the
+driver commits the abort records. A host that dies ends the
 turn of each child it was serving with ``error`` and a diagnostic naming the host's node; everything
 logged before stays (the driver logged it), and the next turn runs on another host.
 

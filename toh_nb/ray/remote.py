@@ -15,8 +15,10 @@ exactly as with ``spawn``. Four things cross back the other way while the loop r
 - messages steered or injected into the child (notices, follow-ups read at a step boundary), forwarded
   to the host, which reads them at its next step boundary; they stay in the driver's inbox until the
   host's claim comes back, so a turn cut short never loses one;
-- cancellation (interrupt, kill, ``turn_timeout``, ``hub.close()``): the stream is cancelled
-  (``ray.cancel``) and the driver commits the abort records itself, with the in-process texts, for the
+- cancellation (interrupt, kill, ``turn_timeout``, ``hub.close()``): the driver stops the run on its
+  host (``Host.stop``), replays what the host produced before the stop (a tool result committed just
+  before an interrupt stays, as in-process), falls back to ``ray.cancel`` if the host does not end the
+  stream within ``DRAIN_TIMEOUT``, and commits the abort records itself, with the in-process texts, for the
   calls it saw start and not finish (``ABORTED_DURING_CALL``, or a control tool's own ``ToolAborted``
   rendering) and for those that never started (``ABORTED_BEFORE_DISPATCH``).
 """
@@ -259,6 +261,32 @@ class Replay:
             state.error = budget.step_limit_text(self.agent.limits.max_steps)
 
 
+#: seconds a stopped run's host may take to end its stream before the driver cancels it in Ray
+DRAIN_TIMEOUT = 10.0
+
+
+async def drain(ray: Any, stream: Any, replay: Replay, fetching: Any = None) -> bool:
+    """Replay what a stopped run's host produced before the stop (``Host.stop``), starting with the
+    batch whose fetch the cancellation interrupted (``fetching``); True when the stream ended, False
+    when the host did not end it in time or the call failed.
+
+    Why: the host runs ahead of the driver by a batch in flight. A tool whose result the host had
+    committed when an interrupt came has finished, as it would have in-process, where the interrupt
+    finds its result logged; cutting the stream (``ray.cancel`` drops what is in flight) would log it
+    "aborted before it finished" and lose its result. Only records and events are applied: a request
+    to run one of toh_nb's own tools is not started any more (the abort closes its call).
+    """
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT):
+            if fetching is not None:
+                replay.apply([item for item in await fetching if item[0] in ("log", "event")])
+            async for ref in stream:
+                replay.apply([item for item in await ref if item[0] in ("log", "event")])
+        return True
+    except (TimeoutError, ray.exceptions.RayError):
+        return False
+
+
 class RemoteLink:
     """A Ray child's link to its host, in place of its model (see :class:`RemoteAgent`): runs each turn's
     steps on the host, forwards messages and tool answers while one runs."""
@@ -300,13 +328,21 @@ class RemoteLink:
             self.provider.count_round_trip()
             self.running = (host, self._serial)
             agent.runtime.remote_steps.add(agent)
+            fetching = None  # the batch being fetched: a cancellation there must not lose it
             try:
                 async for ref in stream:
-                    replay.apply(await ref)
+                    fetching = ref
+                    items = await ref
+                    fetching = None
+                    replay.apply(items)
             except asyncio.CancelledError:
-                self.provider.cancelled(stream)
                 self.provider.forget_sync(self.key)  # the host's copy may hold what the driver never saw
-                await replay.abort()
+                try:
+                    self.provider.call(host, "stop", self.key, self._serial)
+                    if not await drain(ray, stream, replay, fetching):
+                        self.provider.cancelled(stream)  # the host did not end it: cancel it in Ray
+                finally:
+                    await replay.abort()
                 raise
             except ray.exceptions.RayActorError as error:
                 text = self.provider.host_died(host, error)
