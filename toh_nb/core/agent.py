@@ -561,7 +561,7 @@ class Agent:
             while started < len(group) and len(running) < size:
                 call, tool, args, _ = group[started]
                 self._log_call(turn, call)
-                task = loop.create_task(_invoke_pooled(tool, ToolContext(self, self.runtime, call.id), args))
+                task = loop.create_task(invoke_pooled(tool, ToolContext(self, self.runtime, call.id), args))
                 task.add_done_callback(on_done)
                 running[task] = started
                 started += 1
@@ -612,9 +612,10 @@ def _aborted_result(error: BaseException) -> ToolResult:
     return ToolResult(error_text(ABORTED_DURING_CALL), True)
 
 
-async def _invoke_pooled(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
+async def invoke_pooled(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
     """``invoke`` for a pool task: a tool's own abort rendering becomes the task's result, so the pool
-    commits it (a task ending in a CancelledError subclass would lose it)."""
+    commits it (a task ending in a CancelledError subclass would lose it). Public because a driver
+    that runs a tool for steps running elsewhere (``toh_nb.ray.remote``) needs the same rendering."""
     try:
         return await invoke(tool, ctx, args)
     except ToolAborted as aborted:

@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 from ..core import budget
-from ..core.agent import Agent, TurnOutcome, _invoke_pooled
+from ..core.agent import Agent, TurnOutcome, invoke_pooled
 from ..core.content import Message, ToolCallBlock, ToolResultBlock
 from ..core.errors import ModelError, ToolError
 from ..core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
@@ -216,7 +216,7 @@ class Replay:
             except ToolError as error:
                 result = ToolResult(error_text(error), True)
             else:
-                result = await _invoke_pooled(tool, ToolContext(agent, agent.runtime, call_id), args)
+                result = await invoke_pooled(tool, ToolContext(agent, agent.runtime, call_id), args)
         self.link.answer(self.host, self.run_id, request, result)
         return result
 
