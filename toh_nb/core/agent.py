@@ -104,7 +104,7 @@ class Agent:
         self._idle_waiters: list[asyncio.Future] = []
         self._cancel_cause: str | None = None
         self._in_turn = False
-        #: turns begun since this driver last yielded to the loop (see _run_turn)
+        #: turns begun since this driver last yielded to the loop (see _steps)
         self._unyielded = TURNS_PER_YIELD
         self._conversation: list[Message] = conversation if conversation is not None else []
         self._waiters: dict[str, asyncio.Future] = {}
