@@ -276,12 +276,15 @@ async def drain(ray: Any, stream: Any, replay: Replay, fetching: Any = None) -> 
     "aborted before it finished" and lose its result. Only records and events are applied: a request
     to run one of toh_nb's own tools is not started any more (the abort closes its call).
     """
+    async def apply(ref: Any) -> None:
+        replay.apply([item for item in await ref if item[0] in ("log", "event")])
+
     try:
         async with asyncio.timeout(DRAIN_TIMEOUT):
             if fetching is not None:
-                replay.apply([item for item in await fetching if item[0] in ("log", "event")])
+                await apply(fetching)
             async for ref in stream:
-                replay.apply([item for item in await ref if item[0] in ("log", "event")])
+                await apply(ref)
         return True
     except (TimeoutError, ray.exceptions.RayError):
         return False
