@@ -27,17 +27,25 @@ from __future__ import annotations
 import errno
 import json
 import os
+from json.encoder import c_make_encoder, encode_basestring_ascii
 import threading
 import time
 from collections import OrderedDict, deque
 from queue import Empty, SimpleQueue
 from typing import Any, Callable
 
+from ..core.content import message_to_json
 from ..core.errors import StoreError
+from ..core.session import Event
 
-__all__ = ["LogWriter", "encode"]
+__all__ = ["LogWriter", "LoopAck", "encode", "encode_event", "resolve_all"]
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+#: the C encoder behind ``_ENCODER`` built once, without its circular-reference bookkeeping: what a
+#: line costs is mostly the Python around the C call (see :func:`encode_event`); None without ``_json``
+_C_ENCODE = (c_make_encoder(None, _ENCODER.default, encode_basestring_ascii, None, ":", ",", False, False, True)
+             if c_make_encoder is not None and encode_basestring_ascii is not None else None)
+_float_repr = float.__repr__
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -60,6 +68,8 @@ _CREATE, _APPEND, _BARRIER, _REPAIR, _FORGET, _STOP = range(6)
 
 Done = Callable[["StoreError | None"], None]
 
+#: descriptors a batch sync pass holds at once (write-back of each is started before the first is synced)
+SYNC_CHUNK = 16
 #: how often an idle writer looks for events queued without an acknowledgement (seconds)
 POLL = 0.02
 #: a queue this long wakes the writer at once (bounds the memory of a long turn's unwritten events)
@@ -69,6 +79,100 @@ _EAGER_QUEUE = 256
 def encode(record: dict) -> bytes:
     """One compact, ASCII, newline-terminated JSON line (``\\n`` inside strings is escaped)."""
     return (_ENCODER.encode(record) + "\n").encode("ascii")
+
+
+def encode_event(event: Any) -> bytes:
+    """``encode(event.to_json())``, byte for byte, with less Python in between.
+
+    Why: the writer encodes every event of every log (about nine per delegation) while the event
+    loop waits for the acknowledgement, holding the GIL throughout; building the line's fixed fields
+    directly and the message/data through the pre-built C encoder costs ~35 % less per event
+    (measured 26.4 -> 16.7 us for a delegation's eight events). Anything unusual (a non-finite
+    time, a turn that is not an int, content the encoder refuses, a circular reference) takes the
+    ordinary path, so the line, or the error, is exactly what :func:`encode` gives.
+    """
+    seq, time_, turn = event.seq, event.time, event.turn
+    if (_C_ENCODE is not None and type(event) is Event and type(seq) is int and type(time_) is float and time_ - time_ == 0.0
+            and (turn is None or type(turn) is int)):
+        try:
+            line = f'{{"seq":{seq},"kind":{encode_basestring_ascii(event.kind)},"time":{_float_repr(time_)}'
+            if turn is not None:
+                line += f',"turn":{turn}'
+            message = event.message
+            if message is not None:
+                line += ',"message":' + _C_ENCODE(message_to_json(message), 0)[0]
+            data = event.data
+            if data is not None:
+                line += ',"data":' + _C_ENCODE(data, 0)[0]
+            return (line + "}\n").encode("ascii")
+        except Exception:  # recursion, content that is not JSON: the ordinary path says what is wrong
+            pass
+    return encode(event.to_json())
+
+
+class LoopAck:
+    """A barrier's answer that resolves ``future`` on its event loop (what
+    :meth:`~toh_nb.store.jsonl.JsonlStore.acknowledged` awaits). The writer resolves every one
+    it answered in a batch with one wake-up per loop (:meth:`LogWriter._deliver`); called directly,
+    it resolves this one alone."""
+
+    __slots__ = ("loop", "future")
+
+    def __init__(self, loop: Any, future: Any) -> None:
+        self.loop = loop
+        self.future = future
+
+    def __call__(self, error: "StoreError | None") -> None:
+        try:
+            self.loop.call_soon_threadsafe(resolve_all, [(self.future, error)])
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+
+def resolve_all(resolved: list) -> None:
+    """On the event loop: settle each ``(future, error)`` not already done (e.g. cancelled)."""
+    for future, error in resolved:
+        if not future.done():
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+
+def _load_sync_file_range() -> Callable[[int], None]:
+    """Linux ``sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`` through ctypes (the GIL is released
+    during the call), or a no-op where the C library has none."""
+    try:
+        import ctypes
+
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (ImportError, OSError, AttributeError):  # pragma: no cover - not Linux/glibc
+        return lambda fd: None
+    function.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+    function.restype = ctypes.c_int
+
+    def writeback(fd: int) -> None:
+        function(fd, 0, 0, 2)  # SYNC_FILE_RANGE_WRITE; a failure only loses the hint
+
+    return writeback
+
+
+_writeback: Callable[[int], None] | None = None
+
+
+def start_writeback(fd: int) -> None:
+    """Start writing a log's dirty pages to disk without waiting: a hint, never an error.
+
+    Why: the batch syncer fdatasyncs many logs in a pass. Synced one after the other, each new
+    log's delayed block allocation lands in its own journal transaction and each fdatasync forces
+    a commit of its own; started together first (as PostgreSQL does before its checkpoint fsyncs),
+    the allocations share a transaction, the first fdatasync commits it, and the others only wait.
+    Measured with ``sequential`` under ``batch``: 10-25 % more delegations per second and less CPU.
+    """
+    global _writeback
+    if _writeback is None:
+        _writeback = _load_sync_file_range()
+    _writeback(fd)
 
 
 def _datasync(fd: int) -> None:
@@ -141,6 +245,7 @@ class LogWriter:
         self._created: set[str] = set()  # logs whose file exists (written by this writer)
         self._refused: dict[str, StoreError] = {}  # logs whose name was taken behind our back
         self.leftover: list[str] = []  # ids whose events were still unwritten when the thread stopped
+        self._answers: dict[Any, list] = {}  # event loop -> [(future, error)] answered, not yet delivered
         self._spares: deque[int] = deque()  # descriptors of anonymous files ready to become logs
         self._spares_work = bool(SPARE_FLAGS)  # off for good after a spare could not be made or linked
         #: ``batch``: fsyncs run on a second thread, so a slow sync never delays a write or an acknowledgement
@@ -164,7 +269,9 @@ class LogWriter:
             self._wake.put(None)
 
     def create(self, session: Any, seed: list) -> None:
-        self._submit((_CREATE, session, seed))  # eager: the file is made while the first turn runs
+        # lazy like an append: with spares made ahead, creating a log is a write and a link, and
+        # a wake-up here would only make the writer contend with the loop mid-turn
+        self._queue_lazily((_CREATE, session, seed))
 
     def append(self, session: Any, event: Any) -> None:
         self._queue_lazily((_APPEND, session, event))
@@ -273,13 +380,31 @@ class LogWriter:
         for session_id, group in groups.items():
             self._write(session_id, group)
             barriers = waiting.pop(session_id, None)
-            if barriers:  # answered at once: an acknowledgement never waits for other logs' writes
+            if barriers:  # answered at once (under "always" after its sync); delivered below
                 self._answer(session_id, barriers)
         for session_id, barriers in waiting.items():
             self._answer(session_id, barriers)
+        # last, so the woken loop thread does not wait for the GIL while this one goes on working
+        self._deliver()
         if stop:
             self._shutdown()
         return stop
+
+    def _deliver(self) -> None:
+        """Resolve the answered acknowledgements: one ``call_soon_threadsafe`` per event loop.
+
+        Why: each call wakes the loop's thread, which then contends with this one for the GIL;
+        the acknowledgements of every turn that ended while the writer was busy share one wake-up.
+        """
+        answers = self._answers
+        if not answers:
+            return
+        self._answers = {}
+        for loop, resolved in answers.items():
+            try:
+                loop.call_soon_threadsafe(resolve_all, resolved)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                pass
 
     def _failed(self, items: list, error: Exception) -> bool:
         """Answer every acknowledgement of a batch the writer could not handle; keep running."""
@@ -313,6 +438,15 @@ class LogWriter:
             else:
                 error = (self._faults.get(session_id) or self._once.pop(session_id, None)
                          or self._once.pop("", None))
+            if type(done) is LoopAck:
+                answered = self._answers.get(done.loop)
+                if answered is None:
+                    self._answers[done.loop] = [(done.future, error)]
+                else:
+                    answered.append((done.future, error))
+                if self.fsync == "always":  # a sync per log takes milliseconds: deliver each at once
+                    self._deliver()
+                continue
             try:
                 done(error)
             except Exception:  # pragma: no cover - a callback must never kill the writer
@@ -332,24 +466,39 @@ class LogWriter:
             except OSError as error:
                 if report:
                     self._once.setdefault("", StoreError(f"cannot sync store directory {self.directory}: {error}"))
-        for session_id in pending:
-            try:
-                fd = os.open(session_id + SUFFIX, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=self._dir_fd)
-            except FileNotFoundError:
-                continue  # removed from outside since it was written: nothing left to sync
-            except OSError as error:
-                if report:
-                    self._once[session_id] = StoreError(
-                        f'cannot sync session log "{session_id}" ({self._path(session_id)}): {error}')
-                continue
+        opened: list[tuple[str, int]] = []
+        try:
+            for session_id in pending:
+                try:
+                    fd = os.open(session_id + SUFFIX, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=self._dir_fd)
+                except FileNotFoundError:
+                    continue  # removed from outside since it was written: nothing left to sync
+                except OSError as error:
+                    if report:
+                        self._once[session_id] = StoreError(
+                            f'cannot sync session log "{session_id}" ({self._path(session_id)}): {error}')
+                    continue
+                start_writeback(fd)
+                opened.append((session_id, fd))
+                if len(opened) == SYNC_CHUNK:
+                    self._datasync_opened(opened, report)
+            self._datasync_opened(opened, report)
+        finally:
+            for _, fd in opened:  # only after an unexpected error
+                os.close(fd)
+
+    def _datasync_opened(self, opened: list, report: bool) -> None:
+        """fdatasync and close each descriptor of ``opened`` (emptied), in order."""
+        for session_id, fd in opened:
             try:
                 _datasync(fd)
             except OSError as error:
                 if report:
                     self._once[session_id] = StoreError(
                         f'cannot sync session log "{session_id}" ({self._path(session_id)}): {error}')
-            finally:
-                os.close(fd)
+        for _, fd in opened:
+            os.close(fd)
+        opened.clear()
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -376,9 +525,9 @@ class LogWriter:
                     if session_id in self._created:
                         continue
                     chunks.append(encode(item[1].header.to_json()))
-                    chunks.extend(encode(event.to_json()) for event in item[2])
+                    chunks.extend(encode_event(event) for event in item[2])
                 else:
-                    chunks.append(encode(item[2].to_json()))
+                    chunks.append(encode_event(item[2]))
             except Exception as error:  # e.g. TypeError/ValueError: content that is not JSON
                 seq = item[2].seq if item[0] == _APPEND else 0
                 self._once[session_id] = StoreError(
