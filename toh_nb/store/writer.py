@@ -75,7 +75,16 @@ _EAGER_QUEUE = 256
 
 
 def encode(record: dict) -> bytes:
-    """One compact, ASCII, newline-terminated JSON line (``\\n`` inside strings is escaped)."""
+    """One compact, ASCII, newline-terminated JSON line (``\\n`` inside strings is escaped).
+
+    A dict goes straight to the pre-built C encoder; if that refuses it (content that is not JSON,
+    a circular reference), ``JSONEncoder.encode`` runs instead, so the error is the usual one.
+    """
+    if _C_ENCODE is not None and type(record) is dict:
+        try:
+            return (_C_ENCODE(record, 0)[0] + "\n").encode("ascii")
+        except Exception:
+            pass
     return (_ENCODER.encode(record) + "\n").encode("ascii")
 
 
@@ -90,8 +99,8 @@ def encode_event(event: Any) -> bytes:
     ordinary path, so the line, or the error, is exactly what :func:`encode` gives.
     """
     seq, time_, turn = event.seq, event.time, event.turn
-    if (_C_ENCODE is not None and type(event) is Event and type(seq) is int and type(time_) is float and time_ - time_ == 0.0
-            and (turn is None or type(turn) is int)):
+    if (_C_ENCODE is not None and type(event) is Event and type(seq) is int and type(time_) is float
+            and time_ - time_ == 0.0 and (turn is None or type(turn) is int)):
         try:
             line = f'{{"seq":{seq},"kind":{encode_basestring_ascii(event.kind)},"time":{_float_repr(time_)}'
             if turn is not None:
@@ -105,7 +114,7 @@ def encode_event(event: Any) -> bytes:
             return (line + "}\n").encode("ascii")
         except Exception:  # recursion, content that is not JSON: the ordinary path says what is wrong
             pass
-    return encode(event.to_json())
+    return (_ENCODER.encode(event.to_json()) + "\n").encode("ascii")
 
 
 class LoopAck:
