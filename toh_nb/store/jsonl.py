@@ -89,6 +89,7 @@ import re
 import stat
 import threading
 import weakref
+from asyncio.events import _get_running_loop
 from collections import OrderedDict
 from typing import Iterable
 
@@ -132,11 +133,7 @@ _DIGITS = re.compile(r"(\d+)")
 
 def _no_running_loop() -> bool:
     """True on a thread with no running event loop: there an append may wait for the writer."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return True
-    return False
+    return _get_running_loop() is None
 
 
 def _ignore(error: "StoreError | None") -> None:

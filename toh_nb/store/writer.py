@@ -245,7 +245,10 @@ class LogWriter:
         self._queue_lazily((_CREATE, session, seed))
 
     def append(self, session: Any, event: Any) -> None:
-        self._queue_lazily((_APPEND, session, event))
+        queue = self._queue  # _queue_lazily inlined: this runs for every event on the loop thread
+        queue.append((_APPEND, session, event))
+        if len(queue) == _EAGER_QUEUE:
+            self._wake.put(None)
 
     def repair(self, session_id: str, repair: tuple) -> None:
         """What the next append to a log read from disk must do first (drop a torn tail, add a newline)."""
