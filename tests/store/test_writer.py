@@ -461,7 +461,11 @@ def test_a_circular_event_is_refused_with_the_ordinary_text_and_the_log_stays_in
 # -- acknowledgements: one wake-up of the loop per batch, each only once its events are written ----------
 
 
-def test_acknowledgements_answered_in_one_batch_wake_the_loop_once_and_only_after_their_writes(tmp_path, disk):
+@pytest.mark.parametrize("every, expected", [(writer_module.DELIVER_EVERY, 2), (2, 3)])
+def test_acknowledgements_answered_in_one_batch_wake_the_loop_once_and_only_after_their_writes(
+        tmp_path, disk, monkeypatch, every, expected):
+    monkeypatch.setattr(writer_module, "DELIVER_EVERY", every)
+
     async def main():
         store = JsonlStore(tmp_path)
         loop = asyncio.get_running_loop()
@@ -492,7 +496,8 @@ def test_acknowledgements_answered_in_one_batch_wake_the_loop_once_and_only_afte
         disk.release()
         await first
         await asyncio.gather(*later)
-        assert len(wakeups) == 2  # the first turn's batch, then one for the four answered together
+        # the first turn's batch, then one for the four answered together (in twos when every=2)
+        assert len(wakeups) == expected
         assert seen == {f"agent-{i}": ["header", TURN_START, TURN_END] for i in range(1, 5)}
         del loop.call_soon_threadsafe
         await asyncio.to_thread(store.close)

@@ -68,6 +68,9 @@ _CREATE, _APPEND, _BARRIER, _REPAIR, _FORGET, _STOP = range(6)
 
 Done = Callable[["StoreError | None"], None]
 
+#: answered acknowledgements of one loop delivered together (one wake-up) while a batch goes on: the
+#: first turns of a large batch resume while the writer writes the rest (``always``: each at once)
+DELIVER_EVERY = 16
 #: how often an idle writer looks for events queued without an acknowledgement (seconds)
 POLL = 0.02
 #: a queue this long wakes the writer at once (bounds the memory of a long turn's unwritten events)
@@ -415,10 +418,10 @@ class LogWriter:
             if type(done) is LoopAck:
                 answered = self._answers.get(done.loop)
                 if answered is None:
-                    self._answers[done.loop] = [(done.future, error)]
+                    answered = self._answers[done.loop] = [(done.future, error)]
                 else:
                     answered.append((done.future, error))
-                if self.fsync == "always":  # a sync per log takes milliseconds: deliver each at once
+                if len(answered) >= DELIVER_EVERY or self.fsync == "always":  # see DELIVER_EVERY
                     self._deliver()
                 continue
             try:
