@@ -357,11 +357,11 @@ class LogWriter:
         for session_id, group in groups.items():
             self._write(session_id, group)
             barriers = waiting.pop(session_id, None)
-            if barriers:  # answered at once (under "always" after its sync); delivered below
+            if barriers:  # answered at once (under "always" after its sync), delivered in groups
                 self._answer(session_id, barriers)
         for session_id, barriers in waiting.items():
             self._answer(session_id, barriers)
-        # last, so the woken loop thread does not wait for the GIL while this one goes on working
+        # the rest last: the woken loop thread then does not wait for the GIL while this one works on
         self._deliver()
         if stop:
             self._shutdown()
@@ -371,7 +371,10 @@ class LogWriter:
         """Resolve the answered acknowledgements: one ``call_soon_threadsafe`` per event loop.
 
         Why: each call wakes the loop's thread, which then contends with this one for the GIL;
-        the acknowledgements of every turn that ended while the writer was busy share one wake-up.
+        the acknowledgements of turns that ended while the writer was busy share a wake-up, in
+        groups of ``DELIVER_EVERY`` so the first turns of a large batch resume while the writer
+        writes the rest (measured with ``continuable_jsonl``: delivering only at the end of the
+        batch was slower than one wake-up per acknowledgement, groups of 16 faster than both).
         """
         answers = self._answers
         if not answers:
