@@ -522,3 +522,37 @@ def test_creating_a_log_from_the_loop_does_not_wake_the_writer(tmp_path, monkeyp
         await asyncio.to_thread(store.close)
 
     asyncio.run(main())
+
+
+def test_an_acknowledgement_answered_before_a_writer_failure_in_the_same_batch_keeps_its_success(tmp_path, disk,
+                                                                                               monkeypatch):
+    async def main():
+        store = JsonlStore(tmp_path)
+        first, second = (store.create(SessionHeader(f"agent-{i}", float(i), origin="root")) for i in (1, 2))
+        await store.acknowledged(first)
+        await store.acknowledged(second)
+        real_write = writer_module.LogWriter._write
+
+        def broken_for_agent_2(self, session_id, group):
+            if session_id == "agent-2":
+                raise RuntimeError("boom")
+            real_write(self, session_id, group)
+
+        disk.stall()
+        blocker = store.create(SessionHeader("agent-0", 0.0, origin="root"))
+        blocked = store.acknowledged(blocker)
+        await until(disk.stalled.is_set, "the writer to block")
+        monkeypatch.setattr(writer_module.LogWriter, "_write", broken_for_agent_2)
+        first.append(TURN_START, turn=1)
+        second.append(TURN_START, turn=1)
+        ok, failed = store.acknowledged(first), store.acknowledged(second)
+        disk.release()
+        await blocked
+        assert await ok is None  # written and answered before agent-2's group failed
+        with pytest.raises(StoreError, match=f"the store writer of {tmp_path} failed: RuntimeError: boom"):
+            await failed
+        monkeypatch.undo()
+        await asyncio.to_thread(store.close)
+
+    asyncio.run(main())
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START]

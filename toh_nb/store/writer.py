@@ -27,10 +27,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-from json.encoder import c_make_encoder, encode_basestring_ascii
 import threading
 import time
 from collections import OrderedDict, deque
+from json.encoder import c_make_encoder, encode_basestring_ascii
 from queue import Empty, SimpleQueue
 from typing import Any, Callable
 
@@ -389,6 +389,7 @@ class LogWriter:
     def _failed(self, items: list, error: Exception) -> bool:
         """Answer every acknowledgement of a batch the writer could not handle; keep running."""
         failure = StoreError(f"the store writer of {self.directory} failed: {type(error).__name__}: {error}")
+        self._deliver()  # answers given before the failure stand (a resolved future keeps its first result)
         stop = False
         for item in items:
             if item[0] == _BARRIER:
