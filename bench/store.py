@@ -9,7 +9,8 @@ Three parts, one run:
    same run. For ``always`` it also prints the fsyncs the store issued per second (file + directory);
    every policy prints ``create_us``, the cost of creating one empty file in its run directory
    (measured before the run: each delegation creates one log, and on this machine's ext4 that cost
-   differs 10-300 us between directories, so it explains most of the spread between runs).
+   differs 10-300 us between directories, so it explains most of the spread between runs), and every
+   figure prints the process's CPU seconds for the run (``cpu``; all threads, kernel time included).
 3. ``store_reopen``: a store of ``--children`` continuable children holding ``--mb`` MB of logs in
    total (written directly, one event line ≈ 1 KB), then ``AsyncHub(store=dir)`` + ``list_agents()``:
    ``cold`` the first time (no index: every log is read and checked), ``warm`` after that hub
@@ -91,6 +92,9 @@ async def sequential_policy(directory: str, n: int, fsync: str | None) -> dict:
             shutil.rmtree(run_dir, ignore_errors=True)
     name = "store_sequential_memory" if fsync is None else f"store_sequential_{fsync}"
     extra = {"fsyncs_per_s": round(counted["fsyncs"] / result["seconds"], 1)} if fsync == "always" else {}
+    # CPU seconds of the whole process (loop, writer and sync threads): steadier than wall time on a
+    # shared machine, and it includes the kernel's share (file creation, fdatasync)
+    extra["gc_seconds"], extra["cpu_seconds"] = result["gc_seconds"], result["cpu_seconds"]
     if create_us is not None:
         extra["create_us"] = create_us
     return c.figure(name, n, result["seconds"], None, target=TARGET_BATCH if fsync == "batch" else None, **extra)

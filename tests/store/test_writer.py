@@ -373,3 +373,186 @@ def test_without_o_tmpfile_logs_are_created_by_name(tmp_path, monkeypatch):
         assert [kinds(tmp_path / f"agent-{i}.jsonl") for i in range(3)] == [["header", TURN_START]] * 3
 
     asyncio.run(main())
+
+
+# -- encoding: the writer's faster path writes exactly the ordinary line ----------------------------------
+
+
+def ordinary_line(record: dict) -> bytes:
+    """What every log line was before the writer's fast path: the stdlib encoder's compact ASCII JSON."""
+    return (json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode(record) + "\n").encode("ascii")
+
+
+def engine_events() -> list:
+    """The lines of a delegation as the engine logs them (one-shot child and its parent's turn)."""
+    from toh_nb.core.session import Event
+
+    tool_call = {"type": "tool-call", "id": "call-2", "name": "subagent",
+                 "arguments": {"description": "child \u00e9", "prompt": "task \"2\"\n\u2028 \U0001F600", "n": [1, 2.5, None]}}
+    records = [
+        {"seq": 0, "kind": "subagent/descriptor", "time": 1796105978.039295,
+         "data": {"version": 2, "mode": "one-shot", "provider": "spawn", "label": "child 2"}},
+        {"seq": 1, "kind": "turn/start", "time": 1796105978.0396283, "turn": 1},
+        {"seq": 2, "kind": "user/message", "time": 1796105978.039632, "turn": 1,
+         "message": {"role": "user", "content": [{"type": "text", "text": "task 2"}], "id": "msg-3",
+                     "source": {"kind": "user"}}},
+        {"seq": 3, "kind": "assistant/message", "time": 1796105978.0396612, "turn": 1,
+         "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                     "usage": {"input_tokens": 10, "output_tokens": 2}}},
+        {"seq": 4, "kind": "turn/end", "time": 1796105978.0396643, "turn": 1, "data": {"reason": "completed"}},
+        {"seq": 5, "kind": "assistant/message", "time": 1796105978.0392642, "turn": 1,
+         "message": {"role": "assistant", "content": [tool_call]}},
+        {"seq": 6, "kind": "tool/call", "time": 1796105978.0392764, "turn": 1,
+         "data": {"call_id": "call-2", "name": "subagent", "arguments": tool_call["arguments"]}},
+        {"seq": 7, "kind": "tool/result", "time": 1796105978.0397685, "turn": 1,
+         "message": {"role": "tool", "content": [{"type": "tool-result", "call_id": "call-2", "name": "subagent",
+                                                  "text": "ok", "is_error": False}]}},
+    ]
+    return [Event.from_json(record) for record in records]
+
+
+def test_event_lines_are_the_ordinary_encoding_byte_for_byte():
+    from toh_nb.core.session import Event
+
+    events = engine_events()
+    unusual = [
+        Event(7, "x/odd", float("inf"), None, None, {"a": 1}),  # non-finite time: "Infinity"
+        Event(8, "x/odd", float("nan"), 2, None, None),
+        Event(9, "x/odd", 3.0, "3", None, None),  # a turn read from a hand-edited log
+        Event(10, "x/odd", 3.0, True, None, {"nested": {"deep": [{"k": "v"}]}, "n": float("-inf")}),
+        Event(11, "x/odd", -0.0, None, None, {1: "int key", 2.5: "float key", None: "null key"}),
+    ]
+    for event in events + unusual:
+        expected = ordinary_line(event.to_json())
+        assert writer_module.encode_event(event) == expected, event
+        assert writer_module.encode(event.to_json()) == expected, event
+    header = SessionHeader("agent-2", 2.5, parent_session="agent-1", origin="subagent")
+    assert writer_module.encode(header.to_json()) == ordinary_line(header.to_json())
+
+
+def test_an_event_the_encoder_refuses_raises_the_ordinary_error():
+    from toh_nb.core.session import Event
+
+    loop_data: dict = {"a": 1}
+    loop_data["self"] = loop_data
+    for data, error, text in ((loop_data, ValueError, "Circular reference detected"),
+                              ({"x": object()}, TypeError, "Object of type object is not JSON serializable")):
+        event = Event(1, "tool/call", 1.0, 1, None, data)
+        with pytest.raises(error) as ordinary:
+            ordinary_line(event.to_json())
+        with pytest.raises(error) as fast:
+            writer_module.encode_event(event)
+        assert str(fast.value) == str(ordinary.value) == text
+
+
+def test_a_circular_event_is_refused_with_the_ordinary_text_and_the_log_stays_intact(tmp_path):
+    store = JsonlStore(tmp_path)
+    session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+    session.append(TURN_START, turn=1)
+    circular: dict = {}
+    circular["self"] = circular
+    with pytest.raises(StoreError) as refused:
+        session.append("tool/call", turn=1, data=circular)
+    assert str(refused.value) == 'cannot store event 1 of session "agent-1": Circular reference detected'
+    store.close()
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START]
+
+
+# -- acknowledgements: one wake-up of the loop per batch, each only once its events are written ----------
+
+
+@pytest.mark.parametrize("every, expected", [(writer_module.DELIVER_EVERY, 2), (2, 3)])
+def test_acknowledgements_answered_in_one_batch_wake_the_loop_once_and_only_after_their_writes(
+        tmp_path, disk, monkeypatch, every, expected):
+    monkeypatch.setattr(writer_module, "DELIVER_EVERY", every)
+
+    async def main():
+        store = JsonlStore(tmp_path)
+        loop = asyncio.get_running_loop()
+        wakeups = []
+        real_call = loop.call_soon_threadsafe
+
+        def counting(callback, *args):
+            wakeups.append(callback)
+            return real_call(callback, *args)
+
+        sessions = [store.create(SessionHeader(f"agent-{i}", float(i), origin="root")) for i in range(5)]
+        await store.acknowledged(sessions[0])  # the logs exist; spares are not part of this test
+        loop.call_soon_threadsafe = counting
+        seen: dict[str, list] = {}
+        disk.stall()
+        sessions[0].append(TURN_START, turn=1)
+        first = store.acknowledged(sessions[0])
+        await until(disk.stalled.is_set, "the writer to block on the first turn's write")
+        later = []
+        for session in sessions[1:]:  # queued while the writer is blocked: all in its next batch
+            session.append(TURN_START, turn=1)
+            session.append(TURN_END, turn=1, data={"reason": "completed"})
+            ack = store.acknowledged(session)
+            ack.add_done_callback(lambda _, sid=session.id: seen.setdefault(sid, kinds(tmp_path / f"{sid}.jsonl")))
+            later.append(ack)
+        await asyncio.sleep(0)
+        assert not first.done() and not any(ack.done() for ack in later)
+        disk.release()
+        await first
+        await asyncio.gather(*later)
+        # the first turn's batch, then one for the four answered together (in twos when every=2)
+        assert len(wakeups) == expected
+        assert seen == {f"agent-{i}": ["header", TURN_START, TURN_END] for i in range(1, 5)}
+        del loop.call_soon_threadsafe
+        await asyncio.to_thread(store.close)
+
+    asyncio.run(main())
+
+
+def test_creating_a_log_from_the_loop_does_not_wake_the_writer(tmp_path, monkeypatch):
+    submitted = []
+    real_submit = writer_module.LogWriter._submit
+    monkeypatch.setattr(writer_module.LogWriter, "_submit",
+                        lambda self, item: submitted.append(item[0]) or real_submit(self, item))
+
+    async def main():
+        store = JsonlStore(tmp_path)
+        session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+        session.append(TURN_START, turn=1)
+        assert submitted == []  # queued for the turn's acknowledgement (or the writer's poll)
+        await store.acknowledged(session)
+        assert submitted == [writer_module._BARRIER]
+        assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START]
+        await asyncio.to_thread(store.close)
+
+    asyncio.run(main())
+
+
+def test_an_acknowledgement_answered_before_a_writer_failure_in_the_same_batch_keeps_its_success(tmp_path, disk,
+                                                                                               monkeypatch):
+    async def main():
+        store = JsonlStore(tmp_path)
+        first, second = (store.create(SessionHeader(f"agent-{i}", float(i), origin="root")) for i in (1, 2))
+        await store.acknowledged(first)
+        await store.acknowledged(second)
+        real_write = writer_module.LogWriter._write
+
+        def broken_for_agent_2(self, session_id, group):
+            if session_id == "agent-2":
+                raise RuntimeError("boom")
+            real_write(self, session_id, group)
+
+        disk.stall()
+        blocker = store.create(SessionHeader("agent-0", 0.0, origin="root"))
+        blocked = store.acknowledged(blocker)
+        await until(disk.stalled.is_set, "the writer to block")
+        monkeypatch.setattr(writer_module.LogWriter, "_write", broken_for_agent_2)
+        first.append(TURN_START, turn=1)
+        second.append(TURN_START, turn=1)
+        ok, failed = store.acknowledged(first), store.acknowledged(second)
+        disk.release()
+        await blocked
+        assert await ok is None  # written and answered before agent-2's group failed
+        with pytest.raises(StoreError, match=f"the store writer of {tmp_path} failed: RuntimeError: boom"):
+            await failed
+        monkeypatch.undo()
+        await asyncio.to_thread(store.close)
+
+    asyncio.run(main())
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START]

@@ -89,6 +89,7 @@ import re
 import stat
 import threading
 import weakref
+from asyncio.events import _get_running_loop
 from collections import OrderedDict
 from typing import Iterable
 
@@ -99,7 +100,7 @@ from ..core.session import DESCRIPTOR, Event, Session, SessionHeader
 from . import index as listing_index
 from .writer import TMP_PREFIX as _TMP_PREFIX
 from .writer import TMP_SUFFIX as _TMP_SUFFIX
-from .writer import LogWriter
+from .writer import LogWriter, LoopAck
 
 try:  # POSIX; without fcntl (Windows) the single-writer lock is not enforced
     import fcntl
@@ -132,19 +133,7 @@ _DIGITS = re.compile(r"(\d+)")
 
 def _no_running_loop() -> bool:
     """True on a thread with no running event loop: there an append may wait for the writer."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return True
-    return False
-
-
-def _resolve(future: "asyncio.Future[None]", error: "StoreError | None") -> None:
-    if not future.done():
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)
+    return _get_running_loop() is None
 
 
 def _ignore(error: "StoreError | None") -> None:
@@ -799,14 +788,7 @@ class JsonlStore:
             return None
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-
-        def done(error: "StoreError | None") -> None:
-            try:
-                loop.call_soon_threadsafe(_resolve, future, error)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
-
-        self._writer.barrier(session.header.id, done)
+        self._writer.barrier(session.header.id, LoopAck(loop, future))
         return future
 
     def flush(self, session: Session | None = None, wait: bool = True) -> None:
