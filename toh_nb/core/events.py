@@ -22,9 +22,10 @@ from __future__ import annotations
 import logging
 from time import monotonic as _monotonic
 from time import time as _wall_clock
+from array import array
 from collections import deque
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 logger = logging.getLogger("toh_nb")
 
@@ -258,13 +259,163 @@ class SubtreeFilter:
         return self.kinds is None or event.kind in self.kinds
 
 
+class EventHistory:
+    """The bounded history of lifecycle events (``EventBus.history``, read by ``hub.events()``).
+
+    Why not a deque of the events: with fewer than 5,000 children the history holds the start and the
+    end of every child, and an event object (112 B) with its two timestamps (24 B float objects) was
+    160 B of it -- 320 B of the ~2.2 KB an idle continuable child cost at 1,000 children
+    (bench/README.md, round six). Here an event is kept as columns: a *head* shared by the events that
+    have the same class and the same values of the few-valued fields (:data:`_GROUPED`: parent, depth,
+    provider, mode, stop reason…), then its other field values as references in one deque (8 B each),
+    and its ``time`` and ``monotonic`` in a ring of doubles (8 B each instead of 24): ~50 B for a
+    ``ChildStarted`` or a ``ChildEnded``. Iterating rebuilds the events at once: equal to the
+    published ones (``==``, ``repr``), new objects each time. An event whose class cannot be rebuilt
+    from its fields (checked on its first event) or whose values cannot be grouped is kept whole.
+    """
+
+    __slots__ = ("maxlen", "_refs", "_clocks", "_start", "_count")
+
+    def __init__(self, maxlen: int = DEFAULT_HISTORY) -> None:
+        self.maxlen = maxlen
+        #: per event: its head (or _WHOLE), then its own field values (or the event itself)
+        self._refs: deque = deque()
+        #: ``time`` and ``monotonic`` of event slot i at 2i and 2i+1, a ring of ``maxlen`` slots
+        self._clocks = array("d")
+        self._start = 0  # the slot of the oldest event
+        self._count = 0
+
+    def append(self, event: HubEvent) -> None:
+        if self.maxlen <= 0:
+            return
+        if self._count == self.maxlen:
+            self._drop_oldest()
+        refs = self._refs
+        head = _head_of(event)
+        if head is None:
+            refs.append(_WHOLE)
+            refs.append(event)
+            clock, mono = 0.0, 0.0
+        else:
+            refs.append(head)
+            for name in _SHAPES[head[0]][1]:  # type: ignore[index]
+                refs.append(getattr(event, name))
+            clock, mono = event.time, event.monotonic
+        slot = (self._start + self._count) % self.maxlen
+        clocks = self._clocks
+        if 2 * slot == len(clocks):
+            clocks.append(clock)
+            clocks.append(mono)
+        else:
+            clocks[2 * slot] = clock
+            clocks[2 * slot + 1] = mono
+        self._count += 1
+
+    def _drop_oldest(self) -> None:
+        refs = self._refs
+        head = refs.popleft()
+        for _ in range(1 if head is _WHOLE else len(_SHAPES[head[0]][1])):  # type: ignore[index]
+            refs.popleft()
+        self._start = (self._start + 1) % self.maxlen
+        self._count -= 1
+
+    def __iter__(self) -> Iterator[HubEvent]:
+        return iter(self._events())
+
+    def _events(self) -> list[HubEvent]:
+        """Every kept event, oldest first (rebuilt at once: a snapshot, whatever is appended later)."""
+        out: list[HubEvent] = []
+        refs = iter(self._refs)
+        clocks, start, maxlen = self._clocks, self._start, self.maxlen
+        for position in range(self._count):
+            head = next(refs)
+            if head is _WHOLE:
+                out.append(next(refs))
+                continue
+            cls = head[0]
+            grouped, own = _SHAPES[cls]  # type: ignore[misc]
+            values = dict(zip(grouped, head[1:]))
+            for name in own:
+                values[name] = next(refs)
+            slot = (start + position) % maxlen
+            out.append(cls(time=clocks[2 * slot], monotonic=clocks[2 * slot + 1], **values))
+        return out
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: int) -> HubEvent:
+        return self._events()[index]
+
+    def clear(self) -> None:
+        self._refs.clear()
+        self._clocks = array("d")
+        self._start = self._count = 0
+
+    def __repr__(self) -> str:
+        return f"EventHistory({self._events()!r}, maxlen={self.maxlen})"
+
+
+#: marks an event kept whole in an :class:`EventHistory`
+_WHOLE = object()
+#: fields with few distinct values: an :class:`EventHistory` keeps them in a head shared by many events
+_GROUPED = frozenset({"parent_id", "depth", "provider", "mode", "local", "stop_reason", "job_kind", "status",
+                      "source"})
+#: per event class: (grouped field names, own field names), or None when its events are kept whole
+_SHAPES: dict[type, tuple[tuple[str, ...], tuple[str, ...]] | None] = {}
+#: the heads in use: (class, grouped values) -> the one tuple for them (cleared when it grows large;
+#: the kept events hold their heads themselves)
+_HEADS: dict[tuple, tuple] = {}
+_MAX_HEADS = 4096
+
+
+def _head_of(event: HubEvent) -> tuple | None:
+    """The shared head of ``event`` -- ``(class, *grouped values)`` -- or None to keep it whole: when its
+    class cannot be rebuilt from its fields (tried on its first event: the copy must equal the
+    original and print the same), when a timestamp is not a float (a double holds nothing else), or
+    when a grouped value is unhashable."""
+    cls = type(event)
+    try:
+        shape = _SHAPES[cls]
+    except KeyError:
+        shape = _SHAPES[cls] = _shape_of(cls, event)
+    if shape is None or type(event.time) is not float or type(event.monotonic) is not float:
+        return None
+    values = tuple(getattr(event, name) for name in shape[0])
+    # the values' types are part of the key: 1 == True == 1.0, but they print differently
+    key = (cls, *values, *map(type, values))
+    try:
+        head = _HEADS.get(key)
+    except TypeError:  # an unhashable value
+        return None
+    if head is None:
+        if len(_HEADS) >= _MAX_HEADS:
+            _HEADS.clear()
+        head = _HEADS[key] = (cls, *values)
+    return head
+
+
+def _shape_of(cls: type, event: HubEvent) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    try:
+        every = fields(cls)
+        if any(not f.init for f in every):
+            return None
+        names = [f.name for f in every if f.name not in ("time", "monotonic")]
+        copy = cls(time=event.time, monotonic=event.monotonic, **{name: getattr(event, name) for name in names})
+    except Exception:
+        return None
+    if copy != event or repr(copy) != repr(event):
+        return None
+    return tuple(n for n in names if n in _GROUPED), tuple(n for n in names if n not in _GROUPED)
+
+
 class EventBus:
     """The hub's one stream: ``publish`` typed events; ``subscribe`` listeners; a bounded history."""
 
     __slots__ = ("history", "_listeners", "listening")
 
     def __init__(self, history: int = DEFAULT_HISTORY) -> None:
-        self.history: deque[HubEvent] = deque(maxlen=history)
+        self.history = EventHistory(history)
         self._listeners: list[Listener] = []
         #: someone listens: activity events are worth building (checked before building them)
         self.listening = False
