@@ -202,6 +202,7 @@ def test_the_history_keeps_columns_not_the_published_events():
     for event in published:
         history.append(event)
     assert all(kept == event and kept is not event for kept, event in zip(history, published))
+    assert not history._recent  # reading turned the queued events into columns
     starts = [ref for ref in history._refs if isinstance(ref, tuple) and ref[0] is ev.ChildStarted]
     assert len(starts) == 4 and starts[0] is starts[1] is starts[2] and starts[3] is not starts[0]
 
@@ -239,3 +240,12 @@ def test_a_hubs_history_lists_its_childrens_lifecycle_in_order():
         ("subagent/end", "agent-1"), ("subagent/end", "agent-2"), ("subagent/end", "agent-3")]
     assert [e.label for e in history[:3]] == ["t0", "t1", "t2"]
     assert [r["stop_reason"] for r in rows][3:] == ["completed"] * 3
+
+
+def test_the_history_turns_queued_events_into_columns_in_batches_within_its_bound():
+    published = [ev.Interrupted(agent_id=f"agent-{n}", by="agent-0") for n in range(3 * ev._BATCH + 5)]
+    history = ev.EventHistory(maxlen=ev._BATCH + 6)
+    for event in published:
+        history.append(event)
+        assert len(history._recent) < ev._BATCH  # never more than one batch queued as objects
+    assert list(history) == published[-(ev._BATCH + 6):] and len(history) == ev._BATCH + 6
