@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from typing import ClassVar
 
 import pytest
 
@@ -149,3 +151,101 @@ def test_sync_stream_on_the_portal():
             if event.kind == "job/end":
                 break
         assert kinds == [("job/end", job.id)]
+
+
+def _lifecycle_events() -> list[ev.HubEvent]:
+    """One of each lifecycle kind, several sharing a parent (so a head), with the values tables show."""
+    out: list[ev.HubEvent] = []
+    for n in range(3):
+        out.append(ev.ChildStarted(agent_id=f"agent-{n + 1}", parent_id="agent-0", depth=1, run_id=f"run-{n + 1}",
+                                   provider="local", mode="continuable", label=f"worker {n}"))
+        out.append(ev.ChildEnded(agent_id=f"agent-{n + 1}", parent_id="agent-0", depth=1, run_id=f"run-{n + 1}",
+                                 provider="local", stop_reason="completed", last_assistant_message=f"done {n}"))
+    out += [ev.JobStarted(agent_id="agent-0", job="job-1", job_kind="subagent", label="x"),
+            ev.JobStopping(agent_id="agent-0", job="job-1", reason="asked"),
+            ev.JobEnded(agent_id="agent-0", job="job-1", job_kind="subagent", label="x", status="completed",
+                        detail=None, child_id="agent-4"),
+            ev.Interrupted(agent_id="agent-2", by="agent-0"),
+            ev.Problem(source="store", message="disk full", agent_id=None),
+            ev.ListenerFailed(source="listener", message="boom", depth=True),  # True prints unlike 1
+            ev.ChildStarted(agent_id="agent-5", parent_id=None, depth=1, run_id="run-5", provider="acp",
+                            mode="one-shot", local=False)]
+    return out
+
+
+def test_the_history_gives_back_equal_events_oldest_first_and_drops_the_oldest_past_its_bound():
+    published = _lifecycle_events()
+    history = ev.EventHistory(maxlen=len(published) - 4)
+    for event in published:
+        history.append(event)
+    kept = list(history)
+    assert kept == published[4:] and repr(kept) == repr(published[4:])
+    assert [type(e) for e in kept] == [type(e) for e in published[4:]]
+    assert len(history) == len(published) - 4 and history[-1] == published[-1] and history[0] == published[4]
+    assert repr(history) == f"EventHistory({published[4:]!r}, maxlen={len(published) - 4})"
+    for event in published:  # around the ring again: still the newest, in order
+        history.append(event)
+    assert list(history) == published[4:]
+    history.clear()
+    assert list(history) == [] and len(history) == 0
+    nothing = ev.EventHistory(maxlen=0)
+    nothing.append(published[0])
+    assert list(nothing) == []
+
+
+def test_the_history_keeps_columns_not_the_published_events():
+    """Why: the events objects with their float timestamps were 320 B per idle child at 1,000 children
+    (bench/README.md, round six); kept as columns, the events that share a parent and a provider share
+    one head."""
+    published = _lifecycle_events()
+    history = ev.EventHistory()
+    for event in published:
+        history.append(event)
+    assert all(kept == event and kept is not event for kept, event in zip(history, published))
+    assert not history._recent  # reading turned the queued events into columns
+    starts = [ref for ref in history._refs if isinstance(ref, tuple) and ref[0] is ev.ChildStarted]
+    assert len(starts) == 4 and starts[0] is starts[1] is starts[2] and starts[3] is not starts[0]
+
+
+def test_events_the_history_cannot_rebuild_are_kept_whole():
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Counted(ev.HubEvent):
+        kind: ClassVar[str] = "test/counted"
+        lifecycle: ClassVar[bool] = True
+        count: int = dataclasses.field(default=0, init=False)
+
+    odd_time = ev.Problem(source="s", message="m", time=5)  # an int prints unlike the double it would become
+    unhashable = ev.JobEnded(job="j", job_kind="k", label="l", status=["not", "hashable"])  # type: ignore[arg-type]
+    history = ev.EventHistory()
+    events = [Counted(), odd_time, unhashable, ev.Problem(source="s", message="m")]
+    for event in events:
+        history.append(event)
+    kept = list(history)
+    assert kept == events and kept[0] is events[0] and kept[1] is odd_time
+    assert kept[2] is not unhashable and kept[3] is not events[3]  # these two are rebuilt (heads go by identity)
+    assert [repr(e) for e in kept] == [repr(e) for e in events]
+
+
+def test_a_hubs_history_lists_its_childrens_lifecycle_in_order():
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential") as hub:
+            children = [await hub.start(f"task {n}", label=f"t{n}") for n in range(3)]
+            for child in children:
+                await child.wait()
+            return list(hub.runtime.bus.history), hub.events()
+
+    history, rows = asyncio.run(main())
+    assert [(e.kind, e.agent_id) for e in history] == [
+        ("subagent/start", "agent-1"), ("subagent/start", "agent-2"), ("subagent/start", "agent-3"),
+        ("subagent/end", "agent-1"), ("subagent/end", "agent-2"), ("subagent/end", "agent-3")]
+    assert [e.label for e in history[:3]] == ["t0", "t1", "t2"]
+    assert [r["stop_reason"] for r in rows][3:] == ["completed"] * 3
+
+
+def test_the_history_turns_queued_events_into_columns_in_batches_within_its_bound():
+    published = [ev.Interrupted(agent_id=f"agent-{n}", by="agent-0") for n in range(3 * ev._BATCH + 5)]
+    history = ev.EventHistory(maxlen=ev._BATCH + 6)
+    for event in published:
+        history.append(event)
+        assert len(history._recent) < ev._BATCH  # never more than one batch queued as objects
+    assert list(history) == published[-(ev._BATCH + 6):] and len(history) == ev._BATCH + 6

@@ -235,3 +235,64 @@ def test_a_reset_that_finds_dead_cycles_brings_the_factor_back_to_2x(clean_polic
             assert gc_policy._growth == gc_policy.GROWTH
 
     asyncio.run(main())
+
+
+def count_freeze_walks(monkeypatch) -> tuple[list, object]:
+    """Record each ``gc.get_freeze_count()`` the policy makes (a walk of every frozen object); returns
+    the record and the real function, for the test's own counts."""
+    counted: list = []
+    real = gc.get_freeze_count
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or real())
+    return counted, real
+
+
+def test_a_count_that_found_no_reset_due_is_not_repeated_at_every_young_collection(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+    counted, real = count_freeze_walks(clean_policy)
+
+    async def main():
+        gc.collect()
+        async with open_hub():
+            gc.collect()  # engages (one exact count); the heap was clean: the next reset is due at 4x
+            assert len(counted) == 1 and gc_policy._growth == gc_policy.MAX_GROWTH
+            frozen = real()
+            limit = gc_policy.MAX_GROWTH * frozen
+            keep = [[] for _ in range(limit - frozen - frozen // 20)]  # the frozen set just below the limit
+            gc.collect(1)
+            assert len(counted) == 1
+            for _ in range(12):  # objects promoted (so frozen and counted), then freed by reference counting
+                churn = [[] for _ in range(frozen // 40)]
+                gc.collect(1)
+                del churn
+            # the estimate crossed the limit at the third round and kept growing while the truth stayed
+            # below it: one exact count (the old policy counted at every round from then on: 12 in all)
+            assert len(counted) == 2 and not gc_policy._resetting
+            more = [[] for _ in range(frozen)]  # now the set really passes the limit
+            gc.collect(1)
+            assert len(counted) == 3 and gc_policy._resetting
+            gc.collect()
+            del keep, more
+
+    asyncio.run(main())
+
+
+def test_a_reset_takes_the_sets_size_from_the_count_that_started_it_not_from_another_walk(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+    counted, real = count_freeze_walks(clean_policy)
+
+    async def main():
+        gc.collect()
+        async with open_hub():
+            gc.collect()  # engages: counted exactly
+            frozen = real()
+            keep = [[] for _ in range(gc_policy.MAX_GROWTH * frozen)]
+            gc.collect(1)  # the frozen set passed 4x: counted exactly, then unfrozen for a reset
+            assert len(counted) == 2 and gc_policy._resetting
+            gc.collect()  # the reset walks the whole heap and refreezes it, without counting it again
+            assert len(counted) == 2 and not gc_policy._resetting
+            exact = real()
+            assert abs(gc_policy._reset_size - exact) < frozen // 10
+            assert gc_policy._frozen == gc_policy._reset_size
+            del keep
+
+    asyncio.run(main())

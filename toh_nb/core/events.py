@@ -22,9 +22,12 @@ from __future__ import annotations
 import logging
 from time import monotonic as _monotonic
 from time import time as _wall_clock
+from array import array
 from collections import deque
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar, Iterable
+from itertools import islice
+from operator import attrgetter, is_
+from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 logger = logging.getLogger("toh_nb")
 
@@ -258,13 +261,198 @@ class SubtreeFilter:
         return self.kinds is None or event.kind in self.kinds
 
 
+class EventHistory:
+    """The bounded history of lifecycle events (``EventBus.history``, read by ``hub.events()``).
+
+    Why not a deque of the events: with fewer than 5,000 children the history holds the start and the
+    end of every child, and an event object (112 B) with its two timestamps (24 B float objects) was
+    160 B of it -- 320 B of the ~2.2 KB an idle continuable child cost at 1,000 children
+    (bench/README.md, round six). Here an event is kept as columns: a *head* shared by the events that
+    have the same class and the same values of the few-valued fields (:data:`_GROUPED`: parent, depth,
+    provider, mode, stop reason…), then its other field values as references in one deque (8 B each),
+    and its ``time`` and ``monotonic`` in an array of doubles (8 B each instead of 24): ~50 B for a
+    ``ChildStarted`` or a ``ChildEnded``. Iterating rebuilds the events at once: equal to the
+    published ones (``==``, ``repr``), new objects each time. An event whose class cannot be rebuilt
+    from its fields (checked on its first event) is kept whole.
+
+    Cost: appending only queues the event (a deque's append); the queue is turned into columns
+    :data:`_BATCH` events at a time and before any read, because doing it one event at a time on
+    the delegation path cost ~2 µs per event there (6 % of a one-shot delegation, measured).
+    """
+
+    __slots__ = ("maxlen", "_recent", "_refs", "_clocks", "_dropped", "_count")
+
+    def __init__(self, maxlen: int = DEFAULT_HISTORY) -> None:
+        self.maxlen = maxlen
+        #: events appended since the last compaction, as published
+        self._recent: deque = deque()
+        #: per compacted event: its head (or _WHOLE), then its own field values (or the event itself)
+        self._refs: deque = deque()
+        #: ``time`` and ``monotonic`` of each compacted event, oldest first, after those of ``_dropped``
+        #: events already dropped (cut off once they are as many as the bound: at most twice its doubles)
+        self._clocks = array("d")
+        self._dropped = 0
+        self._count = 0  # compacted events
+
+    def append(self, event: HubEvent) -> None:
+        recent = self._recent
+        recent.append(event)
+        if len(recent) >= _BATCH:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Turn the queued events into columns, dropping the oldest past the bound."""
+        recent = self._recent
+        excess = self._count + len(recent) - max(self.maxlen, 0)
+        while excess > 0 and self._count:
+            self._drop_oldest()
+            excess -= 1
+        while excess > 0:
+            recent.popleft()
+            excess -= 1
+        refs, clocks = self._refs, self._clocks
+        for event in recent:
+            head = _head_of(event)
+            if head is None:
+                refs.append(_WHOLE)
+                refs.append(event)
+                clocks.append(0.0)
+                clocks.append(0.0)
+            else:
+                refs.append(head)
+                refs.extend(_SHAPES[head[0]][3](event))  # type: ignore[index]
+                clocks.append(event.time)
+                clocks.append(event.monotonic)
+        self._count += len(recent)
+        recent.clear()
+
+    def _drop_oldest(self) -> None:
+        refs = self._refs
+        head = refs.popleft()
+        for _ in range(1 if head is _WHOLE else len(_SHAPES[head[0]][1])):  # type: ignore[index]
+            refs.popleft()
+        self._count -= 1
+        self._dropped += 1
+        if self._dropped >= self.maxlen:
+            del self._clocks[: 2 * self._dropped]
+            self._dropped = 0
+
+    def __iter__(self) -> Iterator[HubEvent]:
+        return iter(self._events())
+
+    def _events(self) -> list[HubEvent]:
+        """Every kept event, oldest first (rebuilt at once: a snapshot, whatever is appended later)."""
+        self._compact()
+        out: list[HubEvent] = []
+        refs = iter(self._refs)
+        clocks, first = self._clocks, 2 * self._dropped
+        for position in range(self._count):
+            head = next(refs)
+            if head is _WHOLE:
+                out.append(next(refs))
+                continue
+            cls = head[0]
+            grouped, own = _SHAPES[cls][:2]  # type: ignore[index]
+            values = dict(zip(grouped, head[1:]))
+            for name in own:
+                values[name] = next(refs)
+            at = first + 2 * position
+            out.append(cls(time=clocks[at], monotonic=clocks[at + 1], **values))
+        return out
+
+    def __len__(self) -> int:
+        self._compact()
+        return self._count
+
+    def __getitem__(self, index: int) -> HubEvent:
+        return self._events()[index]
+
+    def clear(self) -> None:
+        self._recent.clear()
+        self._refs.clear()
+        self._clocks = array("d")
+        self._dropped = self._count = 0
+
+    def __repr__(self) -> str:
+        return f"EventHistory({self._events()!r}, maxlen={self.maxlen})"
+
+
+#: how many appended events an :class:`EventHistory` queues before turning them into columns
+_BATCH = 64
+#: marks an event kept whole in an :class:`EventHistory`
+_WHOLE = object()
+#: fields with few distinct values: an :class:`EventHistory` keeps them in a head shared by many events
+_GROUPED = frozenset({"parent_id", "depth", "provider", "mode", "local", "stop_reason", "job_kind", "status",
+                      "source"})
+#: per event class: (grouped field names, own field names, a getter of each's values as a tuple, the
+#: class's last head), or None when its events are kept whole
+_SHAPES: dict[type, list | None] = {}
+#: the heads in use: (class, ids of the grouped values) -> the one tuple ``(class, *grouped values)``
+#: for them. Keyed by identity, not equality (1, True and 1.0 are equal but print differently); the
+#: head holds its values, so their ids stay theirs while it is here. Cleared when it grows large (the
+#: kept events hold their heads themselves).
+_HEADS: dict[tuple, tuple] = {}
+_MAX_HEADS = 4096
+
+
+def _head_of(event: HubEvent) -> tuple | None:
+    """The shared head of ``event`` -- ``(class, *grouped values)`` -- or None to keep it whole: when its
+    class cannot be rebuilt from its fields (tried on its first event: the copy must equal the
+    original and print the same), or when a timestamp is not a float (a double holds nothing else)."""
+    cls = type(event)
+    try:
+        shape = _SHAPES[cls]
+    except KeyError:
+        shape = _SHAPES[cls] = _shape_of(cls, event)
+    if shape is None or not type(event.time) is float is type(event.monotonic):
+        return None
+    values = shape[2](event)
+    last = shape[4]
+    if last is not None and all(map(is_, values, islice(last, 1, None))):  # the same as the class's last event
+        return last
+    key = (cls, *map(id, values))
+    head = _HEADS.get(key)
+    if head is None:
+        if len(_HEADS) >= _MAX_HEADS:
+            _HEADS.clear()
+        head = _HEADS[key] = (cls, *values)
+    shape[4] = head
+    return head
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple]:
+    """``attrgetter`` that always gives a tuple (it gives the bare value for one name)."""
+    if not names:
+        return lambda event: ()
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda event: (one(event),)
+    return attrgetter(*names)
+
+
+def _shape_of(cls: type, event: HubEvent) -> list | None:
+    try:
+        every = fields(cls)
+        if any(not f.init for f in every):
+            return None
+        names = [f.name for f in every if f.name not in ("time", "monotonic")]
+        copy = cls(time=event.time, monotonic=event.monotonic, **{name: getattr(event, name) for name in names})
+    except Exception:
+        return None
+    if copy != event or repr(copy) != repr(event):
+        return None
+    grouped = tuple(n for n in names if n in _GROUPED)
+    own = tuple(n for n in names if n not in _GROUPED)
+    return [grouped, own, _getter(grouped), _getter(own), None]
+
+
 class EventBus:
     """The hub's one stream: ``publish`` typed events; ``subscribe`` listeners; a bounded history."""
 
     __slots__ = ("history", "_listeners", "listening")
 
     def __init__(self, history: int = DEFAULT_HISTORY) -> None:
-        self.history: deque[HubEvent] = deque(maxlen=history)
+        self.history = EventHistory(history)
         self._listeners: list[Listener] = []
         #: someone listens: activity events are worth building (checked before building them)
         self.listening = False
