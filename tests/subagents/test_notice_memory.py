@@ -60,3 +60,21 @@ def test_a_waiting_notice_is_rendered_only_when_its_content_is_read_and_reads_li
     assert notice.content == eager.content and notice.text == eager.text
     for twin in (copy.copy(notice), pickle.loads(pickle.dumps(notice))):
         assert twin == eager and twin.text == eager.text
+
+
+def test_the_live_registries_give_their_room_back_once_a_burst_of_children_settled():
+    """After 2,000 continuable children settled, the runtime's agents and the service's activations
+    hold tables sized for what is left, not for the burst (bench/memory.py, memory per idle child)."""
+    import sys
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda req: "ok"), ids="sequential") as hub:
+            children = [await hub.start("work", label=f"w{i}") for i in range(2000)]
+            peak = sys.getsizeof(hub.runtime.agents), sys.getsizeof(hub._service.activations)
+            for child in children:
+                await child.wait()
+            assert list(hub.runtime.agents) == [hub.root_agent.id] and hub._service.activations == {}
+            return peak, (sys.getsizeof(hub.runtime.agents), sys.getsizeof(hub._service.activations))
+
+    (agents_peak, activations_peak), (agents, activations) = asyncio.run(main())
+    assert agents * 4 < agents_peak and activations * 4 < activations_peak

@@ -17,6 +17,7 @@ from .model import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
 from .budget import Limits
 from .checks import is_int_at_least
+from .dict_room import DictRoom
 from .content import Message
 from .errors import ClosedError, UsageError
 from .events import DEFAULT_HISTORY, EventBus, StatusChanged
@@ -45,6 +46,7 @@ class Runtime:
         self.base_prompt = base_prompt
         self.tools = ToolRegistry()
         self.agents: dict[str, Agent] = {}
+        self._agents_room = DictRoom()  # gives the table back after a burst of children
         #: token budget of every agent created with one (ids outlive the live agent, for the tables)
         self.budgets: dict[str, int] = {}
         self.bus = EventBus(history)
@@ -127,6 +129,7 @@ class Runtime:
                       max_parallel_tool_calls=self.max_parallel_tool_calls, conversation=conversation,
                       turns=turns, limits=limits or self.limits, spent_tokens=logged_tokens(session))
         self.agents[agent.id] = agent
+        self._agents_room.grew(self.agents)
         if agent.limits.token_budget is not None:
             self.budgets[agent.id] = agent.limits.token_budget
         return agent
@@ -137,6 +140,7 @@ class Runtime:
     def unregister(self, agent: Agent) -> None:
         if self.agents.get(agent.id) is agent:
             del self.agents[agent.id]
+            self._agents_room.shrank(self.agents)
             for observer in self.observers:
                 observer.on_unregistered(agent)
 

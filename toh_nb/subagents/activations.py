@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 from ..core.agent import Agent
 from ..core.content import Message, Source, Text, relay_source, user_message
+from ..core.dict_room import DictRoom
 from ..core.errors import SubagentError
 from ..core.events import ChildStarted
 from . import texts
@@ -57,6 +58,7 @@ class Activations:
 
     runtime: "Runtime"
     activations: dict[str, Activation]
+    _activations_room: DictRoom
     _owners: dict[str, set[Activation]]
     draining: bool
     report_delivery: str
@@ -65,6 +67,7 @@ class Activations:
                   close: Callable[[], Awaitable[None]] | None = None) -> Activation:
         act = Activation(child, parent.id, provider, self.runtime.ids.run(), wake_parent, close)
         self.activations[child.id] = act
+        self._activations_room.grew(self.activations)
         self._acquire(parent, child.id)
         self.runtime.bus.publish(ChildStarted(agent_id=child.id, parent_id=parent.id, depth=child.depth,
                                               run_id=act.run_id, provider=provider, mode="continuable",

@@ -23,6 +23,7 @@ import functools
 from typing import Any, Awaitable, Callable
 
 from ..core.agent import Agent
+from ..core.dict_room import DictRoom
 from ..core.errors import ProviderError, SubagentError, UsageError
 from ..core.events import ExternalActivity, ProviderChanged
 from ..core.runtime import Runtime, RuntimeObserver
@@ -48,6 +49,7 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
         self.report_delivery = report_delivery
         self.providers: dict[str, Any] = {}
         self.activations: dict[str, Activation] = {}
+        self._activations_room = DictRoom()  # gives the table back after a burst of children
         self._owners: dict[str, set[Activation]] = {}
         self.draining = False
         self.report_tool = None  # set by the hub composition (tool installed into continuable children)

@@ -99,6 +99,7 @@ class Settlement(Activations):
             task.add_done_callback(self._closed_plan)
         if self.activations.get(child.id) is act:
             del self.activations[child.id]
+            self._activations_room.shrank(self.activations)
         self.runtime.unregister(child)
         if act.announced:
             self._notify_parent(act, stop, output)
