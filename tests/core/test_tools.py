@@ -151,3 +151,26 @@ def test_function_tool_async_and_bad_declarations():
         FunctionTool(varargs)
     with pytest.raises(UsageError, match="must be a callable"):
         FunctionTool(42)
+
+
+def test_each_schema_copy_is_independent_to_the_leaves():
+    """Every tool gets its own copy of a cached schema: adjusting one (as the subagent tool does)
+    never reaches the cache or another tool's copy, however deep."""
+    import pydantic
+
+    from toh_nb.core.tools import _copy_json, json_schema_of
+
+    class Args(pydantic.BaseModel):
+        items: list[int] = pydantic.Field(description="numbers")
+        mode: str = "a"
+
+    first = json_schema_of(Args)
+    second = json_schema_of(Args)
+    assert first == second and first is not second
+    first["properties"]["items"]["items"]["type"] = "string"
+    first["required"].append("mode")
+    assert json_schema_of(Args) == second
+    assert second["properties"]["items"]["items"] == {"type": "integer"} and second["required"] == ["items"]
+    odd = {"a": (1, [2]), "b": [{"c": None, "d": 1.5, "e": True}]}
+    copied = _copy_json(odd)
+    assert copied == odd and copied["a"][1] is not odd["a"][1] and copied["b"][0] is not odd["b"][0]

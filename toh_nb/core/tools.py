@@ -126,7 +126,22 @@ def json_schema_of(model: type[pydantic.BaseModel]) -> dict:
     Generating a schema costs about a third of a millisecond, and every hub builds the same tools, so
     the schema is computed once per model class; callers get their own copy to adjust.
     """
-    return copy.deepcopy(_cached_schema(model))
+    return _copy_json(_cached_schema(model))
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data: dicts and lists are rebuilt, strings, numbers, booleans and
+    None are shared (immutable); anything else goes through ``copy.deepcopy``. Why not deepcopy
+    throughout: every hub copies its tools' schemas, and deepcopy's memo and dispatch made that
+    two thirds of building a hub (bench/many_roots.py, ``many_hubs``)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_json(item) for item in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 class UntitledJsonSchema(pydantic.json_schema.GenerateJsonSchema):
