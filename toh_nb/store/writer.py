@@ -133,10 +133,15 @@ class LoopAck:
         self.future = future
 
     def __call__(self, error: "StoreError | None") -> None:
-        try:
-            self.loop.call_soon_threadsafe(resolve_all, [(self.future, error)])
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
+        resolve_on(self.loop, [(self.future, error)])
+
+
+def resolve_on(loop: Any, resolved: list) -> None:
+    """From the writer's thread: settle ``resolved`` on ``loop`` with one wake-up of its thread."""
+    try:
+        loop.call_soon_threadsafe(resolve_all, resolved)
+    except RuntimeError:  # the loop is closed: nobody is waiting any more
+        pass
 
 
 def resolve_all(resolved: list) -> None:
@@ -381,10 +386,7 @@ class LogWriter:
             return
         self._answers = {}
         for loop, resolved in answers.items():
-            try:
-                loop.call_soon_threadsafe(resolve_all, resolved)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
+            resolve_on(loop, resolved)
 
     def _failed(self, items: list, error: Exception) -> bool:
         """Answer every acknowledgement of a batch the writer could not handle; keep running."""
