@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import weakref
 
 import pytest
@@ -91,19 +92,19 @@ def dead_cycles(share: float) -> None:
     del garbage
 
 
-def test_dead_frozen_cycles_are_collected_once_the_frozen_set_doubles(clean_policy):
+def test_dead_frozen_cycles_are_collected_once_the_heap_doubles(clean_policy):
     clean_policy.setattr(gc_policy, "ENGAGE", 0)
 
     async def main():
         async with open_hub():
             dead_cycles(0.05)  # the engaging walk finds dead cycles: the next reset comes at 2x
             gc.collect()
-            frozen = gc.get_freeze_count()
+            heap = sys.getallocatedblocks()
             node = Node()
             dead = weakref.ref(node)
             gc.collect()
             del node
-            keep = [[] for _ in range(frozen + 1000)]  # the frozen set more than doubles
+            keep = [[] for _ in range(heap + 1000)]  # the heap more than doubles (a block per list)
             gc.collect()  # frozen, then unfrozen for a reset
             assert dead() is not None
             gc.collect()  # the reset walks the whole heap
@@ -177,43 +178,49 @@ def test_engaged_survivors_of_young_collections_are_frozen_without_a_full_walk(c
     asyncio.run(main())
 
 
-def test_the_frozen_set_is_not_walked_to_be_counted_at_every_collection(clean_policy):
-    clean_policy.setattr(gc_policy, "ENGAGE", 0)
-    counted = []
+def count_freeze_walks(monkeypatch) -> tuple[list, object]:
+    """Record each ``gc.get_freeze_count()`` the policy makes (a walk of every frozen object); returns
+    the record and the real function, for the test's own counts."""
+    counted: list = []
     real = gc.get_freeze_count
-    clean_policy.setattr(gc, "get_freeze_count", lambda: counted.append(1) or real())
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or real())
+    return counted, real
+
+
+def test_the_frozen_set_is_never_walked_to_be_counted(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)
+    counted, _ = count_freeze_walks(clean_policy)
 
     async def main():
         async with open_hub():
-            gc.collect()  # the reset counts exactly, once
-            assert len(counted) == 1
+            gc.collect()
             keep = []
             for _ in range(20):
                 keep.append([Node() for _ in range(10)])
                 gc.collect(1)
                 gc.collect()
-            assert len(counted) == 1  # 40 freezes, each counted by what it moved (far from doubling)
+            assert counted == []  # 40 freezes, the heap measured by the allocator's block count
 
     asyncio.run(main())
 
 
-def test_a_reset_that_found_no_dead_cycles_lets_the_frozen_set_grow_4x_before_the_next(clean_policy):
+def test_a_reset_that_found_no_dead_cycles_lets_the_heap_grow_4x_before_the_next(clean_policy):
     clean_policy.setattr(gc_policy, "ENGAGE", 0)
 
     async def main():
         gc.collect()
         async with open_hub():
             gc.collect()  # engages: the walk finds nothing dead (collected just before)
-            frozen = gc.get_freeze_count()
+            heap = sys.getallocatedblocks()
             node = Node()
             dead = weakref.ref(node)
             gc.collect()
             del node
-            keep = [[] for _ in range(frozen + 1000)]  # the frozen set more than doubles: no reset yet
+            keep = [[] for _ in range(heap + 1000)]  # the heap more than doubles: no reset yet
             gc.collect()
             gc.collect()
             assert dead() is not None
-            more = [[] for _ in range(2 * frozen)]  # ... and now more than quadruples
+            more = [[] for _ in range(2 * heap)]  # ... and now more than quadruples
             gc.collect()  # frozen, then unfrozen for a reset
             gc.collect()  # the reset walks the whole heap
             assert dead() is None
@@ -237,62 +244,45 @@ def test_a_reset_that_finds_dead_cycles_brings_the_factor_back_to_2x(clean_polic
     asyncio.run(main())
 
 
-def count_freeze_walks(monkeypatch) -> tuple[list, object]:
-    """Record each ``gc.get_freeze_count()`` the policy makes (a walk of every frozen object); returns
-    the record and the real function, for the test's own counts."""
-    counted: list = []
-    real = gc.get_freeze_count
-    monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or real())
-    return counted, real
-
-
-def test_a_count_that_found_no_reset_due_is_not_repeated_at_every_young_collection(clean_policy):
+def test_the_heap_is_looked_at_every_few_young_collections_and_at_every_full_one(clean_policy):
     clean_policy.setattr(gc_policy, "ENGAGE", 0)
-    counted, real = count_freeze_walks(clean_policy)
+    looks = []
+    real = sys.getallocatedblocks
+    clean_policy.setattr(gc_policy.sys, "getallocatedblocks", lambda: looks.append(1) or real())
 
     async def main():
         gc.collect()
         async with open_hub():
-            gc.collect()  # engages (one exact count); the heap was clean: the next reset is due at 4x
-            assert len(counted) == 1 and gc_policy._growth == gc_policy.MAX_GROWTH
-            frozen = real()
-            limit = gc_policy.MAX_GROWTH * frozen
-            keep = [[] for _ in range(limit - frozen - frozen // 20)]  # the frozen set just below the limit
-            gc.collect(1)
-            assert len(counted) == 1
-            for _ in range(12):  # objects promoted (so frozen and counted), then freed by reference counting
-                churn = [[] for _ in range(frozen // 40)]
+            gc.collect()  # engages: the heap after the walk is the next reset's base
+            assert len(looks) == 1 and gc_policy._reset_size > 0
+            for _ in range(gc_policy.CHECK_EVERY - 1):
                 gc.collect(1)
-                del churn
-            # the estimate crossed the limit at the third round and kept growing while the truth stayed
-            # below it: one exact count (the old policy counted at every round from then on: 12 in all)
-            assert len(counted) == 2 and not gc_policy._resetting
-            more = [[] for _ in range(frozen)]  # now the set really passes the limit
+            assert len(looks) == 1
             gc.collect(1)
-            assert len(counted) == 3 and gc_policy._resetting
-            gc.collect()
-            del keep, more
+            assert len(looks) == 2
+            gc.collect()  # a full collection of the (frozen-out) old generation looks at once
+            assert len(looks) == 3
 
     asyncio.run(main())
 
 
-def test_a_reset_takes_the_sets_size_from_the_count_that_started_it_not_from_another_walk(clean_policy):
+def test_a_reset_is_due_at_the_first_look_after_the_heap_passed_its_limit(clean_policy):
     clean_policy.setattr(gc_policy, "ENGAGE", 0)
-    counted, real = count_freeze_walks(clean_policy)
 
     async def main():
         gc.collect()
         async with open_hub():
-            gc.collect()  # engages: counted exactly
-            frozen = real()
-            keep = [[] for _ in range(gc_policy.MAX_GROWTH * frozen)]
-            gc.collect(1)  # the frozen set passed 4x: counted exactly, then unfrozen for a reset
-            assert len(counted) == 2 and gc_policy._resetting
-            gc.collect()  # the reset walks the whole heap and refreezes it, without counting it again
-            assert len(counted) == 2 and not gc_policy._resetting
-            exact = real()
-            assert abs(gc_policy._reset_size - exact) < frozen // 10
-            assert gc_policy._frozen == gc_policy._reset_size
+            gc.collect()  # engages on a clean heap: the next reset is due at 4x its blocks
+            base = gc_policy._reset_size
+            keep = [[] for _ in range(gc_policy.MAX_GROWTH * base)]
+            for _ in range(gc_policy.CHECK_EVERY - 1):
+                gc.collect(1)
+                assert not gc_policy._resetting  # not looked at yet
+            gc.collect(1)
+            assert gc_policy._resetting and gc.get_freeze_count() == 0  # unfrozen for the reset
+            gc.collect()  # the reset walks the whole heap, refreezes it and takes its new base
+            assert not gc_policy._resetting and gc.get_freeze_count() >= len(keep)
+            assert gc_policy._reset_size >= len(keep) > base
             del keep
 
     asyncio.run(main())
