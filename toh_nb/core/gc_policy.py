@@ -23,12 +23,12 @@ collection walks the whole heap (collecting such cycles) before freezing again �
 work as a collector whose old generation grows by 100 % between full collections instead of 25 %.
 Those resets are the policy's main cost at scale (four of them walked 1.3 M to 11 M objects, 6 s of a
 40 s run of 100,000 continuable children, each finding *nothing* dead), so the factor adapts: a reset
-that finds fewer dead objects than 1 % of the heap lets the heap grow by :data:`MAX_GROWTH` (4×)
-before the next one; a reset that finds more brings it back to 2×. Dead cycles therefore never hold
-more than the heap of the last reset, or three times it in a program whose last reset found its heap
-free of them (an agent tree frees almost everything by reference counting) -- plus what the young
-collections between two looks (below) promote. The last :func:`release` (every hub closed) unfreezes
-everything.
+that finds fewer dead objects than 1 % of the heap (in blocks, below) lets the heap grow by
+:data:`MAX_GROWTH` (4×) before the next one; a reset that finds more brings it back to 2×. Dead
+cycles therefore never hold more than the heap of the last reset, or three times it in a program
+whose last reset found its heap free of them (an agent tree frees almost everything by reference
+counting) -- plus what the young collections between two looks (below) promote. The last
+:func:`release` (every hub closed) unfreezes everything.
 
 Measuring the heap. The heap is the allocator's count of memory blocks in use
 (``sys.getallocatedblocks()``: live objects *and* uncollected garbage, tracked by the collector or
@@ -37,7 +37,7 @@ collections and at every full one. A look sums the allocator's pools: ~1.7 ms on
 policy used to count the frozen set instead (``gc.get_freeze_count()``, a walk of every frozen
 object: 190 ms at 9 M objects) and, to count rarely, kept an estimate that could only run ahead of
 the truth; it still spent 1.3 s of a 25 s run of 100,000 continuable children in those walks (now
-0.08 s for the whole callback). Blocks include untracked objects (strings, numbers), so the growth is
+0.1 s for the whole callback). Blocks include untracked objects (strings, numbers), so the growth is
 that of the memory the heap holds, which is what a bound on dead cycles is about.
 
 ``gc.collect()`` does not look at frozen objects: code that needs an exact collection while a hub is
@@ -66,7 +66,7 @@ _resetting = False
 ENGAGE = 500_000
 #: the heap may grow by this factor past the last reset before the next one (see the docstring)
 GROWTH = 2
-#: ... and by this one after a reset found fewer dead objects than 1 % of the heap
+#: ... and by this one after a reset found fewer dead objects than 1 % of the heap's blocks
 MAX_GROWTH = 4
 _growth = GROWTH
 
@@ -74,7 +74,7 @@ _growth = GROWTH
 #: young collections since the heap's size was last looked at
 _since_check = 0
 #: the heap's size is looked at every this many generation-1 collections (and at every full one): a
-#: look costs ~1 ms on a 1 GB heap (it sums the allocator's pools), the exact count it replaced
+#: look costs ~1.7 ms on a 1 GB heap (it sums the allocator's pools), the exact count it replaced
 #: (``gc.get_freeze_count()``) walked every frozen object (190 ms at 9 M)
 CHECK_EVERY = 32
 
