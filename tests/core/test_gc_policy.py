@@ -178,18 +178,18 @@ def test_engaged_survivors_of_young_collections_are_frozen_without_a_full_walk(c
     asyncio.run(main())
 
 
-def count_freeze_walks(monkeypatch) -> tuple[list, object]:
-    """Record each ``gc.get_freeze_count()`` the policy makes (a walk of every frozen object); returns
-    the record and the real function, for the test's own counts."""
-    counted: list = []
-    real = gc.get_freeze_count
-    monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or real())
-    return counted, real
+def record_calls(monkeypatch, module, name: str) -> list:
+    """Record each call to ``module.name`` (``gc.get_freeze_count``: a walk of every frozen object;
+    ``sys.getallocatedblocks``: a look at the heap), still answered by the real function."""
+    calls: list = []
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda: calls.append(1) or real())
+    return calls
 
 
 def test_the_frozen_set_is_never_walked_to_be_counted(clean_policy):
     clean_policy.setattr(gc_policy, "ENGAGE", 0)
-    counted, _ = count_freeze_walks(clean_policy)
+    counted = record_calls(clean_policy, gc, "get_freeze_count")
 
     async def main():
         async with open_hub():
@@ -246,9 +246,7 @@ def test_a_reset_that_finds_dead_cycles_brings_the_factor_back_to_2x(clean_polic
 
 def test_the_heap_is_looked_at_every_few_young_collections_and_at_every_full_one(clean_policy):
     clean_policy.setattr(gc_policy, "ENGAGE", 0)
-    looks = []
-    real = sys.getallocatedblocks
-    clean_policy.setattr(gc_policy.sys, "getallocatedblocks", lambda: looks.append(1) or real())
+    looks = record_calls(clean_policy, sys, "getallocatedblocks")
 
     async def main():
         gc.collect()
