@@ -48,15 +48,15 @@ def test_a_waiting_notice_is_rendered_only_when_its_content_is_read_and_reads_li
     eager = Message("user", [Text(line), Text("Its closing message:"), Text("line one\nline two")], id="msg-2",
                     source=Source("subagent-settled", form="notice", sender="agent-1", summary=line))
     assert isinstance(notice, SettlementNotice)
-    assert Message.__dict__["content"].__get__(notice) is None  # nothing rendered while it waits
+    assert notice._content is None  # nothing rendered while it waits
     assert notice.text == eager.text  # the stream's message/queued reads it without rendering it
     assert notice.source == eager.source
-    assert Message.__dict__["content"].__get__(notice) is None
+    assert notice._content is None
     assert notice.content == eager.content and notice.content is notice.content  # rendered once, then kept
     assert notice == eager and eager == notice and repr(notice) == repr(eager)
     # a second render (a store's writer thread that read the slot just before the first render set it)
     # gives the same blocks
-    Message.__dict__["content"].__set__(notice, None)
+    notice._content = None
     assert notice.content == eager.content and notice.text == eager.text
     for twin in (copy.copy(notice), pickle.loads(pickle.dumps(notice))):
         assert twin == eager and twin.text == eager.text

@@ -362,9 +362,10 @@ class Agent:
             self._charge(response.usage)
             message = self._assistant_message(response)
             self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
-            if message.content:
+            content = message.content
+            if content:
                 self._conversation.append(message)
-                state.output = message.content
+                state.output = content
             if response.stop_reason == "max_tokens" or (
                     self.max_tokens is not None and response.usage.output_tokens > self.max_tokens):
                 state.reason = "max-tokens"
@@ -453,12 +454,15 @@ class Agent:
         return coerce_response(await call_off_loop(self.model.request, request))
 
     def _assistant_message(self, response: ModelResponse) -> Message:
-        # built at its final size when it holds only text: an appended-to list keeps room for 4 (24 B
-        # more for every logged answer)
-        content: list = [Text(response.text)] if response.text else []
-        for call in response.tool_calls:
-            call_id = call.id or self.runtime.ids.call()
-            content.append(ToolCallBlock(call_id, call.name, dict(call.arguments or {})))
+        text = response.text
+        content: list | str
+        if not response.tool_calls:
+            content = text if text else []  # a plain answer is kept as its text (Message)
+        else:
+            content = [Text(text)] if text else []
+            for call in response.tool_calls:
+                call_id = call.id or self.runtime.ids.call()
+                content.append(ToolCallBlock(call_id, call.name, dict(call.arguments or {})))
         usage = response.usage
         # zero usage (scripted models) is not worth an object per message in a large tree
         return Message("assistant", content, usage=usage if usage.input_tokens or usage.output_tokens else None)

@@ -1,6 +1,6 @@
 """Content blocks and messages: the conversation vocabulary shared by agents, models and stores.
 
-Plain slotted dataclasses rather than pydantic models: thousands of them are created per second on
+Plain slotted classes rather than pydantic models: thousands of them are created per second on
 the delegation hot path, and they convert to and from JSON with :func:`block_to_json` /
 :func:`message_to_json` for the JSONL store and recordings.
 """
@@ -96,32 +96,61 @@ def relay_source(kind: str, sender: str) -> Source:
     return Source(kind, form="relay", sender=sender)
 
 
-@dataclass(slots=True)
 class Message:
     """One conversation message.
 
     ``role`` is ``user`` (prompts, follow-ups, notices, reports — see ``source``), ``assistant`` (model
     output, possibly with tool calls) or ``tool`` (one tool result).
+
+    ``content`` is a list of blocks. A message whose content is one text block — most of them: every
+    prompt, follow-up and plain answer — keeps only that text and builds ``[Text(text)]`` each time
+    ``content`` is read. Why: the block and its list were two of the ~117 objects the garbage collector
+    tracks per idle child after 11 turns, and each full collection walks every one of them
+    (bench/README.md, round eight). So ``content`` of such a message is a new list at every read:
+    assign ``message.content = [...]`` to change it; changing the list read does not change the
+    message.
     """
 
-    role: Role
-    content: list
-    id: str | None = None
-    source: Source | None = None
-    usage: Usage | None = None
+    __slots__ = ("role", "_content", "id", "source", "usage")
+    __match_args__ = ("role", "content", "id", "source", "usage")
+
+    def __init__(self, role: Role, content: "list | str", id: str | None = None, source: Source | None = None,
+                 usage: Usage | None = None) -> None:
+        self.role = role
+        # _packed, inline: one call less per message on the delegation path
+        self._content = content[0].text if type(content) is list and len(content) == 1 \
+            and type(content[0]) is Text else content
+        self.id = id
+        self.source = source
+        self.usage = usage
+
+    @property
+    def content(self) -> list:
+        packed = self._content
+        return [Text(packed)] if type(packed) is str else packed
+
+    @content.setter
+    def content(self, value: "list | str") -> None:
+        self._content = _packed(value)
 
     @property
     def text(self) -> str:
         """The text blocks joined by newlines (a tool message: the rendered result)."""
+        packed = self._content
+        if type(packed) is str:
+            return packed
         parts = []
-        for block in self.content:
+        for block in packed:
             if block.type == "text" or block.type == "tool-result":
                 parts.append(block.text)
         return "\n".join(parts)
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return [ToolCall(b.name, b.arguments, b.id) for b in self.content if b.type == "tool-call"]
+        packed = self._content
+        if type(packed) is str:
+            return []
+        return [ToolCall(b.name, b.arguments, b.id) for b in packed if b.type == "tool-call"]
 
     @property
     def tool_call_id(self) -> str | None:
@@ -141,9 +170,24 @@ class Message:
                 return block.name
         return None
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.role, self.content, self.id, self.source, self.usage) == \
+            (other.role, other.content, other.id, other.source, other.usage)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it was
+
     def __repr__(self) -> str:
         kind = f" {self.source.kind}" if self.source is not None and self.role == "user" else ""
         return f"Message({self.role}{kind}: {self.text!r})"
+
+
+def _packed(content: "list | str") -> "list | str":
+    """What a :class:`Message` keeps of ``content``: the text of a lone text block, else the blocks."""
+    if type(content) is list and len(content) == 1 and type(content[0]) is Text:
+        return content[0].text
+    return content
 
 
 class MessagesView(Sequence):
@@ -187,7 +231,7 @@ class MessagesView(Sequence):
 
 
 def user_message(text_or_blocks: str | list, id: str | None = None, source: Source | None = None) -> Message:
-    content = [Text(text_or_blocks)] if isinstance(text_or_blocks, str) else list(text_or_blocks)
+    content = text_or_blocks if isinstance(text_or_blocks, str) else list(text_or_blocks)
     return Message("user", content, id=id, source=source or USER_SOURCE)
 
 
@@ -232,7 +276,9 @@ def source_to_json(source: Source | None) -> dict | None:
 
 
 def message_to_json(message: Message) -> dict:
-    data: dict[str, Any] = {"role": message.role, "content": [block_to_json(b) for b in message.content]}
+    packed = message._content
+    data: dict[str, Any] = {"role": message.role, "content": [{"type": "text", "text": packed}]
+                            if type(packed) is str else [block_to_json(b) for b in message.content]}
     if message.id is not None:
         data["id"] = message.id
     if message.source is not None:

@@ -93,9 +93,10 @@ class RemoteAgent(Agent):
             self.usage.add(message.usage)
             self._charge(message.usage)
         self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
-        if message.content:
+        content = message.content
+        if content:
             self._conversation.append(message)
-            state.output = message.content
+            state.output = content
 
     def returned(self, message: Message, turn: int) -> None:
         """A tool result the host committed (in model order)."""

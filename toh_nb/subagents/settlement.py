@@ -160,8 +160,7 @@ class Settlement(Activations):
                                      f"to its parent: {error}", agent_id=act.child.id)
 
 
-_CONTENT = Message.__dict__["content"]  # the slots of a Message, under the notice's properties
-_SOURCE = Message.__dict__["source"]
+_SOURCE = Message.__dict__["source"]  # the slot of a Message, under the notice's property
 
 
 class SettlementNotice(Message):
@@ -179,7 +178,7 @@ class SettlementNotice(Message):
     __slots__ = ("_child", "_stop", "_closing")
 
     def __init__(self, child_id: str, stop: str, closing: "list | tuple", id: str) -> None:
-        _CONTENT.__set__(self, None)
+        self._content = None
         _SOURCE.__set__(self, None)
         self.role = "user"
         self.id = id
@@ -190,19 +189,19 @@ class SettlementNotice(Message):
 
     @property  # type: ignore[override]
     def content(self) -> list:
-        content = _CONTENT.__get__(self)
-        if content is None:
+        if self._content is None:
             content = notice_content(self._child, self._stop, self._closing)
-            _CONTENT.__set__(self, content)
+            self._content = content
             if _SOURCE.__get__(self) is None:
                 _SOURCE.__set__(self, notice_source(self._child, content[0].text))
             # ``_closing`` stays: a JSONL store serialises the claimed notice on its writer thread, which
             # may render it at the same moment as the loop; both renders must give the same blocks
-        return content
+            return content
+        return Message.content.fget(self)
 
     @content.setter
     def content(self, value: list) -> None:
-        _CONTENT.__set__(self, value)
+        Message.content.fset(self, value)
 
     @property  # type: ignore[override]
     def source(self) -> Source:
@@ -215,19 +214,11 @@ class SettlementNotice(Message):
 
     @property
     def text(self) -> str:
-        if _CONTENT.__get__(self) is not None:
+        if self._content is not None:
             return Message.text.fget(self)
         closing = [texts.CLOSING_MESSAGE, *(b.text for b in self._closing)] if self._closing else \
             [texts.NO_CLOSING_MESSAGE]
         return "\n".join([texts.settled_line(self._child, self._stop), *closing])
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Message):
-            return NotImplemented
-        return (self.role, self.content, self.id, self.source, self.usage) == \
-            (other.role, other.content, other.id, other.source, other.usage)
-
-    __hash__ = None  # type: ignore[assignment]  # as Message: mutable
 
 
 def notice_content(child_id: str, stop: str, closing: "list | tuple") -> list:

@@ -1,0 +1,82 @@
+"""Messages and blocks: a plain-text message keeps only its text, and reads as it always did."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import json
+import pickle
+
+import pytest
+
+from toh_nb.core.content import (
+    Message,
+    Source,
+    Text,
+    ToolCall,
+    ToolCallBlock,
+    ToolResultBlock,
+    Usage,
+    message_from_json,
+    message_to_json,
+    user_message,
+)
+
+
+def test_a_message_of_one_text_block_keeps_the_text_and_no_block_or_list():
+    """What the collector walks per logged message (bench/README.md, round eight): the message, and
+    no block or list of its own."""
+    for message in (Message("user", [Text("hello")]), Message("user", "hello"), user_message("hello")):
+        held = gc.get_referents(message)
+        assert not any(isinstance(o, (Text, list)) for o in held), held
+        assert message.content == [Text("hello")] and message.text == "hello"
+        assert message.tool_calls == [] and message.tool_call_id is None and message.tool_name is None
+        assert message.is_error is False
+
+
+def test_the_kept_text_reads_exactly_as_the_block_did():
+    block_form = Message("user", [Text("a\nb")], id="msg-1", source=Source("coordinator"), usage=Usage(3, 4))
+    text_form = Message("user", "a\nb", id="msg-1", source=Source("coordinator"), usage=Usage(3, 4))
+    assert block_form == text_form and text_form == block_form
+    assert repr(block_form) == "Message(user coordinator: 'a\\nb')"
+    assert message_to_json(block_form) == {"role": "user", "content": [{"type": "text", "text": "a\nb"}],
+                                           "id": "msg-1", "source": {"kind": "coordinator"},
+                                           "usage": {"input_tokens": 3, "output_tokens": 4}}
+    again = message_from_json(json.loads(json.dumps(message_to_json(block_form))))
+    assert again == block_form and again.content == [Text("a\nb")]
+    for twin in (copy.copy(block_form), copy.deepcopy(block_form), pickle.loads(pickle.dumps(block_form))):
+        assert twin == block_form and twin.text == "a\nb" and twin.usage == Usage(3, 4)
+    assert Message("user", [Text("")]) == Message("user", "") != Message("user", [])
+    assert Message("user", "x") != Message("assistant", "x")
+    assert Message("user", "x") != Message("user", [Text("x"), Text("y")])
+
+
+def test_content_read_is_a_new_list_and_assigning_content_changes_the_message():
+    message = Message("user", "one")
+    read = message.content
+    read.append(Text("two"))  # a copy: the message is unchanged
+    assert message.content == [Text("one")]
+    message.content = [Text("one"), Text("two")]
+    assert message.text == "one\ntwo" and message.content == [Text("one"), Text("two")]
+    message.content = [Text("three")]
+    assert message.content == [Text("three")] and message.text == "three"
+    with pytest.raises(TypeError):
+        hash(message)
+
+
+def test_messages_with_other_blocks_keep_their_list():
+    call = ToolCallBlock("call-1", "spawn", {"prompt": "p"})
+    answer = Message("assistant", [Text("thinking"), call])
+    assert answer.content == [Text("thinking"), call] and answer.content is answer.content
+    assert answer.tool_calls == [ToolCall("spawn", {"prompt": "p"}, "call-1")] and answer.text == "thinking"
+    result = Message("tool", [ToolResultBlock("call-1", "spawn", "done", True)])
+    assert result.text == "done" and result.tool_call_id == "call-1" and result.tool_name == "spawn"
+    assert result.is_error is True
+    assert message_to_json(result)["content"] == [{"type": "tool-result", "call_id": "call-1", "name": "spawn",
+                                                   "text": "done", "is_error": True}]
+    # a lone block of a Text subclass is not a plain text: it is kept as given
+    class Marked(Text):
+        pass
+
+    marked = Message("user", [Marked("m")])
+    assert type(marked.content[0]) is Marked
