@@ -466,8 +466,10 @@ class AsyncHub:
         except Exception:
             return None
         for event in reversed(session.events):
-            if event.kind == ASSISTANT_MESSAGE and event.message.content:
-                return text_of(event.message.content) or None
+            if event.kind == ASSISTANT_MESSAGE:
+                content = event.message.content
+                if content:
+                    return text_of(content) or None
         return None
 
     def list_agents(self, scope: str = "children") -> AgentListing:

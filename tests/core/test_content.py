@@ -64,16 +64,32 @@ def test_content_read_is_a_new_list_and_assigning_content_changes_the_message():
         hash(message)
 
 
+def test_a_lone_tool_call_or_result_is_kept_without_its_list():
+    call = ToolCallBlock("call-1", "spawn", {"prompt": "p"})
+    result = ToolResultBlock("call-1", "spawn", "done", True)
+    for message, block in ((Message("assistant", [call]), call), (Message("tool", [result]), result)):
+        assert not any(isinstance(o, list) for o in gc.get_referents(message))
+        assert message.content == [block] and message.content is not message.content
+        assert message == Message(message.role, [block])
+        assert message_from_json(json.loads(json.dumps(message_to_json(message)))) == message
+    calling, returning = Message("assistant", [call]), Message("tool", [result])
+    assert calling.tool_calls == [ToolCall("spawn", {"prompt": "p"}, "call-1")] and calling.text == ""
+    assert calling.tool_call_id is None and calling.is_error is False
+    assert returning.tool_calls == [] and returning.text == "done" and returning.tool_call_id == "call-1"
+    assert returning.tool_name == "spawn" and returning.is_error is True
+    assert message_to_json(returning)["content"] == [{"type": "tool-result", "call_id": "call-1", "name": "spawn",
+                                                      "text": "done", "is_error": True}]
+    assert message_to_json(calling)["content"] == [{"type": "tool-call", "id": "call-1", "name": "spawn",
+                                                    "arguments": {"prompt": "p"}}]
+
+
 def test_messages_with_other_blocks_keep_their_list():
     call = ToolCallBlock("call-1", "spawn", {"prompt": "p"})
     answer = Message("assistant", [Text("thinking"), call])
     assert answer.content == [Text("thinking"), call] and answer.content is answer.content
     assert answer.tool_calls == [ToolCall("spawn", {"prompt": "p"}, "call-1")] and answer.text == "thinking"
-    result = Message("tool", [ToolResultBlock("call-1", "spawn", "done", True)])
-    assert result.text == "done" and result.tool_call_id == "call-1" and result.tool_name == "spawn"
-    assert result.is_error is True
-    assert message_to_json(result)["content"] == [{"type": "tool-result", "call_id": "call-1", "name": "spawn",
-                                                   "text": "done", "is_error": True}]
+    both = Message("assistant", (call,))  # a sequence other than a list is kept as given
+    assert both.content == (call,) and both.tool_calls == [ToolCall("spawn", {"prompt": "p"}, "call-1")]
     # a lone block of a Text subclass is not a plain text: it is kept as given
     class Marked(Text):
         pass

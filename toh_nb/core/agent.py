@@ -373,7 +373,7 @@ class Agent:
             if response.stop_reason == "refusal":
                 state.reason = "blocked"
                 return
-            calls = [b for b in message.content if b.type == "tool-call"]
+            calls = [b for b in content if b.type == "tool-call"]
             if calls:
                 await self._run_tools(turn, calls)
                 continue

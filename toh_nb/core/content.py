@@ -102,13 +102,13 @@ class Message:
     ``role`` is ``user`` (prompts, follow-ups, notices, reports — see ``source``), ``assistant`` (model
     output, possibly with tool calls) or ``tool`` (one tool result).
 
-    ``content`` is a list of blocks. A message whose content is one text block — most of them: every
-    prompt, follow-up and plain answer — keeps only that text and builds ``[Text(text)]`` each time
-    ``content`` is read. Why: the block and its list were two of the ~117 objects the garbage collector
-    tracks per idle child after 11 turns, and each full collection walks every one of them
-    (bench/README.md, round eight). So ``content`` of such a message is a new list at every read:
-    assign ``message.content = [...]`` to change it; changing the list read does not change the
-    message.
+    ``content`` is a list of blocks. A message of one block — most of them: every prompt, follow-up
+    and plain answer, every tool result, a step's lone tool call — keeps a text as its ``str`` and a
+    tool block without its list, and builds the list each time ``content`` is read. Why: the block
+    and its list were two of the ~133 objects the garbage collector tracked per idle continuable
+    child after 11 turns, and each full collection walks every one (bench/README.md, round eight).
+    So ``content`` of such a message is a new list at every read: assign ``message.content = [...]``
+    to change it; changing the list read does not change the message.
     """
 
     __slots__ = ("role", "_content", "id", "source", "usage")
@@ -117,9 +117,7 @@ class Message:
     def __init__(self, role: Role, content: "list | str", id: str | None = None, source: Source | None = None,
                  usage: Usage | None = None) -> None:
         self.role = role
-        # _packed, inline: one call less per message on the delegation path
-        self._content = content[0].text if type(content) is list and len(content) == 1 \
-            and type(content[0]) is Text else content
+        self._content = _packed(content)
         self.id = id
         self.source = source
         self.usage = usage
@@ -127,7 +125,10 @@ class Message:
     @property
     def content(self) -> list:
         packed = self._content
-        return [Text(packed)] if type(packed) is str else packed
+        kind = type(packed)
+        if kind is str:
+            return [Text(packed)]
+        return [packed] if kind is ToolCallBlock or kind is ToolResultBlock else packed
 
     @content.setter
     def content(self, value: "list | str") -> None:
@@ -137,8 +138,13 @@ class Message:
     def text(self) -> str:
         """The text blocks joined by newlines (a tool message: the rendered result)."""
         packed = self._content
-        if type(packed) is str:
+        kind = type(packed)
+        if kind is str:
             return packed
+        if kind is ToolResultBlock:
+            return packed.text
+        if kind is ToolCallBlock:
+            return ""
         parts = []
         for block in packed:
             if block.type == "text" or block.type == "tool-result":
@@ -148,8 +154,11 @@ class Message:
     @property
     def tool_calls(self) -> list[ToolCall]:
         packed = self._content
-        if type(packed) is str:
+        kind = type(packed)
+        if kind is str or kind is ToolResultBlock:
             return []
+        if kind is ToolCallBlock:
+            return [ToolCall(packed.name, packed.arguments, packed.id)]
         return [ToolCall(b.name, b.arguments, b.id) for b in packed if b.type == "tool-call"]
 
     @property
@@ -183,10 +192,16 @@ class Message:
         return f"Message({self.role}{kind}: {self.text!r})"
 
 
-def _packed(content: "list | str") -> "list | str":
-    """What a :class:`Message` keeps of ``content``: the text of a lone text block, else the blocks."""
-    if type(content) is list and len(content) == 1 and type(content[0]) is Text:
-        return content[0].text
+def _packed(content: "list | str") -> "list | str | Block":
+    """What a :class:`Message` keeps of ``content``: the text of a lone text block, a lone tool call or
+    tool result without its list, else the blocks as given."""
+    if type(content) is list and len(content) == 1:
+        block = content[0]
+        kind = type(block)
+        if kind is Text:
+            return block.text
+        if kind is ToolCallBlock or kind is ToolResultBlock:
+            return block
     return content
 
 

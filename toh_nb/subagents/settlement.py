@@ -138,15 +138,15 @@ class Settlement(Activations):
         for event in events[act.epoch_start:]:
             if event.kind == TURN_END:
                 reason = event.data.get("reason")
-            elif event.kind == ASSISTANT_MESSAGE and event.message.content:
-                output = event.message.content
+            elif event.kind == ASSISTANT_MESSAGE:
+                output = event.message.content or output
         if reason is None or reason == "completed":
             stop = "aborted" if act.dropped_unrun else "completed"
         else:
             stop = EPOCH_TURN_TO_STOP.get(reason, "error")
         if any(b.type != "text" for b in output):
             output = [b for b in output if b.type == "text"]
-        return stop, output  # the logged message's own list when it holds only text (read, never changed)
+        return stop, output  # the text blocks of the epoch's last answer
 
     def _notify_parent(self, act: Activation, stop: str, output: list) -> None:
         parent = self.runtime.agents.get(act.parent_session)
@@ -169,7 +169,7 @@ class SettlementNotice(Message):
     Why: a notice waits in its parent's inbox until the parent's next turn, and a parent that stays
     idle collects one per settled child (bench/memory.py: ~600 B each, a fifth of an idle child).
     Until its content is read it keeps only what the content is made of: the child id, the stop reason
-    and the closing text blocks (shared with the child's log). ``content`` renders the blocks once
+    and the closing texts (strings shared with the child's log). ``content`` renders the blocks once
     (:func:`notice_content`; any thread, any number of times: the same blocks) and keeps them, so the
     parent's conversation holds an ordinary message; ``text`` and ``source`` read before that (the
     event stream's ``message/queued``) are computed and not kept. Every text is byte for byte the
@@ -185,7 +185,9 @@ class SettlementNotice(Message):
         self.usage = None
         self._child = child_id
         self._stop = stop
-        self._closing = closing
+        # the texts alone: a tuple of strings is not tracked by the garbage collector, and the child's
+        # log keeps its answer as text (core/content.py, Message)
+        self._closing = tuple([block.text for block in closing])
 
     @property  # type: ignore[override]
     def content(self) -> list:
@@ -216,17 +218,17 @@ class SettlementNotice(Message):
     def text(self) -> str:
         if self._content is not None:
             return Message.text.fget(self)
-        closing = [texts.CLOSING_MESSAGE, *(b.text for b in self._closing)] if self._closing else \
+        closing = [texts.CLOSING_MESSAGE, *self._closing] if self._closing else \
             [texts.NO_CLOSING_MESSAGE]
         return "\n".join([texts.settled_line(self._child, self._stop), *closing])
 
 
-def notice_content(child_id: str, stop: str, closing: "list | tuple") -> list:
-    """The blocks of a settlement notice: its line, then the closing blocks or the no-closing line."""
+def notice_content(child_id: str, stop: str, closing: "tuple[str, ...]") -> list:
+    """The blocks of a settlement notice: its line, then the closing texts' blocks or the no-closing line."""
     content: list = [Text(texts.settled_line(child_id, stop))]
     if closing:
         content.append(_CLOSING)
-        content.extend(closing)
+        content.extend([Text(text) for text in closing])
     else:
         content.append(_NO_CLOSING)
     return content
