@@ -291,7 +291,7 @@ def source_to_json(source: Source | None) -> dict | None:
 
 
 def message_to_json(message: Message) -> dict:
-    packed = message._content
+    packed = message._content  # noqa: SLF001  (this module's class: a plain text is written without a block)
     data: dict[str, Any] = {"role": message.role, "content": [{"type": "text", "text": packed}]
                             if type(packed) is str else [block_to_json(b) for b in message.content]}
     if message.id is not None:
