@@ -568,6 +568,36 @@ def test_fsync_batch_syncs_when_the_interval_elapsed_and_on_flush_and_close(stor
     assert len(syncs) == 4  # nothing was pending any more
 
 
+def test_a_batch_pass_with_many_logs_syncs_their_file_system_once(store_dir, syncs, monkeypatch):
+    """A burst of new logs costs the background pass one ``syncfs`` instead of one sync per log; a
+    pass with few logs, or one where ``syncfs`` is missing or fails, syncs each log as before."""
+    whole: list[int] = []
+    works = [True]
+    monkeypatch.setattr(writer_module, "_syncfs", lambda fd: whole.append(fd) or works[0])
+    store = JsonlStore(store_dir, fsync="batch", batch_interval=2.0)
+    ids = [f"agent-{i}" for i in range(writer_module.SYNCFS_AT)]
+    for session_id in ids:  # well inside one interval: the syncer's first pass takes them all
+        store.create(header(session_id)).append(TURN_START, turn=1)
+    asyncio.run(until(lambda: len(whole) == 1, "the sync thread's pass"))
+    assert syncs == []  # no log was synced on its own
+    writer = store._writer
+    writer.sync_pass(set(ids[:writer_module.SYNCFS_AT - 1]), True)  # a small pass: each log
+    assert len(whole) == 1 and len(syncs) == writer_module.SYNCFS_AT - 1
+    works[0] = False  # syncfs unavailable or failing: the large pass falls back to each log
+    writer.sync_pass(set(ids), True)
+    assert len(whole) == 2 and len(syncs) == 2 * writer_module.SYNCFS_AT - 1
+    store.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs is Linux's")
+def test_syncfs_is_found_and_syncs_on_linux(tmp_path):
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert writer_module._SYNCFS is not None and writer_module._syncfs(fd) is True
+    finally:
+        os.close(fd)
+
+
 def test_fsync_never_syncs_only_on_explicit_flush(store_dir, syncs):
     store = JsonlStore(store_dir, fsync="never")
     session = store.create(header("agent-1"))

@@ -44,7 +44,9 @@ Durability (``fsync=``):
 - ``"batch"`` (default): an acknowledgement waits until the events are handed to the OS with
   ``write()``, so a *process* crash (exception, ``kill -9``, kernel OOM kill) never loses an
   acknowledged event. A sync thread of the store ``fdatasync``-s the logs written since its last
-  pass every ``batch_interval`` seconds (also when appends stop), never delaying a write; so do
+  pass every ``batch_interval`` seconds (also when appends stop), never delaying a write (on Linux
+  a pass with many logs, such as a burst of new children, syncs their file system once with
+  ``syncfs`` instead, which also writes back other dirty data of that file system); so do
   :meth:`JsonlStore.flush` / :meth:`JsonlStore.close`. Only a *machine* crash (power loss, kernel
   panic) can lose events: those of the last ``batch_interval`` seconds, or of the last sync pass
   when the disk syncs slower than that.

@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -73,6 +74,9 @@ Done = Callable[["StoreError | None"], None]
 DELIVER_EVERY = 16
 #: how often an idle writer looks for events queued without an acknowledgement (seconds)
 POLL = 0.02
+#: a background pass of the ``batch`` policy with at least this many logs to sync syncs the store's
+#: file system once (``syncfs``, Linux) instead of ``fdatasync``-ing each log (see :meth:`LogWriter.sync_pass`)
+SYNCFS_AT = 8
 #: a queue this long wakes the writer at once (bounds the memory of a long turn's unwritten events)
 _EAGER_QUEUE = 256
 
@@ -157,6 +161,30 @@ def resolve_all(resolved: list) -> None:
 def _datasync(fd: int) -> None:
     """``fdatasync`` where there is one (a module-level seam so tests can count or fail syncs)."""
     (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+def _load_syncfs() -> "Callable[[int], int] | None":
+    """``syncfs(2)`` from the C library (Linux; Python's ``os`` has no binding), or ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNCFS = _load_syncfs()
+
+
+def _syncfs(fd: int) -> bool:
+    """Sync the whole file system that holds ``fd``; ``False`` where that is not available or failed
+    (a module-level seam so tests can count or fail it). ctypes releases the GIL for the call."""
+    return _SYNCFS is not None and _SYNCFS(fd) == 0
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -440,6 +468,21 @@ class LogWriter:
             return None
         return self._once.pop(next(iter(self._once)))
 
+    def sync_pass(self, pending: set[str], sync_dir: bool) -> None:
+        """The ``batch`` syncer's background pass: make the logs written since the last pass (and the
+        directory) durable. Failures are not reported here (``flush``/``close`` sync and report).
+
+        Why ``syncfs`` for a large pass: on a journalling file system each ``fdatasync`` of a new log
+        commits the journal and flushes the disk's cache on its own; a burst of new children made
+        one pass of one sync per log (measured 25-50 ms for 150 new logs on this machine's ext4,
+        +106 us of kernel time per delegation, ~2,000 delegations/s), where one ``syncfs`` of the
+        file system commits them all at once (1.2-1.7 ms for the same 150). The price: it also
+        writes back whatever else is dirty on that file system, so a pass with few logs keeps to
+        per-log syncs. Where there is no ``syncfs`` or it fails, the pass syncs each log."""
+        if len(pending) >= SYNCFS_AT and _syncfs(self._dir_fd):
+            return
+        self.sync_files(pending, sync_dir, report=False)
+
     def sync_files(self, pending: set[str], sync_dir: bool, report: bool) -> None:
         """fdatasync the named logs (and the directory) through descriptors of its own; with ``report`` a
         failure is kept for the next acknowledgement. Called by the batch syncer's thread and on flush."""
@@ -712,7 +755,8 @@ class LogWriter:
 
 class _Syncer:
     """The ``batch`` policy's fsync thread: at most every ``batch_interval`` seconds it fdatasyncs the
-    logs written since its last pass (through descriptors of its own) and the directory.
+    logs written since its last pass (through descriptors of its own) and the directory, or syncs
+    their file system once when they are many (:meth:`LogWriter.sync_pass`).
 
     Keeping fsync off the writer thread means a slow disk sync (milliseconds per log on a busy
     disk) never delays writes, and so never delays an acknowledgement, which under ``batch`` needs
@@ -772,4 +816,4 @@ class _Syncer:
                     pending, self._pending = self._pending, set()
                     sync_dir, self._dir = self._dir, False
                 last = time.monotonic()
-                self._writer.sync_files(pending, sync_dir, report=False)
+                self._writer.sync_pass(pending, sync_dir)
