@@ -589,6 +589,35 @@ def test_a_batch_pass_with_many_logs_syncs_their_file_system_once(store_dir, syn
     store.close()
 
 
+@pytest.mark.parametrize("fsync", ["batch", "never"])
+def test_a_flush_of_many_logs_syncs_the_file_system_first_and_still_reports_each_log(store_dir, fsync,
+                                                                                    syncs, monkeypatch):
+    whole: list[int] = []
+    monkeypatch.setattr(writer_module, "_syncfs", lambda fd: whole.append(fd) or True)
+    store = JsonlStore(store_dir, fsync=fsync, batch_interval=3600)
+    ids = [f"agent-{i}" for i in range(writer_module.SYNCFS_AT)]
+    for session_id in ids:
+        store.create(header(session_id)).append(TURN_START, turn=1)
+    store.flush()
+    assert len(whole) == 1 and len(syncs) == len(ids)  # one syncfs, then each log (for its errors)
+    for session_id in ids:
+        store.open(session_id).append(TURN_START, turn=2)
+    real = writer_module._datasync
+    broken = os.stat(store_dir / "agent-3.jsonl").st_ino
+
+    def failing(fd: int) -> None:
+        if os.fstat(fd).st_ino == broken:
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(writer_module, "_datasync", failing)
+    with pytest.raises(StoreError, match=r'cannot sync session log "agent-3" .*Input/output error'):
+        store.flush()
+    assert len(whole) == 2
+    monkeypatch.setattr(writer_module, "_datasync", real)
+    store.close()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs is Linux's")
 def test_syncfs_is_found_and_syncs_on_linux(tmp_path):
     fd = os.open(tmp_path, os.O_RDONLY)

