@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import json
 import pickle
@@ -96,3 +97,17 @@ def test_messages_with_other_blocks_keep_their_list():
 
     marked = Message("user", [Marked("m")])
     assert type(marked.content[0]) is Marked
+
+
+def test_message_still_answers_as_the_dataclass_it_was():
+    message = Message("user", [Text("hi")], id="msg-1", source=Source("coordinator"))
+    assert dataclasses.is_dataclass(message)
+    assert [f.name for f in dataclasses.fields(message)] == ["role", "content", "id", "source", "usage"]
+    assert dataclasses.asdict(message) == {"role": "user", "content": [{"text": "hi", "type": "text"}],
+                                           "id": "msg-1", "source": {"kind": "coordinator", "form": None,
+                                                                     "sender": None, "summary": None,
+                                                                     "plugin": None}, "usage": None}
+    changed = dataclasses.replace(message, content=[Text("hi"), Text("there")])
+    assert changed.text == "hi\nthere" and changed.id == "msg-1" and message.text == "hi"
+    assert dataclasses.replace(message, role="assistant") == Message("assistant", "hi", id="msg-1",
+                                                                     source=Source("coordinator"))

@@ -192,6 +192,23 @@ class Message:
         return f"Message({self.role}{kind}: {self.text!r})"
 
 
+@dataclass
+class _MessageFields:
+    """The fields ``Message`` had as a dataclass. Why: ``Message`` is public and was a dataclass, so
+    ``dataclasses.fields/replace/asdict/is_dataclass`` keep working on it; its own ``__init__`` takes
+    the same arguments and ``content`` reads as the list it was."""
+
+    role: Role
+    content: list
+    id: str | None = None
+    source: Source | None = None
+    usage: Usage | None = None
+
+
+Message.__dataclass_fields__ = _MessageFields.__dataclass_fields__  # type: ignore[attr-defined]
+Message.__dataclass_params__ = _MessageFields.__dataclass_params__  # type: ignore[attr-defined]
+
+
 def _packed(content: "list | str") -> "list | str | Block":
     """What a :class:`Message` keeps of ``content``: the text of a lone text block, a lone tool call or
     tool result without its list, else the blocks as given."""
