@@ -581,10 +581,10 @@ def test_a_batch_pass_with_many_logs_syncs_their_file_system_once(store_dir, syn
     asyncio.run(until(lambda: len(whole) == 1, "the sync thread's pass"))
     assert syncs == []  # no log was synced on its own
     writer = store._writer
-    writer.sync_pass(set(ids[:writer_module.SYNCFS_AT - 1]), True)  # a small pass: each log
+    writer.sync_files(set(ids[:writer_module.SYNCFS_AT - 1]), True, report=False)  # a small pass: each log
     assert len(whole) == 1 and len(syncs) == writer_module.SYNCFS_AT - 1
     works[0] = False  # syncfs unavailable or failing: the large pass falls back to each log
-    writer.sync_pass(set(ids), True)
+    writer.sync_files(set(ids), True, report=False)
     assert len(whole) == 2 and len(syncs) == 2 * writer_module.SYNCFS_AT - 1
     store.close()
 

@@ -138,28 +138,19 @@ class Message:
     def text(self) -> str:
         """The text blocks joined by newlines (a tool message: the rendered result)."""
         packed = self._content
-        kind = type(packed)
-        if kind is str:
+        if type(packed) is str:
             return packed
-        if kind is ToolResultBlock:
-            return packed.text
-        if kind is ToolCallBlock:
-            return ""
         parts = []
-        for block in packed:
+        for block in self.content:
             if block.type == "text" or block.type == "tool-result":
                 parts.append(block.text)
         return "\n".join(parts)
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        packed = self._content
-        kind = type(packed)
-        if kind is str or kind is ToolResultBlock:
+        if type(self._content) is str:
             return []
-        if kind is ToolCallBlock:
-            return [ToolCall(packed.name, packed.arguments, packed.id)]
-        return [ToolCall(b.name, b.arguments, b.id) for b in packed if b.type == "tool-call"]
+        return [ToolCall(b.name, b.arguments, b.id) for b in self.content if b.type == "tool-call"]
 
     @property
     def tool_call_id(self) -> str | None:

@@ -75,7 +75,7 @@ DELIVER_EVERY = 16
 #: how often an idle writer looks for events queued without an acknowledgement (seconds)
 POLL = 0.02
 #: a background pass of the ``batch`` policy with at least this many logs to sync syncs the store's
-#: file system once (``syncfs``, Linux) instead of ``fdatasync``-ing each log (see :meth:`LogWriter.sync_pass`)
+#: file system once (``syncfs``, Linux) instead of ``fdatasync``-ing each log (see ``LogWriter._sync_file_system``)
 SYNCFS_AT = 8
 #: a queue this long wakes the writer at once (bounds the memory of a long turn's unwritten events)
 _EAGER_QUEUE = 256
@@ -468,30 +468,28 @@ class LogWriter:
             return None
         return self._once.pop(next(iter(self._once)))
 
-    def sync_pass(self, pending: set[str], sync_dir: bool) -> None:
-        """The ``batch`` syncer's background pass: make the logs written since the last pass (and the
-        directory) durable. Failures are not reported here (``flush``/``close`` sync and report).
+    def _sync_file_system(self, logs: int) -> bool:
+        """With at least ``SYNCFS_AT`` logs to sync, sync the store's whole file system once first;
+        whether that was done.
 
-        Why ``syncfs`` for a large pass: on a journalling file system each ``fdatasync`` of a new log
-        commits the journal and flushes the disk's cache on its own; a burst of new children made
-        one pass of one sync per log (measured 25-50 ms for 150 new logs on this machine's ext4,
-        +106 us of kernel time per delegation, ~2,000 delegations/s), where one ``syncfs`` of the
-        file system commits them all at once (1.2-1.7 ms for the same 150). The price: it also
-        writes back whatever else is dirty on that file system, so a pass with few logs keeps to
-        per-log syncs. Where there is no ``syncfs`` or it fails, the pass syncs each log."""
-        if len(pending) >= SYNCFS_AT and _syncfs(self._dir_fd):
-            return
-        self.sync_files(pending, sync_dir, report=False, syncfs_first=False)
+        Why: on a journalling file system each ``fdatasync`` of a new log commits the journal and
+        flushes the disk's cache on its own; a burst of new children made one ``batch`` pass of one
+        sync per log (measured 25-50 ms for 150 new logs on this machine's ext4, +106 us of kernel
+        time per delegation, ~2,000 delegations/s), where one ``syncfs`` commits them all at once
+        (1.2-1.7 ms for the same 150), and each log's own sync after it is cheap (7.7-8.1 ms for the
+        150). The price: it also writes back whatever else is dirty on that file system, so a few
+        logs keep to per-log syncs."""
+        return logs >= SYNCFS_AT and _syncfs(self._dir_fd)
 
-    def sync_files(self, pending: set[str], sync_dir: bool, report: bool, syncfs_first: bool = True) -> None:
+    def sync_files(self, pending: set[str], sync_dir: bool, report: bool) -> None:
         """fdatasync the named logs (and the directory) through descriptors of its own; with ``report`` a
         failure is kept for the next acknowledgement. Called by the batch syncer's thread and on flush.
 
-        Many logs are preceded by one ``syncfs`` (see :meth:`sync_pass`): each log's own sync then
-        finds its data already on disk and only reports what failed (150 new logs: 24-50 ms one by
-        one, 7.7-8.1 ms after a ``syncfs``)."""
-        if syncfs_first and len(pending) >= SYNCFS_AT:
-            _syncfs(self._dir_fd)
+        Many logs are synced through their file system first (:meth:`_sync_file_system`): then the
+        syncer's background pass, which reports nothing, is done; a flush still syncs each log, to
+        report each failure. Where there is no ``syncfs`` or it fails, each log is synced."""
+        if self._sync_file_system(len(pending)) and not report:
+            return
         if sync_dir:
             try:
                 os.fsync(self._dir_fd)
@@ -734,8 +732,7 @@ class LogWriter:
             return
         self._sync_dir_quietly()
         if session_id is None:
-            if len(self._dirty) >= SYNCFS_AT:  # as in sync_files: the per-log syncs below are then cheap
-                _syncfs(self._dir_fd)
+            self._sync_file_system(len(self._dirty))  # the per-log syncs below are then cheap
             for dirty in list(self._dirty):
                 self._sync_quietly(dirty)
             self._last_sync = time.monotonic()
@@ -764,7 +761,7 @@ class LogWriter:
 class _Syncer:
     """The ``batch`` policy's fsync thread: at most every ``batch_interval`` seconds it fdatasyncs the
     logs written since its last pass (through descriptors of its own) and the directory, or syncs
-    their file system once when they are many (:meth:`LogWriter.sync_pass`).
+    their file system once when they are many (:meth:`LogWriter.sync_files`).
 
     Keeping fsync off the writer thread means a slow disk sync (milliseconds per log on a busy
     disk) never delays writes, and so never delays an acknowledgement, which under ``batch`` needs
@@ -824,4 +821,4 @@ class _Syncer:
                     pending, self._pending = self._pending, set()
                     sync_dir, self._dir = self._dir, False
                 last = time.monotonic()
-                self._writer.sync_pass(pending, sync_dir)
+                self._writer.sync_files(pending, sync_dir, report=False)
