@@ -524,6 +524,57 @@ def test_creating_a_log_from_the_loop_does_not_wake_the_writer(tmp_path, monkeyp
     asyncio.run(main())
 
 
+class CountingWake:
+    """The writer's wake-up queue, counting the waits that ended without a token (polls for nothing)."""
+
+    def __init__(self) -> None:
+        from queue import SimpleQueue
+
+        self._queue = SimpleQueue()
+        self.empty_polls = 0
+
+    def put(self, item) -> None:
+        self._queue.put(item)
+
+    def get(self, timeout=None):
+        from queue import Empty
+
+        try:
+            return self._queue.get(timeout=timeout)
+        except Empty:
+            self.empty_polls += 1
+            raise
+
+    def get_nowait(self):
+        return self._queue.get_nowait()
+
+    def empty(self) -> bool:
+        return self._queue.empty()
+
+
+def test_an_idle_writer_sleeps_until_something_is_queued_and_then_writes_it_without_an_acknowledgement(
+        tmp_path, monkeypatch):
+    wakes: list[CountingWake] = []
+    monkeypatch.setattr(writer_module, "SimpleQueue", lambda: wakes.append(CountingWake()) or wakes[-1])
+
+    async def main():
+        store = JsonlStore(tmp_path)
+        writer, wake = store._writer, wakes[0]
+        session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+        await store.acknowledged(session)
+        await until(lambda: writer._idle, "the writer to fall asleep after a poll with nothing queued")
+        polls = wake.empty_polls
+        await asyncio.sleep(10 * writer_module.POLL)
+        assert wake.empty_polls == polls  # asleep: no wake-up every POLL seconds
+        session.append(TURN_START, turn=1)  # queued lazily: no acknowledgement asks for it
+        await until(lambda: kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START],
+                    "the event queued after the idle period to be written")
+        await until(lambda: writer._idle, "the writer to fall asleep again")
+        await asyncio.to_thread(store.close)
+
+    asyncio.run(main())
+
+
 def test_an_acknowledgement_answered_before_a_writer_failure_in_the_same_batch_keeps_its_success(tmp_path, disk,
                                                                                                monkeypatch):
     async def main():

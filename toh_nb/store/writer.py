@@ -72,7 +72,8 @@ Done = Callable[["StoreError | None"], None]
 #: answered acknowledgements of one loop delivered together (one wake-up) while a batch goes on: the
 #: first turns of a large batch resume while the writer writes the rest (``always``: each at once)
 DELIVER_EVERY = 16
-#: how often an idle writer looks for events queued without an acknowledgement (seconds)
+#: how often a busy writer looks for events queued without an acknowledgement (seconds); after a
+#: whole poll with nothing queued it sleeps until the next queued item wakes it (no idle wake-ups)
 POLL = 0.02
 #: a background pass of the ``batch`` policy with at least this many logs to sync syncs the store's
 #: file system once (``syncfs``, Linux) instead of ``fdatasync``-ing each log (see ``LogWriter._sync_file_system``)
@@ -239,6 +240,9 @@ class LogWriter:
         # a wake-up token per acknowledgement: SimpleQueue.put never blocks the loop thread (a
         # threading.Event's condition lock is contended by the waiting thread: measured ms under load)
         self._wake: SimpleQueue = SimpleQueue()
+        #: the thread is asleep without a timeout (nothing was queued for a whole poll): the next
+        #: lazily queued item wakes it (see ``_run``)
+        self._idle = False
         self._pid = os.getpid()
         # state below is touched only by the writer thread
         self._fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
@@ -267,12 +271,13 @@ class LogWriter:
         self._wake.put(None)
 
     def _queue_lazily(self, item: tuple) -> None:
-        """Queue without waking the thread: the next acknowledgement (every turn ends with one) or
+        """Queue without waking a busy thread: the next acknowledgement (every turn ends with one) or
         the thread's next poll (``POLL`` seconds) takes it. One wake-up per turn instead of one per
-        event keeps the writer from contending with the loop thread for the GIL mid-turn."""
+        event keeps the writer from contending with the loop thread for the GIL mid-turn. A thread
+        asleep for want of work (``_idle``) is woken, so nothing queued waits longer than a poll."""
         queue = self._queue
         queue.append(item)
-        if len(queue) == _EAGER_QUEUE:
+        if self._idle or len(queue) == _EAGER_QUEUE:
             self._wake.put(None)
 
     def create(self, session: Any, seed: list) -> None:
@@ -283,7 +288,7 @@ class LogWriter:
     def append(self, session: Any, event: Any) -> None:
         queue = self._queue  # _queue_lazily inlined: this runs for every event on the loop thread
         queue.append((_APPEND, session, event))
-        if len(queue) == _EAGER_QUEUE:
+        if self._idle or len(queue) == _EAGER_QUEUE:
             self._wake.put(None)
 
     def repair(self, session_id: str, repair: tuple) -> None:
@@ -340,7 +345,7 @@ class LogWriter:
                 try:
                     wake.get(timeout=POLL)
                 except Empty:
-                    pass
+                    self._sleep_until_queued()
                 while not wake.empty():  # tokens for items about to be drained below
                     wake.get_nowait()
                 if not queue:
@@ -360,6 +365,21 @@ class LogWriter:
                     self._make_spares()
                 except Exception:  # pragma: no cover - a bug here must not end the writer
                     self._spares_work = False
+
+    def _sleep_until_queued(self) -> None:
+        """After a whole poll with nothing queued, wait for a wake-up token without a timeout.
+
+        Why: a hub left open in a notebook for hours would otherwise wake this thread ``1 / POLL``
+        times a second for nothing. The flag is raised *before* the queue is looked at, and a lazy
+        queuer appends *before* it reads the flag, so an item queued at any moment is either seen
+        here or followed by a token (a token left over wakes one spare pass, nothing more).
+        """
+        self._idle = True
+        try:
+            if not self._queue:
+                self._wake.get()
+        finally:
+            self._idle = False
 
     def _process(self, items: list) -> bool:
         groups: dict[str, list] = {}
