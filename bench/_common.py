@@ -131,7 +131,8 @@ def describe(fig: dict) -> str:
         return f"{fig['name']:<28} skipped: {fig['skipped']}"
     parts = [f"{fig['name']:<28} n={fig['n']:<6}"]
     if "median_us" in fig:
-        parts.append(f"median {fig['median_us']:.1f} µs  p99 {fig['p99_us']:.1f} µs")
+        parts.append(f"median {fig['median_us']:.1f} µs  p99 {fig['p99_us']:.1f} µs"
+                     + (f"  mean {fig['mean_us']:.1f} µs" if "mean_us" in fig else ""))
         if fig.get("floor_median_us") is not None:
             parts.append(f"| floor median {fig['floor_median_us']:.1f} µs  ×{fig['ratio']}")
     elif "bytes_per_child" in fig:
@@ -143,6 +144,8 @@ def describe(fig: dict) -> str:
         parts.append(f"{fig['seconds']:.3f} s  {fig['rate_per_s']:>10,.0f}/s")
         if fig.get("floor_seconds") is not None:
             parts.append(f"| floor {fig['floor_seconds']:.4f} s {fig['floor_rate_per_s']:>12,.0f}/s  ×{fig['ratio']}")
+    if "memory_ratio" in fig:
+        parts.append(f"| ×{fig['memory_ratio']} memory")
     if "target" in fig:
         parts.append(f"| target {fig['target']:,} {'met' if fig['meets_target'] else 'MISSED'}")
     if "fsyncs_per_s" in fig:

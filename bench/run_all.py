@@ -97,7 +97,7 @@ def table(figures: list[dict]) -> str:
         notes = ""
         target = cell(f.get("target"))
         if "median_us" in f:
-            rate, floor_rate = f"{f['median_us']:.1f} µs med", f"{f['floor_median_us']:.1f} µs med"
+            rate, floor_rate = f"{f['median_us']:.1f} µs med", cell(f.get("floor_median_us"), "{:.1f} µs med")
             target = f"≤{f['target_median_us']:.0f} µs" if "target_median_us" in f else ""
             notes = f"p99 {f['p99_us']:.0f} µs"
         elif "bytes_per_child" in f:

@@ -11,7 +11,14 @@ Three parts, one run:
    (measured before the run: each delegation creates one log, and on this machine's ext4 that cost
    differs 10-300 us between directories, so it explains most of the spread between runs), and every
    figure prints the process's CPU seconds for the run (``cpu``; all threads, kernel time included).
-3. ``store_reopen``: a store of ``--children`` continuable children holding ``--mb`` MB of logs in
+   Each store figure prints ``×memory``: its time per delegation over the in-memory store's.
+3. ``thread_round_trip``: the hand-off every acknowledgement makes, alone — the loop queues a future
+   for a thread (``SimpleQueue.put``), the thread resolves it on the loop (``call_soon_threadsafe``,
+   as the writer does) and the loop resumes; no store work at all. ``store_never_bound`` is the rate
+   ``fsync="never"`` would reach if the store added nothing but that one round trip per delegation
+   (its time = memory's + one round trip): the floor of any design that acknowledges a child's turn
+   from another thread before its result reaches the parent (issue 18.4's "within 2×").
+4. ``store_reopen``: a store of ``--children`` continuable children holding ``--mb`` MB of logs in
    total (written directly, one event line ≈ 1 KB), then ``AsyncHub(store=dir)`` + ``list_agents()``:
    ``cold`` the first time (no index: every log is read and checked), ``warm`` after that hub
    closed and left its listing index. The listing is checked to hold every child as ``[ready]``.
@@ -24,6 +31,7 @@ one reads every byte).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -64,6 +72,39 @@ def create_cost_us(directory: str, n: int = 200) -> float:
     for name in names:
         os.unlink(name)
     return round(seconds / n * 1e6, 1)
+
+
+async def thread_round_trip(n: int) -> dict:
+    """N loop -> thread -> loop round trips through the writer's own hand-off (see the docstring)."""
+    import threading
+    from queue import SimpleQueue
+
+    from toh_nb.store.writer import resolve_all
+
+    loop = asyncio.get_running_loop()
+    requests: SimpleQueue = SimpleQueue()
+
+    def thread() -> None:
+        while (future := requests.get()) is not None:
+            loop.call_soon_threadsafe(resolve_all, [(future, None)])
+
+    worker = threading.Thread(target=thread, daemon=True)
+    worker.start()
+    times = []
+    try:
+        for _ in range(n):
+            start = c.now()
+            future = loop.create_future()
+            requests.put(future)
+            await future
+            times.append(c.now() - start)
+    finally:
+        requests.put(None)
+        worker.join()
+    times.sort()
+    return c.figure("thread_round_trip", n, sum(times), None, unit="round trip",
+                    median_us=round(times[len(times) // 2] * 1e6, 1), p99_us=round(times[int(len(times) * 0.99)] * 1e6, 1),
+                    mean_us=round(sum(times) / n * 1e6, 1))
 
 
 async def sequential_policy(directory: str, n: int, fsync: str | None) -> dict:
@@ -163,9 +204,18 @@ async def main() -> None:
     try:
         c.emit(disk_fsync_rate(base, args.fsync_n), args.json)
         await sequential.engine(20)  # warm-up, unreported
-        for fsync in (None, "never", "batch"):
-            c.emit(await sequential_policy(base, args.n, fsync), args.json)
-        c.emit(await sequential_policy(base, args.always_n, "always"), args.json)
+        memory = await sequential_policy(base, args.n, None)
+        c.emit(memory, args.json)
+        per_delegation = memory["seconds"] / memory["n"]
+        for fsync, n in (("never", args.n), ("batch", args.n), ("always", args.always_n)):
+            fig = await sequential_policy(base, n, fsync)
+            fig["memory_ratio"] = round(fig["seconds"] / fig["n"] / per_delegation, 2)
+            c.emit(fig, args.json)
+        trip = await thread_round_trip(args.n)
+        c.emit(trip, args.json)
+        bound = (per_delegation + trip["mean_us"] / 1e6) * args.n
+        c.emit(c.figure("store_never_bound", args.n, bound, None,
+                        memory_ratio=round(bound / args.n / per_delegation, 2)), args.json)
 
         store_dir = os.path.join(base, "reopen")
         os.mkdir(store_dir)

@@ -34,7 +34,7 @@ CASES = {
     "openai_path": ("openai_path.py", ["--repeat", "1"], ["openai_path"]),
     "store": ("store.py", ["--always-n", "20", "--fsync-n", "20", "--children", "20", "--mb", "1", "--dir", "{tmp}"],
               ["disk_fsync", "store_sequential_memory", "store_sequential_never", "store_sequential_batch",
-               "store_sequential_always", "store_reopen"]),
+               "store_sequential_always", "thread_round_trip", "store_never_bound", "store_reopen"]),
 }
 # figures allowed to be reported as skipped (their subject is optional or being written)
 MAY_SKIP = {"sequential_jsonl", "continuable_jsonl", "facade_hub", "openai_path"}
@@ -89,8 +89,14 @@ def test_script_prints_its_figures(outputs, case):
             assert fig["rate_per_s"] > 0
             if fig["name"] == "store_sequential_always":
                 assert fig["fsyncs_per_s"] > 0
+            if fig["name"] in ("store_sequential_never", "store_sequential_batch", "store_sequential_always"):
+                assert fig["memory_ratio"] > 0
+            if fig["name"] == "store_never_bound":  # memory's time plus one hand-off: always above memory
+                assert fig["memory_ratio"] > 1
             if fig["name"] == "store_reopen":
                 assert set(fig["phases"]) == {"generate", "cold", "warm"} and fig["store_bytes"] > 0
+        elif fig["name"] == "thread_round_trip":  # the acknowledgement's hand-off alone: no floor
+            assert 0 < fig["median_us"] <= fig["p99_us"] and fig["mean_us"] > 0
         elif fig["name"].startswith("memory"):
             assert fig["bytes_per_child"] > 0 and fig["floor_bytes_per_child"] > 0
             assert fig["top_sites"] and all(":" in site for site, _ in fig["top_sites"])
