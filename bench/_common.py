@@ -155,6 +155,8 @@ def describe(fig: dict) -> str:
                      f"  cpu {fig['cpu_seconds']:.3f} s")
     if "create_us" in fig:
         parts.append(f"| file creation {fig['create_us']} us")
+    if "store_mb" in fig:
+        parts.append(f"| {fig['store_mb']:,} MB of logs")
     if "target_seconds" in fig:
         parts.append(f"| target <= {fig['target_seconds']} s {'met' if fig['meets_target'] else 'MISSED'}")
     if "phases" in fig:

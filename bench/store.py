@@ -20,8 +20,10 @@ Three parts, one run:
    from another thread before its result reaches the parent (issue 18.4's "within 2×").
 4. ``store_reopen``: a store of ``--children`` continuable children holding ``--mb`` MB of logs in
    total (written directly, one event line ≈ 1 KB), then ``AsyncHub(store=dir)`` + ``list_agents()``:
-   ``cold`` the first time (no index: every log is read and checked), ``warm`` after that hub
-   closed and left its listing index. The listing is checked to hold every child as ``[ready]``.
+   ``cold`` the first time (no index: each child is listed from its log's head, and up to 8 MB of
+   logs are checked in full), ``warm`` after that hub closed and left its listing index (which
+   keeps the logs listed from their heads as such: each open checks another 8 MB of them). The
+   listing is checked to hold every child as ``[ready]``; the target (≤ 1 s) applies to both.
 
 ``--dir DIR`` puts every directory under DIR (default: a temporary directory on the same disk as
 ``/tmp``); everything is removed afterwards. ``--skip-cold`` measures only the warm reopen (the cold
@@ -142,8 +144,9 @@ async def sequential_policy(directory: str, n: int, fsync: str | None) -> dict:
 
 
 def write_store(directory: str, children: int, total_mb: int) -> int:
-    """Logs as toh_nb writes them (header, descriptor, turns), filled to ``total_mb`` in 1 KB events."""
-    per_child = max(0, (total_mb * 1024 * 1024) // children // 1024)
+    """Logs as toh_nb writes them (header, descriptor, turns of three events, the user message
+    ~1 KB), each child's log filled to its share of ``total_mb``."""
+    per_child = max(0, (total_mb * 1024 * 1024) // children)
     body = "y" * 900
     total = 0
 
@@ -160,12 +163,14 @@ def write_store(directory: str, children: int, total_mb: int) -> int:
                   line({"seq": 0, "kind": "subagent/descriptor", "time": 2.0,
                         "data": {"version": 2, "mode": "continuable", "provider": "spawn", "label": f"kid {i}"}})]
         seq = 1
-        for _ in range(per_child // 3 + 1):
+        size = sum(map(len, chunks))
+        while size < per_child:
             chunks.append(line({"seq": seq, "kind": "turn/start", "time": 3.0, "turn": seq}))
             chunks.append(line({"seq": seq + 1, "kind": "user/message", "time": 3.0, "turn": seq,
                                 "message": {"role": "user", "content": [{"type": "text", "text": body}]}}))
             chunks.append(line({"seq": seq + 2, "kind": "turn/end", "time": 3.0, "turn": seq,
                                 "data": {"reason": "completed"}}))
+            size += sum(map(len, chunks[-3:]))
             seq += 3
         data = b"".join(chunks)
         with open(os.path.join(directory, cid + ".jsonl"), "wb") as f:
@@ -230,7 +235,8 @@ async def main() -> None:
         warm = await reopen_and_list(store_dir, args.children)
         phases["warm"] = warm
         c.emit(c.figure("store_reopen", args.children, warm, None, store_bytes=size, store_mb=round(size / 2**20),
-                        target_seconds=REOPEN_TARGET_SECONDS, meets_target=warm <= REOPEN_TARGET_SECONDS,
+                        target_seconds=REOPEN_TARGET_SECONDS,
+                        meets_target=max(phases.get("cold", 0.0), warm) <= REOPEN_TARGET_SECONDS,
                         phases=phases), args.json)
     finally:
         shutil.rmtree(base, ignore_errors=True)

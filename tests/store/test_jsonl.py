@@ -733,7 +733,7 @@ def test_reopening_lists_headers_and_descriptors_without_reading_the_logs(store_
     _children_with_descriptors(store_dir, 5)
     reads = []
     monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: reads.append(("parse", sid)))
-    monkeypatch.setattr(JsonlStore, "_read_header", lambda self, name, sid: reads.append(("header", sid)))
+    monkeypatch.setattr(JsonlStore, "_read_head", lambda self, name, sid: reads.append(("header", sid)))
     with JsonlStore(store_dir) as store:
         assert [h.id for h in store.children_of("root")] == [f"agent-{i}" for i in range(5)]
         assert [store.diagnostic(f"agent-{i}") for i in range(5)] == [None] * 5
@@ -751,6 +751,92 @@ def test_a_log_changed_after_close_is_read_and_checked_again(store_dir):
         assert [store.diagnostic(f"agent-{i}") for i in range(3)] == [None, "corrupt", None]
     with JsonlStore(store_dir) as store:  # a corrupt log is never vouched for by the index
         assert store.diagnostic("agent-1") == "corrupt"
+
+
+# -- listing a store the index does not vouch for: heads only, past a budget ----------------------------
+
+
+def _drop_index(store_dir: Path) -> None:
+    (store_dir / ".toh-index.json").unlink()
+
+
+def _corrupt_line(store_dir: Path, session_id: str, index: int) -> None:
+    path = log_path(store_dir, session_id)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[index] = b"{not json\n"
+    path.write_bytes(b"".join(lines))
+
+
+def test_without_an_index_a_listing_past_its_budget_reads_only_each_childs_head(store_dir, monkeypatch):
+    _children_with_descriptors(store_dir, 4)
+    _drop_index(store_dir)
+    _corrupt_line(store_dir, "agent-2", 2)  # mid-file: only a full read can tell
+    monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
+    parsed = []
+    real_parse = jsonl_module._parse_log
+    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+    with JsonlStore(store_dir) as store:
+        assert [store.listing_diagnostic(f"agent-{i}") for i in range(4)] == [None] * 4
+        assert [store.descriptor(f"agent-{i}")["label"] for i in range(4)] == [f"kid {i}" for i in range(4)]
+        assert parsed == []  # no transcript was read
+        with pytest.raises(StoreError, match='session log "agent-2" is corrupt: line 3: '):
+            store.open("agent-2")  # found when its transcript is first loaded ...
+        assert store.listing_diagnostic("agent-2") == "corrupt"  # ... and listed from then on
+        assert parsed == ["agent-2"]
+        assert store.diagnostic("agent-1") is None  # diagnostic() itself still reads in full
+        assert parsed == ["agent-2", "agent-1"]
+
+
+def test_without_an_index_a_listing_checks_logs_in_full_while_its_budget_lasts(store_dir, monkeypatch):
+    _children_with_descriptors(store_dir, 3)
+    _drop_index(store_dir)
+    _corrupt_line(store_dir, "agent-0", 2)
+    _corrupt_line(store_dir, "agent-2", 2)
+    sizes = [log_path(store_dir, f"agent-{i}").stat().st_size for i in range(2)]
+    monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", sum(sizes))  # the first two logs' worth
+    with JsonlStore(store_dir) as store:
+        assert [store.listing_diagnostic(f"agent-{i}") for i in range(3)] == ["corrupt", None, None]
+        assert store.listing_diagnostic("agent-0") == "corrupt"  # known: costs nothing more
+    with JsonlStore(store_dir) as store:  # the next store checks what the last one could not
+        assert store.listing_diagnostic("agent-2") == "corrupt"
+
+
+def test_the_index_keeps_a_peeked_log_as_peeked_and_a_changed_one_is_read_again(store_dir, monkeypatch):
+    _children_with_descriptors(store_dir, 2)
+    _drop_index(store_dir)
+    monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
+    with JsonlStore(store_dir) as store:
+        assert store.listing_diagnostic("agent-0") is None
+    logs = json.loads((store_dir / ".toh-index.json").read_bytes())["logs"]
+    assert logs["agent-0"][3] is False and logs["agent-0"][2]["label"] == "kid 0"  # peeked, said so
+    assert "root" not in logs  # not a child: its head was not peeked at, and it was never read
+    _corrupt_line(store_dir, "agent-1", 2)  # changed behind the index
+    heads = []
+    real_head = JsonlStore._read_head
+    monkeypatch.setattr(JsonlStore, "_read_head", lambda self, name, sid: heads.append(sid) or real_head(self, name, sid))
+    monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 1 << 20)
+    with JsonlStore(store_dir) as store:
+        assert sorted(heads) == ["agent-1", "root"]  # agent-0 came from the index, unread
+        assert store.descriptor("agent-0")["label"] == "kid 0"
+        assert [store.listing_diagnostic(f"agent-{i}") for i in range(2)] == [None, "corrupt"]
+    logs = json.loads((store_dir / ".toh-index.json").read_bytes())["logs"]
+    assert len(logs["agent-0"]) == 3 and "agent-1" not in logs  # checked in full now; corrupt: never
+
+
+@pytest.mark.parametrize("seed_bytes", [0, 10_000, 100_000])
+def test_a_childs_descriptor_is_found_after_its_seed(store_dir, monkeypatch, seed_bytes):
+    seed = [Event(i, USER_MESSAGE, 1.0, 0, user_message("s" * 1000)) for i in range(seed_bytes // 1000)]
+    with JsonlStore(store_dir) as store:
+        store.create(header("root", 0.5))
+        store.create(header("agent-1", 1.0, "root", seed_length=len(seed)), seed + [
+            Event(len(seed), DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "label": "forked"})])
+    _drop_index(store_dir)
+    monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
+    with JsonlStore(store_dir) as store:
+        peeked = "agent-1" in store._peeked
+        assert store.descriptor("agent-1")["label"] == "forked"
+    # within the peek limit from the head; a seed longer than that: read in full as before
+    assert peeked == (seed_bytes < jsonl_module._PEEK_LIMIT)
 
 
 @pytest.mark.parametrize("content", [b"", b"{torn", b'{"version":1,"logs":[]}', b'{"version":99,"logs":{}}',

@@ -97,6 +97,35 @@ def test_corrupt_child_log_lists_as_a_diagnostic(tmp_path):
     asyncio.run(main())
 
 
+def test_a_large_store_without_an_index_lists_from_log_heads_and_finds_corruption_when_used(tmp_path, monkeypatch):
+    import toh_nb.store.jsonl as jsonl_module
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
+            kids = [await hub.start(f"t{i}", label=f"kid{i}") for i in range(3)]
+            await settled(hub)
+        (tmp_path / ".toh-index.json").unlink()  # e.g. the process that wrote it was killed
+        path = tmp_path / f"{kids[1].id}.jsonl"
+        lines = path.read_text().splitlines()
+        lines[2] = "{not json"
+        path.write_text("\n".join(lines) + "\n")
+        monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)  # as if the store were large
+        parsed = []
+        real_parse = jsonl_module._parse_log
+        monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
+            parsed.clear()  # the root's own log is loaded when the hub opens
+            rows = [f"{k.id} [ready] \u2014 kid{i}" for i, k in enumerate(kids)]
+            assert str(hub.list_agents()) == "\n".join(rows)
+            assert parsed == []  # listed from each log's head
+            result = await hub.call_tool("send_message", subagent_id=kids[1].id, message="x")
+            assert result.text == f'Error: subagent "{kids[1].id}" is unavailable'
+            rows[1] = f"{kids[1].id} [diagnostic: corrupt]"
+            assert str(hub.list_agents()) == "\n".join(rows)
+
+    asyncio.run(main())
+
+
 def test_a_turn_cut_by_a_crash_is_closed_before_resuming(tmp_path):
     """A log whose last turn never ended (the process died mid-tool-call) resumes with a valid history."""
     from toh_nb.core.content import Message, ToolCallBlock, user_message

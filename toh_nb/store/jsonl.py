@@ -22,7 +22,8 @@ returns at once (the writer takes it with the next acknowledgement, or within 20
 from a thread with no running loop (scripts, tests, the crash helper) waits for the writer, so
 direct use of the store keeps synchronous semantics. Reads (``open`` of a log not in memory, the
 scan at construction) still run on the calling thread; with the listing index a reopened store
-reads no transcript until one is asked for.
+reads no transcript until one is asked for, and without one the scan reads each child's descriptor
+from the head of its log (see :meth:`JsonlStore.listing_diagnostic`).
 
 What "acknowledged" means: an event is acknowledged when :meth:`JsonlStore.acknowledged` (an
 awaitable the engine awaits at the end of every turn, before the turn's outcome reaches anyone) or a
@@ -121,6 +122,11 @@ UNREADABLE = "unreadable"  # the file could not be read (vanished, permissions);
 SUFFIX = ".jsonl"
 LOCK_NAME = ".lock"
 _HEADER_LIMIT = 1 << 20  # a header line longer than this is not a header
+#: how far into a child's log the scan looks for its descriptor (after the header and its seed)
+_PEEK_LIMIT = 1 << 16
+#: bytes of logs the index does not vouch for that listings of one store check in full (see
+#: :meth:`JsonlStore.listing_diagnostic`); beyond it a child is listed from its log's head
+LISTING_CHECK_BYTES = 8 << 20
 _RECENT = 32  # loaded sessions kept strongly (see JsonlStore._recent)
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -178,6 +184,26 @@ def _parse_event(line: bytes) -> Event:
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     return Event.from_json(data)
+
+
+def _seed_descriptor(rest: bytes, seed_length: int) -> dict | None:
+    """The descriptor a child's log holds right after its header and seed (``rest``: the bytes after
+    the header line), or ``None`` when that line is not complete in ``rest`` or not a descriptor."""
+    start = 0
+    for _ in range(seed_length):
+        start = rest.find(b"\n", start) + 1
+        if start == 0:
+            return None
+    end = rest.find(b"\n", start)
+    if end < 0:
+        return None
+    try:
+        event = _parse_event(rest[start:end])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None  # a full read says what is wrong, and where
+    if event.kind != DESCRIPTOR or not isinstance(event.data, dict):
+        return None
+    return event.data
 
 
 class _Parsed:
@@ -287,15 +313,18 @@ class JsonlStore:
 
     ``JsonlStore(directory, fsync="batch" | "always" | "never", batch_interval=0.05,
     read_only=False, max_open=64)``. The directory is created if missing (not in read-only mode).
-    Construction reads only the first line (the header) of every ``*.jsonl`` file to build the
-    children index; events are loaded when a session is opened.
+    Construction reads only the head of every ``*.jsonl`` file the listing index does not vouch
+    for: its header (to build the children index) and, for a child, the descriptor that follows
+    its seed; events are loaded when a session is opened.
 
     Listing contract:
 
     - :meth:`headers` / :meth:`children_of` contain every log whose header parsed, in creation
       order (``created``, then id), whatever the state of its events; ask :meth:`diagnostic` for
       each (``None``, ``"torn-tail"``, ``"corrupt"`` or ``"unreadable"``; checking a log read from
-      disk parses it once, the result is cached).
+      disk parses it once, the result is cached). A listing asks :meth:`listing_diagnostic`, which
+      parses at most ``LISTING_CHECK_BYTES`` of such logs per store and leaves the rest to their
+      first load.
     - Logs whose header is missing or unparseable have no known parent, so they appear in no
       ``children_of``: :meth:`corrupt_ids` returns them (their ``diagnostic`` is ``"corrupt"``);
       :meth:`exists` is true for them and ``create`` refuses their ids.
@@ -346,6 +375,10 @@ class JsonlStore:
         self._bad_headers: dict[str, str] = {}  # id -> problem (header unreadable)
         self._diag: dict[str, tuple[str, str]] = {}  # id -> (diagnostic, problem)
         self._verified: set[str] = set()  # fully read (or written) by this store
+        #: id -> file identity (index.identity) of child logs whose descriptor was read from their
+        #: head only (by the scan, or vouched for by the index as such): not verified
+        self._peeked: dict[str, list[int]] = {}
+        self._listing_budget = LISTING_CHECK_BYTES  # see listing_diagnostic
         self._live: "weakref.WeakValueDictionary[str, Session]" = weakref.WeakValueDictionary()
         #: sessions loaded from disk lately, held strongly so that the usual listing sequence
         #: ``diagnostic(id)`` then ``open(id)`` parses a log once (bounded; the runtime holds the rest)
@@ -486,7 +519,7 @@ class JsonlStore:
                 if header is not None:
                     reason = ""
                 else:
-                    header, reason = self._read_header(name, session_id)
+                    header, reason = self._read_head(name, session_id)
                 if header is None:  # its id stays reserved whatever the file is
                     self._bad_headers[session_id] = reason
                     unreadable = reason.startswith(_CANNOT_READ)
@@ -505,8 +538,9 @@ class JsonlStore:
             ids.sort(key=self._keys.__getitem__)
 
     def _from_index(self, entry: os.DirEntry, record: list | None) -> SessionHeader | None:
-        """The header of a log the index vouches for (unchanged since a store verified it), else None."""
-        if not isinstance(record, list) or len(record) != 3:
+        """The header of a log the index vouches for (unchanged since a store verified it, or since a
+        scan peeked at its descriptor: then it is peeked again, not verified), else None."""
+        if not isinstance(record, list) or not (len(record) == 3 or (len(record) == 4 and record[3] is False)):
             return None
         try:
             found = entry.stat(follow_symlinks=False)
@@ -521,24 +555,37 @@ class JsonlStore:
         session_id = entry.name[: -len(SUFFIX)]
         if header.id != session_id:
             return None
-        self._verified.add(session_id)
+        if len(record) == 4:  # peeked: its descriptor is known, its transcript never checked
+            if not isinstance(record[2], dict):
+                return None
+            self._peeked[session_id] = record[0]
+        else:
+            self._verified.add(session_id)
         if isinstance(record[2], dict):
             self._descriptors[session_id] = record[2]
         return header
 
     def _save_index(self) -> None:
-        """Record every log this store verified and left clean (see :mod:`toh_nb.store.index`)."""
+        """Record every log this store verified and left clean, and every child log it only peeked at
+        and left unchanged, marked as such (see :mod:`toh_nb.store.index`)."""
         logs: dict[str, list] = {}
         unwritten = set(self.unwritten)
         for session_id, header in self._headers.items():
-            if session_id not in self._verified or session_id in self._diag or session_id in unwritten:
+            verified = session_id in self._verified
+            peeked = None if verified else self._peeked.get(session_id)
+            if (not verified and peeked is None) or session_id in self._diag or session_id in unwritten:
                 continue
             try:
                 found = os.stat(session_id + SUFFIX, dir_fd=self._dir_fd, follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISREG(found.st_mode):
-                logs[session_id] = [listing_index.identity(found), header.to_json(), self._descriptors.get(session_id)]
+            if not stat.S_ISREG(found.st_mode):
+                continue
+            identity = listing_index.identity(found)
+            if verified:
+                logs[session_id] = [identity, header.to_json(), self._descriptors.get(session_id)]
+            elif identity == peeked:  # the head it was listed from is still this file's
+                logs[session_id] = [identity, header.to_json(), self._descriptors[session_id], False]
         if logs or self._had_index:
             listing_index.save(self._dir_fd, logs)
 
@@ -552,35 +599,50 @@ class JsonlStore:
             return known
         return self.open(session_id).descriptor
 
-    def _read_header(self, name: str, session_id: str) -> tuple[SessionHeader | None, str]:
+    def _read_head(self, name: str, session_id: str) -> tuple[SessionHeader | None, str]:
+        """The header of a log the index does not vouch for; for a child, also its descriptor when it
+        lies in the log's first ``_PEEK_LIMIT`` bytes (remembered as *peeked*: the rest of the log is
+        not read, see :meth:`listing_diagnostic`)."""
         try:
             fd = _open_regular(name, self._dir_fd)
         except OSError as error:
             return None, f"{_CANNOT_READ} ({error.strerror})"
         try:
-            chunks = []
-            size = 0
-            while True:
+            data = b""
+            newline = -1
+            while newline < 0:
                 chunk = os.read(fd, 4096)
                 if not chunk:
                     break
                 newline = chunk.find(b"\n")
                 if newline >= 0:
-                    chunks.append(chunk[:newline])
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > _HEADER_LIMIT:
+                    newline += len(data)
+                data += chunk
+                if newline < 0 and len(data) > _HEADER_LIMIT:
                     return None, "header line too long"
+            line = data if newline < 0 else data[:newline]
+            if not line:
+                return None, "empty log (no header)"
+            header, reason = _parse_header(line, session_id)
+            if header is None or header.origin != "subagent" or newline < 0:
+                return header, reason or ""
+            rest = data[newline + 1:]
+            descriptor = _seed_descriptor(rest, header.seed_length)
+            while descriptor is None and len(data) < _PEEK_LIMIT and header.seed_length:  # a long seed
+                chunk = os.read(fd, _PEEK_LIMIT - len(data))
+                if not chunk:
+                    break
+                data += chunk
+                rest += chunk
+                descriptor = _seed_descriptor(rest, header.seed_length)
+            if descriptor is not None:
+                self._descriptors[session_id] = descriptor
+                self._peeked[session_id] = listing_index.identity(os.fstat(fd))
+            return header, ""
         except OSError as error:
             return None, f"{_CANNOT_READ} ({error.strerror})"
         finally:
             os.close(fd)
-        line = b"".join(chunks)
-        if not line:
-            return None, "empty log (no header)"
-        header, reason = _parse_header(line, session_id)
-        return header, reason or ""
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -691,6 +753,30 @@ class JsonlStore:
             if parsed.diagnostic not in (CORRUPT, UNREADABLE):
                 self._adopt(header, parsed)  # a following open() returns it without reading again
             return parsed.diagnostic
+
+    def listing_diagnostic(self, session_id: str) -> str | None:
+        """:meth:`diagnostic` as a listing asks it: what is known at once; a child log the scan only
+        peeked at (the index does not vouch for it) is checked in full while the listings of this
+        store have checked less than ``LISTING_CHECK_BYTES`` of such logs, and after that answers
+        ``None`` without reading it: its corruption, if any, is found when its transcript is first
+        loaded (``open``, :meth:`diagnostic`, a resume), and listed from then on.
+
+        Why: listing a store that has no index (written by a process that crashed, or by another
+        tool) would otherwise parse every transcript (10,000 children and 1 GB: ~5 s); a small
+        store is still checked in full, as before.
+        """
+        if not _is_safe_id(session_id):
+            return None
+        with self._mutex:
+            known = self._diag.get(session_id)
+            if known is not None:
+                return known[0]
+            peeked = self._peeked.get(session_id)
+            if peeked is not None and session_id not in self._verified:
+                if peeked[0] > self._listing_budget:
+                    return None
+                self._listing_budget -= peeked[0]
+        return self.diagnostic(session_id)
 
     def problem(self, session_id: str) -> str | None:
         """The human-readable detail behind :meth:`diagnostic` (e.g. ``"line 7: JSONDecodeError: …"``)."""

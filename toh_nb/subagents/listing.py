@@ -62,7 +62,8 @@ ResumeProblem = Callable[[str, str], "str | None"]
 def entry(store: Any, status: Callable[[str], str], header: SessionHeader, descendants: bool,
           depth: int, resume_problem: ResumeProblem | None = None) -> ListEntry | None:
     """The row of one child header: a continuable child, a diagnostic, or ``None`` (not listed)."""
-    problem = store.diagnostic(header.id)
+    # a store that can list a large unindexed store without parsing every transcript does
+    problem = getattr(store, "listing_diagnostic", store.diagnostic)(header.id)
     if problem == "corrupt":
         return ListEntry("diagnostic", header.id, reason="corrupt", parent=header.parent_session, depth=depth,
                          descendants_form=descendants)
