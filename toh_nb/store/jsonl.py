@@ -762,7 +762,7 @@ class JsonlStore:
         loaded (``open``, :meth:`diagnostic`, a resume), and listed from then on.
 
         Why: listing a store that has no index (written by a process that crashed, or by another
-        tool) would otherwise parse every transcript (10,000 children and 1 GB: ~5 s); a small
+        tool) would otherwise parse every transcript (10,000 children and 1 GB: ~12 s here); a small
         store is still checked in full, as before.
         """
         if not _is_safe_id(session_id):
