@@ -740,19 +740,7 @@ class JsonlStore:
         A log not yet read in full by this store is parsed once to find out (then cached; a closed
         store raises ``StoreError`` instead).
         """
-        if not _is_safe_id(session_id):
-            return None
-        with self._mutex:
-            known = self._diag.get(session_id)
-            if known is not None:
-                return known[0]
-            header = self._headers.get(session_id)
-            if header is None or session_id in self._verified:
-                return None
-            parsed = self._read_locked(session_id)
-            if parsed.diagnostic not in (CORRUPT, UNREADABLE):
-                self._adopt(header, parsed)  # a following open() returns it without reading again
-            return parsed.diagnostic
+        return self._diagnostic(session_id, listing=False)
 
     def listing_diagnostic(self, session_id: str) -> str | None:
         """:meth:`diagnostic` as a listing asks it: what is known at once; a child log the scan only
@@ -765,18 +753,27 @@ class JsonlStore:
         tool) would otherwise parse every transcript (10,000 children and 1 GB: ~12 s here); a small
         store is still checked in full, as before.
         """
+        return self._diagnostic(session_id, listing=True)
+
+    def _diagnostic(self, session_id: str, listing: bool) -> str | None:
         if not _is_safe_id(session_id):
             return None
         with self._mutex:
             known = self._diag.get(session_id)
             if known is not None:
                 return known[0]
-            peeked = self._peeked.get(session_id)
-            if peeked is not None and session_id not in self._verified:
+            header = self._headers.get(session_id)
+            if header is None or session_id in self._verified:
+                return None
+            peeked = self._peeked.get(session_id) if listing else None
+            if peeked is not None:  # listed from its head: checked while the listings' budget lasts
                 if peeked[0] > self._listing_budget:
                     return None
                 self._listing_budget -= peeked[0]
-        return self.diagnostic(session_id)
+            parsed = self._read_locked(session_id)
+            if parsed.diagnostic not in (CORRUPT, UNREADABLE):
+                self._adopt(header, parsed)  # a following open() returns it without reading again
+            return parsed.diagnostic
 
     def problem(self, session_id: str) -> str | None:
         """The human-readable detail behind :meth:`diagnostic` (e.g. ``"line 7: JSONDecodeError: …"``)."""
