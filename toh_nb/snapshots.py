@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
+from .core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, USER_MESSAGE, summarize
 from .results import TURN_TO_STOP
 from .subagents import descriptor as descriptors
 
@@ -37,26 +37,12 @@ def job_rows(jobs: Any) -> list[dict]:
     return rows
 
 
-def _fold(session: Any) -> tuple[int, int, int, str | None, float | None]:
-    """(turns, input tokens, output tokens, last turn-end reason, last event time) of one log."""
-    turns = inp = out = 0
-    reason = None
-    for event in session.own_events():
-        kind = event.kind
-        if kind == TURN_START:
-            turns += 1
-        elif kind == TURN_END:
-            reason = event.data.get("reason")
-        elif kind == ASSISTANT_MESSAGE and event.message.usage is not None:
-            inp += event.message.usage.input_tokens
-            out += event.message.usage.output_tokens
-    last = session.events[-1].time if session.events else None
-    return turns, inp, out, reason, last
-
-
 def agent_rows(runtime: Any, root_id: str) -> list[dict]:
     """Every agent of the hub's tree (root first, then pre-order), live or stored."""
     store = runtime.store
+    # a store that keeps what it read of each stored log answers without parsing it again: the live
+    # tree refreshes this table up to ten times a second
+    summary_of = getattr(store, "summary", None) or (lambda agent_id: summarize(store.open(agent_id)))
     now = time.time()
     rows: list[dict] = []
     stack = [(root_id, 0)]
@@ -64,18 +50,19 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
         agent_id, depth = stack.pop()
         live = runtime.agents.get(agent_id)
         try:
-            session = live.session if live is not None else store.open(agent_id)
+            summary = summarize(live.session) if live is not None else summary_of(agent_id)
         except Exception:
             rows.append({"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
                          "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
                          "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
                          "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None})
             continue
-        header = session.header
-        record = descriptors.identity(session.descriptor) if session.descriptor is not None else None
+        header = summary.header
+        record = descriptors.identity(summary.descriptor) if summary.descriptor is not None else None
         mode = record["mode"] if record else ("root" if header.origin == "root" else None)
         label = record.get("label") if record else (live.label if live is not None else None)
-        turns, inp, out, reason, last = _fold(session)
+        turns, inp, out = summary.turns, summary.input_tokens, summary.output_tokens
+        reason, last = summary.last_reason, summary.last_time
         if live is not None:
             status = "running" if live.status == "running" else "idle"
         elif mode == "continuable":

@@ -839,6 +839,41 @@ def test_a_childs_descriptor_is_found_after_its_seed(store_dir, monkeypatch, see
     assert peeked == (seed_bytes < jsonl_module._PEEK_LIMIT)
 
 
+# -- summaries: what a table of agents needs of a stored log, read once --------------------------------
+
+
+def test_a_stored_logs_summary_is_read_once_and_again_only_when_the_file_changes(store_dir, monkeypatch):
+    _children_with_descriptors(store_dir, 2)
+    parsed = []
+    real_parse = jsonl_module._parse_log
+    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+    monkeypatch.setattr(jsonl_module, "_RECENT", 0)  # nothing held: every read would parse again
+    with JsonlStore(store_dir) as store:
+        first = store.summary("agent-0")
+        assert (first.turns, first.last_reason, first.descriptor["label"]) == (1, "completed", "kid 0")
+        assert first.header.id == "agent-0" and first.last_time > 1.0
+        gc.collect()
+        assert store.summary("agent-0") is first and parsed == ["agent-0"]
+        with log_path(store_dir, "agent-0").open("ab") as handle:  # changed behind the store's back
+            handle.write(b'{"seq":3,"kind":"turn/start","time":9.0,"turn":2}\n')
+        again = store.summary("agent-0")
+        assert (again.turns, again.last_time) == (2, 9.0) and parsed == ["agent-0", "agent-0"]
+        _corrupt_line(store_dir, "agent-1", 2)
+        with pytest.raises(StoreError, match='session log "agent-1" is corrupt'):
+            store.summary("agent-1")
+        with pytest.raises(KeyError):
+            store.summary("agent-9")
+
+
+def test_a_summary_of_a_session_held_in_memory_follows_its_appends(store_dir):
+    with JsonlStore(store_dir) as store:
+        session = store.create(header("agent-1", 1.0))
+        assert store.summary("agent-1").turns == 0
+        session.append(TURN_START, turn=1)
+        session.append(TURN_END, turn=1, data={"reason": "completed"})
+        assert (store.summary("agent-1").turns, store.summary("agent-1").last_reason) == (1, "completed")
+
+
 @pytest.mark.parametrize("content", [b"", b"{torn", b'{"version":1,"logs":[]}', b'{"version":99,"logs":{}}',
                                      b'{"version":1,"logs":{"agent-0":[[1,2,3],{"id":"agent-0"},null]}}'])
 def test_a_torn_stale_or_foreign_index_is_ignored(store_dir, content):

@@ -126,6 +126,36 @@ def test_a_large_store_without_an_index_lists_from_log_heads_and_finds_corruptio
     asyncio.run(main())
 
 
+def test_the_agents_table_of_a_reopened_store_reads_each_stored_log_once(tmp_path, monkeypatch):
+    import toh_nb.store.jsonl as jsonl_module
+
+    usage = tn.Usage(input_tokens=7, output_tokens=3)
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: tn.ModelResponse(text="ok", usage=usage)),
+                               store=str(tmp_path), ids="sequential") as hub:
+            kids = [await hub.start(f"t{i}", label=f"kid{i}") for i in range(3)]
+            await settled(hub)
+            await kids[0].send("again")
+            await settled(hub)
+            before = hub.agents()
+        parsed = []
+        real_parse = jsonl_module._parse_log
+        monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+        monkeypatch.setattr(jsonl_module, "_RECENT", 0)  # nothing held between calls
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
+            parsed.clear()  # the root's own log is loaded when the hub opens
+            first, second = hub.agents(), hub.agents()
+            assert sorted(parsed) == sorted(k.id for k in kids)  # each stored child once, for both tables
+            keep = ["id", "label", "mode", "turns", "input_tokens", "output_tokens", "stop_reason", "started"]
+            for rows in (first, second):
+                assert [{k: r[k] for k in keep} for r in rows[1:]] == [{k: r[k] for k in keep} for r in before[1:]]
+                assert [r["status"] for r in rows[1:]] == ["ready"] * 3
+            assert [r["turns"] for r in first[1:]] == [2, 1, 1]
+
+    asyncio.run(main())
+
+
 def test_a_turn_cut_by_a_crash_is_closed_before_resuming(tmp_path):
     """A log whose last turn never ended (the process died mid-tool-call) resumes with a valid history."""
     from toh_nb.core.content import Message, ToolCallBlock, user_message

@@ -215,6 +215,41 @@ class Session:
         return self.events[self.header.seed_length:]
 
 
+class LogSummary:
+    """What a table of agents shows of one log without its transcript: the header and descriptor, its
+    own turns, tokens, the reason its last turn ended and the time of its last event. Small, so a
+    store can keep one per log it has read (see ``JsonlStore.summary``)."""
+
+    __slots__ = ("header", "descriptor", "turns", "input_tokens", "output_tokens", "last_reason", "last_time")
+
+    def __init__(self, header: SessionHeader, descriptor: dict | None, turns: int, input_tokens: int,
+                 output_tokens: int, last_reason: str | None, last_time: float | None) -> None:
+        self.header = header
+        self.descriptor = descriptor
+        self.turns = turns
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.last_reason = last_reason
+        self.last_time = last_time
+
+
+def summarize(session: Session) -> LogSummary:
+    """One pass over a session's own events (after its seed)."""
+    turns = inp = out = 0
+    reason = None
+    for event in session.own_events():
+        kind = event.kind
+        if kind == TURN_START:
+            turns += 1
+        elif kind == TURN_END:
+            reason = event.data.get("reason")
+        elif kind == ASSISTANT_MESSAGE and event.message.usage is not None:
+            inp += event.message.usage.input_tokens
+            out += event.message.usage.output_tokens
+    last = session.events[-1].time if session.events else None
+    return LogSummary(session.header, session.descriptor, turns, inp, out, reason, last)
+
+
 def conversation_of(events: Iterable[Event]) -> list[Message]:
     """The model-visible conversation that a log records (user, assistant and tool messages)."""
     return [e.message for e in events if e.message is not None]
