@@ -215,22 +215,19 @@ class Session:
         return self.events[self.header.seed_length:]
 
 
+@dataclass(slots=True)
 class LogSummary:
     """What a table of agents shows of one log without its transcript: the header and descriptor, its
     own turns, tokens, the reason its last turn ended and the time of its last event. Small, so a
     store can keep one per log it has read (see ``JsonlStore.summary``)."""
 
-    __slots__ = ("header", "descriptor", "turns", "input_tokens", "output_tokens", "last_reason", "last_time")
-
-    def __init__(self, header: SessionHeader, descriptor: dict | None, turns: int, input_tokens: int,
-                 output_tokens: int, last_reason: str | None, last_time: float | None) -> None:
-        self.header = header
-        self.descriptor = descriptor
-        self.turns = turns
-        self.input_tokens = input_tokens
-        self.output_tokens = output_tokens
-        self.last_reason = last_reason
-        self.last_time = last_time
+    header: SessionHeader
+    descriptor: dict | None
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    last_reason: str | None
+    last_time: float | None
 
 
 def summarize(session: Session) -> LogSummary:
