@@ -874,6 +874,24 @@ def test_a_summary_of_a_session_held_in_memory_follows_its_appends(store_dir):
         assert (store.summary("agent-1").turns, store.summary("agent-1").last_reason) == (1, "completed")
 
 
+def test_a_descriptor_line_longer_than_the_first_read_is_still_found_and_a_log_without_one_is_read(
+        store_dir, monkeypatch):
+    with JsonlStore(store_dir) as store:
+        store.create(header("root", 0.5))
+        store.create(header("agent-1", 1.0, "root"), [
+            Event(0, DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "label": "l" * 6000})])
+        old = store.create(header("agent-2", 2.0, "root"))  # an older version wrote the descriptor later
+        old.append(TURN_START, turn=1)
+        old.append(DESCRIPTOR, data={"version": 2, "mode": "one-shot", "label": "old"})
+    _drop_index(store_dir)
+    monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
+    with JsonlStore(store_dir) as store:
+        assert "agent-1" in store._peeked and "agent-2" not in store._peeked
+        assert store.descriptor("agent-1")["label"] == "l" * 6000
+        assert store.descriptor("agent-2")["label"] == "old"  # read in full: it is not in the head
+        assert store.listing_diagnostic("agent-2") is None
+
+
 @pytest.mark.parametrize("content", [b"", b"{torn", b'{"version":1,"logs":[]}', b'{"version":99,"logs":{}}',
                                      b'{"version":1,"logs":{"agent-0":[[1,2,3],{"id":"agent-0"},null]}}'])
 def test_a_torn_stale_or_foreign_index_is_ignored(store_dir, content):

@@ -186,17 +186,22 @@ def _parse_event(line: bytes) -> Event:
     return Event.from_json(data)
 
 
-def _seed_descriptor(rest: bytes, seed_length: int) -> dict | None:
+#: what :func:`_seed_descriptor` answers when the line is not complete in the bytes it was given
+_INCOMPLETE = object()
+
+
+def _seed_descriptor(rest: bytes, seed_length: int) -> "dict | None | object":
     """The descriptor a child's log holds right after its header and seed (``rest``: the bytes after
-    the header line), or ``None`` when that line is not complete in ``rest`` or not a descriptor."""
+    the header line); ``None`` when that line is not a descriptor; ``_INCOMPLETE`` when ``rest``
+    ends before that line does."""
     start = 0
     for _ in range(seed_length):
         start = rest.find(b"\n", start) + 1
         if start == 0:
-            return None
+            return _INCOMPLETE
     end = rest.find(b"\n", start)
     if end < 0:
-        return None
+        return _INCOMPLETE
     try:
         event = _parse_event(rest[start:end])
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
@@ -630,14 +635,14 @@ class JsonlStore:
                 return header, reason or ""
             rest = data[newline + 1:]
             descriptor = _seed_descriptor(rest, header.seed_length)
-            while descriptor is None and len(data) < _PEEK_LIMIT and header.seed_length:  # a long seed
+            while descriptor is _INCOMPLETE and len(data) < _PEEK_LIMIT:  # a long seed (or a long line)
                 chunk = os.read(fd, _PEEK_LIMIT - len(data))
                 if not chunk:
                     break
                 data += chunk
                 rest += chunk
                 descriptor = _seed_descriptor(rest, header.seed_length)
-            if descriptor is not None:
+            if isinstance(descriptor, dict):
                 self._descriptors[session_id] = descriptor
                 self._peeked[session_id] = listing_index.identity(os.fstat(fd))
             return header, ""
