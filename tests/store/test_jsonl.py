@@ -820,7 +820,7 @@ def test_the_index_keeps_a_peeked_log_as_peeked_and_a_changed_one_is_read_again(
         assert store.descriptor("agent-0")["label"] == "kid 0"
         assert [store.listing_diagnostic(f"agent-{i}") for i in range(2)] == [None, "corrupt"]
     logs = json.loads((store_dir / ".toh-index.json").read_bytes())["logs"]
-    assert len(logs["agent-0"]) == 3 and "agent-1" not in logs  # checked in full now; corrupt: never
+    assert logs["agent-0"][3] is True and "agent-1" not in logs  # checked in full now; corrupt: never
 
 
 @pytest.mark.parametrize("seed_bytes", [0, 10_000, 100_000])
@@ -863,6 +863,44 @@ def test_a_stored_logs_summary_is_read_once_and_again_only_when_the_file_changes
             store.summary("agent-1")
         with pytest.raises(KeyError):
             store.summary("agent-9")
+
+
+def test_the_index_keeps_the_summaries_the_store_had_and_the_next_store_reads_no_log_for_them(
+        store_dir, monkeypatch):
+    _children_with_descriptors(store_dir, 3)
+    _drop_index(store_dir)
+    with JsonlStore(store_dir) as store:
+        expected = {i: store.summary(f"agent-{i}") for i in range(2)}  # agent-2 never summarised
+        held = store.open("root")  # a session still held at close is summarised from memory
+    logs = json.loads((store_dir / ".toh-index.json").read_bytes())["logs"]
+    assert logs["agent-0"][3] is True and logs["agent-0"][4][0] == 1
+    assert logs["agent-2"][3] is False  # only its head was read: no summary
+    assert logs["root"][4] == [0, 0, 0, None, None] and held is not None
+    parsed = []
+    real_parse = jsonl_module._parse_log
+    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+    with JsonlStore(store_dir) as store:
+        for i in range(2):
+            assert store.summary(f"agent-{i}") == expected[i]
+        assert parsed == []
+        assert store.summary("agent-2").turns == 1 and parsed == ["agent-2"]
+        with log_path(store_dir, "agent-1").open("ab") as handle:  # changed after the index
+            handle.write(b'{"seq":3,"kind":"turn/start","time":9.0,"turn":2}\n')
+        assert store.summary("agent-1").turns == 2 and parsed == ["agent-2", "agent-1"]
+
+
+@pytest.mark.parametrize("summary", [[1, 2, 3], "x", [1, "2", 3, None, 1.0], [1, 2, 3, 4, 1.0], [1, 2, 3, None, "t"]])
+def test_a_damaged_summary_in_the_index_is_ignored(store_dir, summary):
+    _children_with_descriptors(store_dir, 1)
+    with JsonlStore(store_dir) as store:
+        expected = store.summary("agent-0")
+    path = store_dir / ".toh-index.json"
+    data = json.loads(path.read_bytes())
+    data["logs"]["agent-0"][4] = summary
+    path.write_text(json.dumps(data))
+    with JsonlStore(store_dir) as store:
+        assert store.summary("agent-0") == expected
+        assert store.descriptor("agent-0")["label"] == "kid 0" and "agent-0" in store._verified
 
 
 def test_a_summary_of_a_session_held_in_memory_follows_its_appends(store_dir):

@@ -145,6 +145,12 @@ def test_the_agents_table_of_a_reopened_store_reads_each_stored_log_once(tmp_pat
         monkeypatch.setattr(jsonl_module, "_RECENT", 0)  # nothing held between calls
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             parsed.clear()  # the root's own log is loaded when the hub opens
+            assert [{k: r[k] for k in ("id", "turns", "input_tokens")} for r in hub.agents()] == [
+                {k: r[k] for k in ("id", "turns", "input_tokens")} for r in before]
+            assert parsed == []  # the index kept each log's summary
+        (tmp_path / ".toh-index.json").unlink()  # a killed process leaves none
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
+            parsed.clear()
             first, second = hub.agents(), hub.agents()
             assert sorted(parsed) == sorted(k.id for k in kids)  # each stored child once, for both tables
             keep = ["id", "label", "mode", "turns", "input_tokens", "output_tokens", "stop_reason", "started"]

@@ -239,8 +239,8 @@ def summarize(session: Session) -> LogSummary:
         if kind == TURN_START:
             turns += 1
         elif kind == TURN_END:
-            reason = event.data.get("reason")
-        elif kind == ASSISTANT_MESSAGE and event.message.usage is not None:
+            reason = event.data.get("reason") if isinstance(event.data, dict) else None
+        elif kind == ASSISTANT_MESSAGE and event.message is not None and event.message.usage is not None:
             inp += event.message.usage.input_tokens
             out += event.message.usage.output_tokens
     last = session.events[-1].time if session.events else None

@@ -11,7 +11,10 @@ is only ever a cache: a missing, stale, torn or foreign index costs speed, never
 A child log the store listed from its head only (header and descriptor, its transcript never parsed:
 see :meth:`~toh_nb.store.jsonl.JsonlStore.listing_diagnostic`) is kept as ``[identity, header,
 descriptor, false]``: the next open takes it as *peeked* again, not as verified, so its corruption is
-still looked for. A store of an older version ignores such entries (it reads those logs).
+still looked for. A verified log whose summary the store had (what a table of agents shows: turns,
+tokens, last turn-end reason and event time; see :meth:`~toh_nb.store.jsonl.JsonlStore.summary`) is
+kept as ``[identity, header, descriptor, true, [turns, input_tokens, output_tokens, reason, time]]``.
+A store of an older version ignores such entries (it reads those logs).
 
 File: ``<dir>/.toh-index.json`` (a name no session id can take), written atomically at
 :meth:`~toh_nb.store.jsonl.JsonlStore.close` (temporary file + ``rename``), never fsync-ed.
@@ -36,7 +39,8 @@ def identity(result: os.stat_result) -> list[int]:
 
 
 def load(dir_fd: int) -> dict[str, list]:
-    """``{id: [identity, header_json, descriptor_or_None(, false)]}``; ``{}`` when there is no usable index."""
+    """``{id: [identity, header_json, descriptor_or_None(, false | true, summary)]}``; ``{}`` when there is
+    no usable index."""
     try:
         fd = os.open(INDEX_NAME, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0),
                      dir_fd=dir_fd)

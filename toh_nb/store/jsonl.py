@@ -94,7 +94,7 @@ import threading
 import weakref
 from asyncio.events import _get_running_loop
 from collections import OrderedDict
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..core.checks import is_int_at_least
 from ..core.errors import StoreError, UsageError
@@ -188,6 +188,22 @@ def _parse_event(line: bytes) -> Event:
 
 #: what :func:`_seed_descriptor` answers when the line is not complete in the bytes it was given
 _INCOMPLETE = object()
+
+
+def _summary_to_json(summary: LogSummary) -> list:
+    return [summary.turns, summary.input_tokens, summary.output_tokens, summary.last_reason, summary.last_time]
+
+
+def _summary_from_json(header: SessionHeader, descriptor: Any, data: Any) -> LogSummary | None:
+    """A summary kept in the index, or ``None`` when it is not one (a foreign or damaged index)."""
+    if not isinstance(data, list) or len(data) != 5:
+        return None
+    turns, inp, out, reason, last = data
+    if not all(type(n) is int for n in (turns, inp, out)) or not (reason is None or isinstance(reason, str)):
+        return None
+    if not (last is None or type(last) in (int, float)):
+        return None
+    return LogSummary(header, descriptor if isinstance(descriptor, dict) else None, turns, inp, out, reason, last)
 
 
 def _seed_descriptor(rest: bytes, seed_length: int) -> "dict | None | object":
@@ -547,7 +563,8 @@ class JsonlStore:
     def _from_index(self, entry: os.DirEntry, record: list | None) -> SessionHeader | None:
         """The header of a log the index vouches for (unchanged since a store verified it, or since a
         scan peeked at its descriptor: then it is peeked again, not verified), else None."""
-        if not isinstance(record, list) or not (len(record) == 3 or (len(record) == 4 and record[3] is False)):
+        if not isinstance(record, list) or not (len(record) == 3 or (len(record) == 4 and record[3] is False)
+                                                or (len(record) == 5 and record[3] is True)):
             return None
         try:
             found = entry.stat(follow_symlinks=False)
@@ -570,6 +587,10 @@ class JsonlStore:
             self._verified.add(session_id)
         if isinstance(record[2], dict):
             self._descriptors[session_id] = record[2]
+        if len(record) == 5:  # verified, with the summary a table of agents needs (see summary)
+            summary = _summary_from_json(header, record[2], record[4])
+            if summary is not None:
+                self._summaries[session_id] = (record[0], summary)
         return header
 
     def _save_index(self) -> None:
@@ -591,10 +612,25 @@ class JsonlStore:
             identity = listing_index.identity(found)
             if verified:
                 logs[session_id] = [identity, header.to_json(), self._descriptors.get(session_id)]
+                summary = self._summary_at_close(session_id, identity)
+                if summary is not None:
+                    logs[session_id] += [True, _summary_to_json(summary)]
             elif identity == peeked:  # the head it was listed from is still this file's
                 logs[session_id] = [identity, header.to_json(), self._descriptors[session_id], False]
         if logs or self._had_index:
             listing_index.save(self._dir_fd, logs)
+
+    def _summary_at_close(self, session_id: str, identity: list[int]) -> LogSummary | None:
+        """The summary of a log as it is on disk now (the writer has stopped), when this store has
+        one: kept by :meth:`summary` for this very file, or from a session still held in memory."""
+        kept = self._summaries.get(session_id)
+        if kept is not None and kept[0] == identity:
+            return kept[1]
+        live = self._live.get(session_id)
+        try:
+            return summarize(live) if live is not None else None
+        except Exception:  # pragma: no cover - the index is a cache: never fail a close for it
+            return None
 
     def descriptor(self, session_id: str) -> dict | None:
         """A child's descriptor without loading its transcript when the store already knows it
