@@ -1,6 +1,6 @@
-"""The JSONL store: sequential delegations per fsync policy, the disk's own fsync rate, and reopening.
+"""The JSONL store: sequential delegations per fsync policy, the disk's own fsync rate, the hand-off, reopening.
 
-Three parts, one run:
+Four parts, one run:
 
 1. ``disk_fsync``: the disk alone — N appends of one 100-byte line, each followed by
    ``fdatasync``, in a file beside the store (what ``fsync="always"`` can at best approach).
@@ -19,7 +19,7 @@ Three parts, one run:
    (its time = memory's + one round trip): the floor of any design that acknowledges a child's turn
    from another thread before its result reaches the parent (issue 18.4's "within 2×").
 4. ``store_reopen``: a store of ``--children`` continuable children holding ``--mb`` MB of logs in
-   total (written directly, one event line ≈ 1 KB), then ``AsyncHub(store=dir)`` + ``list_agents()``:
+   total (written directly: turns of three events whose user message is ≈ 1 KB), then ``AsyncHub(store=dir)`` + ``list_agents()``:
    ``cold`` the first time (no index: each child is listed from its log's head, and up to 8 MB of
    logs are checked in full), ``warm`` after that hub closed and left its listing index (which
    keeps the logs listed from their heads as such: each open checks another 8 MB of them). The
@@ -77,7 +77,7 @@ def create_cost_us(directory: str, n: int = 200) -> float:
 
 
 async def thread_round_trip(n: int) -> dict:
-    """N loop -> thread -> loop round trips through the writer's own hand-off (see the docstring)."""
+    """N loop -> thread -> loop round trips through the writer's own hand-off (see the module docstring)."""
     import threading
     from queue import SimpleQueue
 
