@@ -186,10 +186,6 @@ def _parse_event(line: bytes) -> Event:
     return Event.from_json(data)
 
 
-#: what :func:`_seed_descriptor` answers when the line is not complete in the bytes it was given
-_INCOMPLETE = object()
-
-
 def _summary_to_json(summary: LogSummary) -> list:
     return [summary.turns, summary.input_tokens, summary.output_tokens, summary.last_reason, summary.last_time]
 
@@ -204,6 +200,10 @@ def _summary_from_json(header: SessionHeader, descriptor: Any, data: Any) -> Log
     if not (last is None or type(last) in (int, float)):
         return None
     return LogSummary(header, descriptor if isinstance(descriptor, dict) else None, turns, inp, out, reason, last)
+
+
+#: what :func:`_seed_descriptor` answers when the line is not complete in the bytes it was given
+_INCOMPLETE = object()
 
 
 def _seed_descriptor(rest: bytes, seed_length: int) -> "dict | None | object":
