@@ -813,7 +813,8 @@ def test_the_index_keeps_a_peeked_log_as_peeked_and_a_changed_one_is_read_again(
     _corrupt_line(store_dir, "agent-1", 2)  # changed behind the index
     heads = []
     real_head = JsonlStore._read_head
-    monkeypatch.setattr(JsonlStore, "_read_head", lambda self, name, sid: heads.append(sid) or real_head(self, name, sid))
+    monkeypatch.setattr(JsonlStore, "_read_head",
+                        lambda self, name, sid: heads.append(sid) or real_head(self, name, sid))
     monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 1 << 20)
     with JsonlStore(store_dir) as store:
         assert sorted(heads) == ["agent-1", "root"]  # agent-0 came from the index, unread
