@@ -612,7 +612,10 @@ class JsonlStore:
             identity = listing_index.identity(found)
             if verified:
                 logs[session_id] = [identity, header.to_json(), self._descriptors.get(session_id)]
-                summary = self._summary_at_close(session_id, identity)
+                try:
+                    summary = self._known_summary(session_id, identity)
+                except Exception:  # pragma: no cover - the index is a cache: never fail a close for it
+                    summary = None
                 if summary is not None:
                     logs[session_id] += [True, _summary_to_json(summary)]
             elif identity == peeked:  # the head it was listed from is still this file's
@@ -620,17 +623,16 @@ class JsonlStore:
         if logs or self._had_index:
             listing_index.save(self._dir_fd, logs)
 
-    def _summary_at_close(self, session_id: str, identity: list[int]) -> LogSummary | None:
-        """The summary of a log as it is on disk now (the writer has stopped), when this store has
-        one: kept by :meth:`summary` for this very file, or from a session still held in memory."""
-        kept = self._summaries.get(session_id)
-        if kept is not None and kept[0] == identity:
-            return kept[1]
-        live = self._live.get(session_id)
-        try:
-            return summarize(live) if live is not None else None
-        except Exception:  # pragma: no cover - the index is a cache: never fail a close for it
-            return None
+    def _known_summary(self, session_id: str, identity: list[int] | None) -> LogSummary | None:
+        """A log's summary without reading it: from the session this store holds in memory (current
+        even before the writer has written it), else the one kept for this very file (``identity``:
+        the file's as it is now), else ``None``. Used by :meth:`summary` and at close (the index)."""
+        with self._mutex:
+            live = self._live.get(session_id)
+            kept = self._summaries.get(session_id)
+        if live is not None:
+            return summarize(live)
+        return kept[1] if kept is not None and kept[0] == identity else None
 
     def descriptor(self, session_id: str) -> dict | None:
         """A child's descriptor without loading its transcript when the store already knows it
@@ -763,11 +765,6 @@ class JsonlStore:
         """
         if not _is_safe_id(session_id):
             raise KeyError(session_id)
-        with self._mutex:
-            live = self._live.get(session_id)
-            kept = self._summaries.get(session_id) if live is None else None
-        if live is not None:
-            return summarize(live)
         identity = None
         if not self._closed:  # a closed store has no directory descriptor: open() says what it can
             try:
@@ -775,8 +772,9 @@ class JsonlStore:
                     os.stat(session_id + SUFFIX, dir_fd=self._dir_fd, follow_symlinks=False))
             except OSError:  # gone: open() says so
                 pass
-        if kept is not None and kept[0] == identity:
-            return kept[1]
+        known = self._known_summary(session_id, identity)
+        if known is not None:
+            return known
         summary = summarize(self.open(session_id))  # taken before the read: a later append only re-reads
         if identity is not None:
             with self._mutex:
