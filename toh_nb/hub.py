@@ -22,8 +22,8 @@ from .core.budget import DEFAULT_MAX_STEPS, Limits
 from .core.checks import agent_id_of, check_text, check_timeout, is_int_at_least
 from .core.events import DEFAULT_HISTORY, HubClosed, SubtreeFilter
 from .core.content import USER_SOURCE, text_of, user_message
-from .core.errors import ClosedError, TohError, UsageError
-from .core.ids import IdSource, is_valid_id
+from .core.errors import ClosedError, UsageError
+from .core.ids import IdSource, invalid_id, is_valid_id
 from .core.model import Model
 from .core.runtime import Runtime
 from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number
@@ -62,11 +62,18 @@ def check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any,
     check_text(provider, "provider")
 
 
+def check_root_id(root_id: Any) -> None:
+    """``root_id`` is None or an id of the id grammar: checked before the store is opened, so an id that
+    is a path (``toh-x/../../victim``) never has a store directory made or locked for it."""
+    if root_id is not None and not is_valid_id(root_id):
+        raise UsageError(invalid_id(root_id, "root_id") if isinstance(root_id, str)
+                         else f"root_id must be a string or None, got {type(root_id).__name__}")
+
+
 def stored_root_id(store: Any, root_id: str | None) -> str | None:
     """The root session a hub on ``store`` continues (``root_id``, else the newest stored root), or None
     for a new one. The sync Hub calls it in the caller's thread to read that log off the shared loop."""
-    if root_id is not None and not is_valid_id(root_id):
-        raise UsageError(f"root_id {root_id!r} is not a valid id (letters, digits, '-', '_', '.', ':')")
+    check_root_id(root_id)
     if root_id is not None:
         return root_id if store.exists(root_id) else None
     roots = [h for h in store.headers() if h.origin == ROOT_ORIGIN]
@@ -217,6 +224,7 @@ class AsyncHub:
         if background_mode not in ("one-shot", "continuable"):
             raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
         self._costs = CostBook(prices)  # checked before the store is opened
+        check_root_id(root_id)
         store_options = {"fsync": fsync} if fsync is not None else {}
         self._store = open_store(store, **store_options)
         try:
@@ -391,6 +399,7 @@ class AsyncHub:
         if background:
             job = self._jobs.start("subagent", request.label, self._root,
                                    background_starter(self._service, provider, request), by_user=True)
+            await self._service.child_recorded(job.child_id)  # the job's child is in the log when its id is out
             return AsyncJob(self, job)
         run = await self._service.start(provider, request)
         try:
@@ -547,9 +556,9 @@ class AsyncHub:
         """One row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""
         agent_id = agent_id_of(agent_id)
         agent = self.runtime.agents.get(agent_id)
-        try:
+        try:  # a log that exists but cannot be read raises the store's StoreError, naming what is wrong
             session = agent.session if agent is not None else self._store.open(agent_id)
-        except (KeyError, TohError):
+        except KeyError:
             raise UsageError(f'unknown agent "{agent_id}"') from None
         return transcript_rows(session)
 

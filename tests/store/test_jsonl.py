@@ -229,8 +229,7 @@ def _three_events(store_dir: Path, session_id: str = "agent-1", parent: str | No
         return as_json(session.events)
 
 
-@pytest.mark.parametrize("tail", [b'{"seq":3,"kind":"turn/st', b"\x00\x00\x00\x00", b"garbage\n", b"  ",
-                                  b'{"seq":3,"time":1.0}\n'])
+@pytest.mark.parametrize("tail", [b'{"seq":3,"kind":"turn/st', b"\x00\x00\x00\x00", b"garbage\n", b"  "])
 def test_torn_tail_is_ignored_reported_and_repaired(store_dir, tail):
     expected = _three_events(store_dir)
     path = log_path(store_dir, "agent-1")
@@ -313,7 +312,8 @@ def test_corrupt_middle_line_makes_only_that_session_corrupt(store_dir):
     (b"", "line 1: empty log (no header)"),
     (b'{"seq":0,"kind":"turn/start","time":1.0}\n', 'line 1: first line is not a session header'),
     (b'{"type":"session","id":"agent-7","created":1.0}\n', "line 1: header names session 'agent-7', not the file's 'agent-5'"),
-    (b'{"type":"session","id":"agent-5"}\n', "line 1: invalid header (KeyError: 'created')"),
+    (b'{"type":"session","id":"agent-5"}\n',
+     "line 1: invalid header (header created: expected a number (seconds since the epoch), but it is missing)"),
 ])
 def test_unreadable_header_is_reported_by_id(store_dir, content, problem):
     fine = _three_events(store_dir, "agent-1")
@@ -423,7 +423,7 @@ def test_one_writer_per_directory_and_read_only_alongside(store_dir):
     seen = reader.open("agent-1")
     assert [e.kind for e in seen.events] == [TURN_START]
     with pytest.raises(StoreError, match="is read-only: cannot append to session \"agent-1\""):
-        seen.append(TURN_END, turn=1)
+        seen.append(TURN_END, turn=1, data={"reason": "completed"})
     with pytest.raises(StoreError, match="is read-only"):
         reader.create(header("agent-2"))
     reader.close()
@@ -456,7 +456,7 @@ def test_closing_a_forked_copy_keeps_the_parents_lock(store_dir):
     assert os.waitpid(pid, 0)[1] == 0
     with pytest.raises(StoreError, match="is in use by another hub"):
         JsonlStore(store_dir)
-    store.open("agent-1").append(TURN_END, turn=1)  # the parent still writes
+    store.open("agent-1").append(TURN_END, turn=1, data={"reason": "completed"})  # the parent still writes
     store.close()
     with JsonlStore(store_dir) as again:
         assert [e.kind for e in again.open("agent-1").events] == [TURN_START, TURN_END]
@@ -724,7 +724,7 @@ def _children_with_descriptors(store_dir: Path, count: int) -> None:
         store.create(header("root", 0.5))
         for i in range(count):
             kid = store.create(header(f"agent-{i}", 1.0 + i, "root"), [
-                Event(0, DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "label": f"kid {i}"})])
+                Event(0, DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "provider": "spawn", "label": f"kid {i}"})])
             kid.append(TURN_START, turn=1)
             kid.append(TURN_END, turn=1, data={"reason": "completed"})
 
@@ -830,7 +830,7 @@ def test_a_childs_descriptor_is_found_after_its_seed(store_dir, monkeypatch, see
     with JsonlStore(store_dir) as store:
         store.create(header("root", 0.5))
         store.create(header("agent-1", 1.0, "root", seed_length=len(seed)), seed + [
-            Event(len(seed), DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "label": "forked"})])
+            Event(len(seed), DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "provider": "spawn", "label": "forked"})])
     _drop_index(store_dir)
     monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
     with JsonlStore(store_dir) as store:
@@ -918,10 +918,11 @@ def test_a_descriptor_line_longer_than_the_first_read_is_still_found_and_a_log_w
     with JsonlStore(store_dir) as store:
         store.create(header("root", 0.5))
         store.create(header("agent-1", 1.0, "root"), [
-            Event(0, DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "label": "l" * 6000})])
+            Event(0, DESCRIPTOR, 1.0, None, None, {"version": 2, "mode": "continuable", "provider": "spawn",
+                                                  "label": "l" * 6000})])
         old = store.create(header("agent-2", 2.0, "root"))  # an older version wrote the descriptor later
         old.append(TURN_START, turn=1)
-        old.append(DESCRIPTOR, data={"version": 2, "mode": "one-shot", "label": "old"})
+        old.append(DESCRIPTOR, data={"version": 2, "mode": "one-shot", "provider": "spawn", "label": "old"})
     _drop_index(store_dir)
     monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
     with JsonlStore(store_dir) as store:

@@ -81,8 +81,14 @@ def test_a_hub_opens_a_store_holding_a_fifo_and_skips_its_id(tmp_path):
     assert box == ["agent-6"]
 
 
-@pytest.mark.parametrize("content", [b"{not json\n", b"", b'{"type":"session","id":"agent-7","created":1.0}\n'])
-def test_sequential_ids_skip_a_corrupt_log(tmp_path, content):
+@pytest.mark.parametrize("content, problem", [
+    (b"{not json\n", "line 1: header is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
+                     "(char 1))"),
+    (b"", "line 1: empty log (no header)"),
+    (b'{"type":"session","id":"agent-7","created":1.0}\n', "line 1: header names session 'agent-7', not the file's "
+                                                          "'agent-2'"),
+])
+def test_sequential_ids_skip_a_corrupt_log(tmp_path, content, problem):
     (tmp_path / "agent-2.jsonl").write_bytes(content)
 
     async def main():
@@ -91,7 +97,8 @@ def test_sequential_ids_skip_a_corrupt_log(tmp_path, content):
             await kid.wait()
             return kid.id, str(hub.list_agents())
 
-    assert asyncio.run(main()) == ("agent-3", "agent-3 [ready] \u2014 kid")
+    # a log naming no parent is listed where the root looks, never dropped
+    assert asyncio.run(main()) == ("agent-3", f"agent-3 [ready] \u2014 kid\nagent-2 [diagnostic: corrupt: {problem}]")
 
 
 # -- clean prefixes -------------------------------------------------------------------------------------

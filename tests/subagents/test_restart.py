@@ -90,9 +90,12 @@ def test_corrupt_child_log_lists_as_a_diagnostic(tmp_path):
         lines[2] = "{not json"
         path.write_text("\n".join(lines) + "\n")
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
-            assert str(hub.list_agents()) == f"{kid.id} [diagnostic: corrupt]\n{kid2.id} [ready] \u2014 kid2"
+            problem = "line 3: JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+            assert str(hub.list_agents()) == (f"{kid.id} [diagnostic: corrupt: {problem}]\n"
+                                              f"{kid2.id} [ready] \u2014 kid2")
             result = await hub.call_tool("send_message", subagent_id=kid.id, message="x")
-            assert result.text == f'Error: subagent "{kid.id}" is unavailable'
+            assert result.text == (f'Error: subagent "{kid.id}" is unavailable: session log "{kid.id}" is corrupt: '
+                                   f"{problem}")
 
     asyncio.run(main())
 
@@ -119,8 +122,10 @@ def test_a_large_store_without_an_index_lists_from_log_heads_and_finds_corruptio
             assert str(hub.list_agents()) == "\n".join(rows)
             assert parsed == []  # listed from each log's head
             result = await hub.call_tool("send_message", subagent_id=kids[1].id, message="x")
-            assert result.text == f'Error: subagent "{kids[1].id}" is unavailable'
-            rows[1] = f"{kids[1].id} [diagnostic: corrupt]"
+            problem = "line 3: JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+            assert result.text == (f'Error: subagent "{kids[1].id}" is unavailable: session log "{kids[1].id}" is '
+                                   f"corrupt: {problem}")
+            rows[1] = f"{kids[1].id} [diagnostic: corrupt: {problem}]"
             assert str(hub.list_agents()) == "\n".join(rows)
 
     asyncio.run(main())

@@ -385,12 +385,8 @@ class Agent:
         """Wait until the store has recorded the turn before its outcome reaches anyone (a JSONL
         store writes on its own thread; see toh_nb.store.jsonl). A failed write ends the turn
         ``error`` with the store's message (file and OS error) as its diagnostic."""
-        acknowledged = getattr(self.runtime.store, "acknowledged", None)
-        pending = acknowledged(self.session) if acknowledged is not None else None
-        if pending is None:
-            return reason, error
         try:
-            await pending
+            await self.runtime.recorded(self.session)
         except StoreError as failure:
             reason, error = "error", str(failure)
             end.data = {"reason": reason, "error": error}  # still unwritten: written so on recovery

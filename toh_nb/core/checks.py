@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from .errors import UsageError
+from .ids import invalid_id, is_valid_id
 
 
 def is_int_at_least(value: object, minimum: int) -> bool:
@@ -32,14 +33,19 @@ def check_text(value: Any, name: str) -> str:
 
 
 def agent_id_of(value: Any, name: str = "agent_id") -> str:
-    """An agent id from an id string or a Child/Job handle (a job means the child doing its work)."""
+    """An agent id from an id string or a Child/Job handle (a job means the child doing its work).
+
+    An id that matches no id grammar (:func:`toh_nb.core.ids.is_valid_id`: a path such as
+    ``x/../../victim``) is refused here, before anything looks it up in a store."""
     if isinstance(value, str):
         check_text(value, name)
-        return value
-    child_id = getattr(value, "child_id", None)
-    if isinstance(child_id, str):
-        return child_id
-    agent_id = getattr(value, "id", None)
-    if isinstance(agent_id, str):
-        return agent_id
-    raise UsageError(f"{name} must be a string or a Child/Job handle, got {type(value).__name__}")
+        agent_id = value
+    else:
+        agent_id = getattr(value, "child_id", None)
+        if not isinstance(agent_id, str):
+            agent_id = getattr(value, "id", None)
+        if not isinstance(agent_id, str):
+            raise UsageError(f"{name} must be a string or a Child/Job handle, got {type(value).__name__}")
+    if not is_valid_id(agent_id):
+        raise UsageError(invalid_id(agent_id, name))
+    return agent_id

@@ -23,6 +23,15 @@ def is_valid_id(value: object) -> bool:
     return isinstance(value, str) and bool(ID_PATTERN.fullmatch(value)) and ".." not in value
 
 
+#: what an id may be, as the errors that refuse one say it
+ID_GRAMMAR = "letters, digits, '-', '_', '.', ':' (no '..'), starting with a letter or digit, at most 128 characters"
+
+
+def invalid_id(value: str, name: str) -> str:
+    """The one text refusing an id from outside that can name no agent (a path such as ``a/../b``)."""
+    return f"{name} {value!r} is not a valid id ({ID_GRAMMAR})"
+
+
 class IdSource:
     """Mints ids of every kind for one runtime."""
 

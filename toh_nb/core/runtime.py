@@ -71,6 +71,21 @@ class Runtime:
         if self._closed:
             self._gc_hold()  # once: a finalizer runs at most one time
 
+    # -- durability ----------------------------------------------------------------------------
+
+    async def recorded(self, session: Session) -> None:
+        """Return once the store has recorded every event queued so far for ``session`` (the JSONL
+        store: written, and fsynced under ``fsync="always"``); ``StoreError`` when it could not.
+
+        What every call that hands out an id or a result awaits before it returns (a turn's end, a
+        continuable child's start, a job's start, a cold resume): after a crash that follows the
+        return, what it acknowledged is in the log. One acknowledgement of the store's writer: the
+        writer's round trip, nothing when the store records at once (memory)."""
+        acknowledged = getattr(self.store, "acknowledged", None)
+        pending = acknowledged(session) if acknowledged is not None else None
+        if pending is not None:
+            await pending
+
     # -- composition ---------------------------------------------------------------------------
 
     def compose(self, tool_filter: dict | None = None, extra_tools: Iterable[Tool] = (),

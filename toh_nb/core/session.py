@@ -21,17 +21,14 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .content import Message, message_from_json, message_to_json
+from .records import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
+                      check_event, check_header)
 from .states import TurnEnd
 
 TURN_END_REASONS = tuple(TurnEnd)
-
-TURN_START = "turn/start"
-TURN_END = "turn/end"
-USER_MESSAGE = "user/message"
-ASSISTANT_MESSAGE = "assistant/message"
-TOOL_CALL = "tool/call"
-TOOL_RESULT = "tool/result"
-DESCRIPTOR = "subagent/descriptor"
+__all__ = ["TURN_START", "TURN_END", "USER_MESSAGE", "ASSISTANT_MESSAGE", "TOOL_CALL", "TOOL_RESULT", "DESCRIPTOR",
+           "TURN_END_REASONS", "SharedData", "turn_end_data", "Event", "SessionHeader", "Session", "LogSummary",
+           "summarize", "conversation_of", "last_turn_number"]
 
 
 class SharedData(dict):
@@ -127,8 +124,11 @@ class Event:
 
     @classmethod
     def from_json(cls, data: dict) -> "Event":
+        """An event from its stored line (already decoded); :class:`~toh_nb.core.records.RecordError`
+        (a ``ValueError``) naming the field when the line has the wrong shape."""
+        check_event(data)
         message = data.get("message")
-        return cls(int(data["seq"]), str(data["kind"]), float(data["time"]), data.get("turn"),
+        return cls(data["seq"], data["kind"], float(data["time"]), data.get("turn"),
                    message_from_json(message) if message is not None else None, data.get("data"))
 
     def __repr__(self) -> str:
@@ -174,7 +174,10 @@ class SessionHeader:
         return out
 
     @classmethod
-    def from_json(cls, data: dict) -> "SessionHeader":
+    def from_json(cls, data: dict, session_id: str | None = None) -> "SessionHeader":
+        """A header from its stored line (of the log named ``session_id``, when given);
+        :class:`~toh_nb.core.records.RecordError` (a ``ValueError``) naming the field when it has the wrong shape."""
+        check_header(data, session_id)
         return cls(id=data["id"], created=float(data["created"]), parent_session=data.get("parent_session"),
                    origin=data.get("origin"), delegation_depth=int(data.get("delegation_depth", 0)),
                    seed_length=int(data.get("seed_length", 0)), version=int(data.get("version", 1)))

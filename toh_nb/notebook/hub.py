@@ -43,7 +43,8 @@ from ..core.model import Model
 from ..core.tools import ToolResult
 from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
 from ..core.checks import agent_id_of, check_text, check_timeout
-from ..hub import AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, check_start_options, stored_root_id
+from ..hub import (AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, check_root_id, check_start_options,
+                  stored_root_id)
 from ..results import AgentListing, RunResult
 from ..store import open_store
 from ..store.base import SessionStore
@@ -196,6 +197,7 @@ class Hub:
         if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
             raise UsageError(f"tools must be a list of functions or tn.Tool objects, got {type(tools).__name__}")
         self._loop_mode = loop
+        check_root_id(root_id)  # before any store is touched (or a previous hub closed for it)
         store_key = _store_key(store)
         _take_over(store_key, store)
         # the store opens here, in the caller's thread: its directory scan (a slow or network disk) must

@@ -99,6 +99,7 @@ from typing import Any, Iterable
 from ..core.checks import is_int_at_least
 from ..core.errors import StoreError, UsageError
 from ..core.ids import is_valid_id
+from ..core.records import RecordError, check_descriptor
 from ..core.session import DESCRIPTOR, Event, LogSummary, Session, SessionHeader, summarize
 from . import index as listing_index
 from .writer import TMP_PREFIX as _TMP_PREFIX
@@ -166,24 +167,37 @@ def _parse_header(line: bytes, session_id: str) -> tuple[SessionHeader | None, s
         data = json.loads(line)
     except (ValueError, UnicodeDecodeError) as error:
         return None, f"header is not JSON ({error})"
-    if not isinstance(data, dict) or data.get("type") != "session":
-        return None, 'first line is not a session header (no "type": "session")'
     try:
-        header = SessionHeader.from_json(data)
-    except (KeyError, TypeError, ValueError) as error:
-        return None, f"invalid header ({type(error).__name__}: {error})"
-    if header.id != session_id:
-        return None, f"header names session {header.id!r}, not the file's {session_id!r}"
-    if header.parent_session is not None and not isinstance(header.parent_session, str):
-        return None, "invalid header (parent_session is not a string)"
-    return header, None
+        return SessionHeader.from_json(data, session_id), None
+    except RecordError as error:
+        reason = str(error)
+        return None, reason if reason.startswith(("first line", "header names")) else f"invalid header ({reason})"
+
+
+def _claimed_parent(line: bytes) -> "str | None | object":
+    """The parent a log whose header is unreadable says it has, so the listing of that parent can show it as
+    ``[diagnostic: corrupt: …]``: its ``parent_session`` when that is a session id, ``None`` when the line
+    claims no parent and is not a root's, :data:`_ROOT_LOG` for a root's (never a child of anyone)."""
+    try:
+        data = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if type(data) is not dict:
+        return None
+    parent = data.get("parent_session")
+    if is_valid_id(parent):
+        return parent
+    return _ROOT_LOG if data.get("origin") == "root" else None
+
+
+#: what :func:`_claimed_parent` answers for a root's log: it belongs to no listing
+_ROOT_LOG = object()
 
 
 def _parse_event(line: bytes) -> Event:
-    data = json.loads(line)
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    return Event.from_json(data)
+    """One event line; ``ValueError``/``UnicodeDecodeError`` when it is not JSON, :class:`RecordError`
+    (a ``ValueError`` too) when it is JSON of the wrong shape (see :mod:`toh_nb.core.records`)."""
+    return Event.from_json(json.loads(line))
 
 
 def _summary_to_json(summary: LogSummary) -> list:
@@ -206,23 +220,24 @@ def _summary_from_json(header: SessionHeader, descriptor: Any, data: Any) -> Log
 _INCOMPLETE = object()
 
 
-def _seed_descriptor(rest: bytes, seed_length: int) -> "dict | None | object":
+def _seed_descriptor(rest: bytes, seed_length: int) -> "dict | None | object | RecordError":
     """The descriptor a child's log holds right after its header and seed (``rest``: the bytes after
     the header line); ``None`` when that line is not a descriptor; ``_INCOMPLETE`` when ``rest``
-    ends before that line does."""
+    ends before that line does; a :class:`RecordError` naming the line when a line up to it has the
+    wrong shape (certain corruption: no crash writes a complete line of the wrong shape)."""
     start = 0
-    for _ in range(seed_length):
-        start = rest.find(b"\n", start) + 1
-        if start == 0:
+    for number in range(seed_length + 1):
+        end = rest.find(b"\n", start)
+        if end < 0:
             return _INCOMPLETE
-    end = rest.find(b"\n", start)
-    if end < 0:
-        return _INCOMPLETE
-    try:
-        event = _parse_event(rest[start:end])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-        return None  # a full read says what is wrong, and where
-    if event.kind != DESCRIPTOR or not isinstance(event.data, dict):
+        try:
+            event = _parse_event(rest[start:end])
+        except RecordError as error:
+            return RecordError(f"line {number + 2}: {error}")
+        except (ValueError, UnicodeDecodeError):
+            return None  # not JSON: a full read says what is wrong, and where
+        start = end + 1
+    if event.kind != DESCRIPTOR:
         return None
     return event.data
 
@@ -277,20 +292,27 @@ def _parse_log(data: bytes, session_id: str) -> _Parsed:
             continue  # a blank line carries nothing; tolerated anywhere
         try:
             event = _parse_event(line)
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
+        except RecordError as error:  # complete JSON of the wrong shape: never what a crash leaves
+            return _corrupt(out, f"line {index + 1}: {error}")
+        except (ValueError, UnicodeDecodeError) as error:
             if index == last:
                 out.diagnostic = TORN_TAIL
                 out.problem = f"line {index + 1}: torn or corrupt last line ignored ({type(error).__name__}: {error})"
                 out.repair = ("truncate", s)
                 break
-            out.diagnostic = CORRUPT
-            out.problem = f"line {index + 1}: {type(error).__name__}: {error}"
-            out.events = []
-            return out
+            return _corrupt(out, f"line {index + 1}: {type(error).__name__}: {error}")
+        if events and event.seq <= events[-1].seq:  # two writers, or lines out of order: never a crash
+            return _corrupt(out, f"line {index + 1}: seq {event.seq} does not follow seq {events[-1].seq} "
+                                 "(seq must increase line by line)")
         events.append(event)
     if out.repair is None and not terminated:
         # The last line is complete JSON whose newline never made it: keep it, terminate it first.
         out.repair = ("newline",)
+    return out
+
+
+def _corrupt(out: _Parsed, problem: str) -> _Parsed:
+    out.diagnostic, out.problem, out.events, out.repair = CORRUPT, problem, [], None
     return out
 
 
@@ -384,6 +406,7 @@ class JsonlStore:
         self._closed = False
         self._pid = os.getpid()  # a forked child must not unlock its parent's flock
         self._lock_fd: int | None = None
+        self._dir_locked = False  # flock held on _dir_fd (see _take_lock)
         self._dir_fd: int | None = None
         self._writer: LogWriter | None = None
         #: after close: ids of sessions whose last events could not be written (never acknowledged)
@@ -394,6 +417,9 @@ class JsonlStore:
         self._keys: dict[str, tuple] = {}  # id -> creation-order key
         self._children: dict[str | None, list[str]] = {}
         self._bad_headers: dict[str, str] = {}  # id -> problem (header unreadable)
+        #: id -> the parent an unreadable header still names (None: none; _ROOT_LOG: a root's log)
+        self._bad_parents: dict[str, "str | None | object"] = {}
+        self._bad_by_parent: dict[str | None, list[str]] = {}  # the same, by parent (None: unknown)
         self._diag: dict[str, tuple[str, str]] = {}  # id -> (diagnostic, problem)
         self._verified: set[str] = set()  # fully read (or written) by this store
         #: id -> file identity (index.identity) of child logs whose descriptor was read from their
@@ -409,14 +435,21 @@ class JsonlStore:
 
         if self.read_only:
             if not os.path.isdir(self.directory):
+                if os.path.lexists(self.directory):
+                    raise StoreError(f"store path {self.directory} is not a directory")
                 raise StoreError(f"store directory {self.directory} does not exist (read-only store)")
         else:
             try:
                 os.makedirs(self.directory, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):  # a file where the directory (or a parent) should be
+                raise StoreError(f"store path {self.directory} is not a directory"
+                                 + ("" if os.path.lexists(self.directory) else " (a parent of it is a file)")) from None
             except OSError as error:
                 raise StoreError(f"cannot create store directory {self.directory}: {error}") from error
         try:
             self._dir_fd = os.open(self.directory, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        except NotADirectoryError:  # replaced by a file since
+            raise StoreError(f"store path {self.directory} is not a directory") from None
         except OSError as error:
             raise StoreError(f"cannot open store directory {self.directory}: {error}") from error
         try:
@@ -433,55 +466,97 @@ class JsonlStore:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _take_lock(self) -> None:
+        """Become the one writing store of the directory, or raise ``StoreError`` naming the holder.
+
+        The exclusion is ``flock`` on the store directory's own descriptor (the one every file of the
+        store is opened through), held for the store's life: nothing in the directory can be deleted
+        to break it (``.lock`` removed by a ``git clean`` or ``rm -rf runs/.*`` used to let a second
+        writer in). ``.lock`` still holds the writer's pid, for the refusal's message, and is locked
+        too, as older versions of this store lock only it. Where a directory cannot be locked (a
+        network file system that refuses ``flock`` on it) ``.lock`` alone excludes, as before.
+        """
+        if fcntl is None:  # pragma: no cover
+            return
+        directory_locked = True
+        try:
+            fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                directory_locked = False  # e.g. EBADF/ENOLCK/EOPNOTSUPP: this file system cannot
+            else:
+                self._refuse_second_writer(self._read_holder())
         try:
             fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o644, dir_fd=self._dir_fd)
         except OSError as error:
+            self._unlock_directory(directory_locked)
             raise StoreError(f"cannot create lock file {os.path.join(self.directory, LOCK_NAME)}: {error}") from error
-        if fcntl is None:  # pragma: no cover
-            self._lock_fd = fd
-            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
-            try:
-                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-            except OSError:
-                holder = "unknown"
+            holder = self._read_holder(fd)
             os.close(fd)
+            self._unlock_directory(directory_locked)
             if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise StoreError(f"cannot lock store directory {self.directory}: {error}") from error
-            remedy = "close the other hub"
-            if holder == str(os.getpid()):
-                holder += ", this process"
-                # the usual way here: re-running a notebook cell `hub = tn.Hub(store=...)` while the
-                # previous hub, still assigned to `hub`, holds the directory
-                remedy = ("close the other hub first (hub.close(); in a notebook, re-running "
-                          "`hub = tn.Hub(store=...)` needs the previous hub closed, which "
-                          "`with tn.Hub(store=...) as hub:` does for you)")
-            raise StoreError(
-                f"store directory {self.directory} is in use by another hub (pid {holder}); open it "
-                f"read-only with JsonlStore({self.directory!r}, read_only=True) or {remedy}"
-            ) from None
+            self._refuse_second_writer(holder)
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         except OSError:
             pass  # the pid is informational; the flock is what counts
         self._lock_fd = fd
+        self._dir_locked = directory_locked
+
+    def _unlock_directory(self, locked: bool) -> None:
+        if locked and fcntl is not None:
+            fcntl.flock(self._dir_fd, fcntl.LOCK_UN)
+
+    def _read_holder(self, fd: int | None = None) -> str:
+        """The pid the writing store left in ``.lock`` (``"unknown"`` when there is none to read)."""
+        try:
+            if fd is None:
+                fd = os.open(LOCK_NAME, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK, dir_fd=self._dir_fd)
+                try:
+                    return os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+                finally:
+                    os.close(fd)
+            return os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+        except OSError:
+            return "unknown"
+
+    def _refuse_second_writer(self, holder: str) -> None:
+        remedy = "close the other hub"
+        if holder == str(os.getpid()):
+            holder += ", this process"
+            # the usual way here: re-running a notebook cell `hub = tn.Hub(store=...)` while the
+            # previous hub, still assigned to `hub`, holds the directory
+            remedy = ("close the other hub first (hub.close(); in a notebook, re-running "
+                      "`hub = tn.Hub(store=...)` needs the previous hub closed, which "
+                      "`with tn.Hub(store=...) as hub:` does for you)")
+        raise StoreError(
+            f"store directory {self.directory} is in use by another hub (pid {holder}); open it "
+            f"read-only with JsonlStore({self.directory!r}, read_only=True) or {remedy}"
+        ) from None
 
     def _release_descriptors(self) -> None:
+        # LOCK_UN acts on the open file description, which a forked child shares with us: only the
+        # process that took the locks releases them (closing a copy never does)
+        owner = fcntl is not None and os.getpid() == self._pid
         if self._lock_fd is not None:
             try:
-                # LOCK_UN acts on the open file description, which a forked child shares with us:
-                # only the process that took the lock releases it (closing a copy never does)
-                if fcntl is not None and os.getpid() == self._pid:
+                if owner:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             finally:
                 os.close(self._lock_fd)
                 self._lock_fd = None
         if self._dir_fd is not None:
-            os.close(self._dir_fd)
-            self._dir_fd = None
+            try:
+                if owner and self._dir_locked:
+                    fcntl.flock(self._dir_fd, fcntl.LOCK_UN)
+            finally:
+                self._dir_locked = False
+                os.close(self._dir_fd)
+                self._dir_fd = None
 
     def close(self) -> None:
         """Write everything queued (one last retry of anything a failure left unwritten), sync it
@@ -547,6 +622,8 @@ class JsonlStore:
                     self._bad_headers[session_id] = reason
                     unreadable = reason.startswith(_CANNOT_READ)
                     self._diag[session_id] = (UNREADABLE, reason) if unreadable else (CORRUPT, f"line 1: {reason}")
+                    if not unreadable:  # a log, of no known parent unless its line said one
+                        self._bad_parents.setdefault(session_id, None)
                     continue
                 headers[session_id] = header
                 self._keys[session_id] = _order_key(header)
@@ -559,6 +636,10 @@ class JsonlStore:
                     pass
         for ids in children.values():
             ids.sort(key=self._keys.__getitem__)
+        for session_id in self._bad_parents:  # logs read whose header is wrong: see corrupt_children_of
+            claim = self._bad_parents[session_id]
+            if claim is not _ROOT_LOG:
+                self._bad_by_parent.setdefault(claim, []).append(session_id)
 
     def _from_index(self, entry: os.DirEntry, record: list | None) -> SessionHeader | None:
         """The header of a log the index vouches for (unchanged since a store verified it, or since a
@@ -572,12 +653,12 @@ class JsonlStore:
             return None
         if not stat.S_ISREG(found.st_mode) or listing_index.identity(found) != record[0]:
             return None
-        try:
-            header = SessionHeader.from_json(record[1])
-        except (KeyError, TypeError, ValueError):
-            return None
         session_id = entry.name[: -len(SUFFIX)]
-        if header.id != session_id:
+        try:  # the index is data from outside too: the same checks as a log's own lines
+            header = SessionHeader.from_json(record[1], session_id)
+            if record[2] is not None:
+                check_descriptor(record[2])
+        except ValueError:
             return None
         if len(record) == 4:  # peeked: its descriptor is known, its transcript never checked
             if not isinstance(record[2], dict):
@@ -669,8 +750,11 @@ class JsonlStore:
             if not line:
                 return None, "empty log (no header)"
             header, reason = _parse_header(line, session_id)
-            if header is None or header.origin != "subagent" or newline < 0:
-                return header, reason or ""
+            if header is None:
+                self._bad_parents[session_id] = _claimed_parent(line)
+                return None, reason or ""
+            if header.origin != "subagent" or newline < 0:
+                return header, ""
             rest = data[newline + 1:]
             descriptor = _seed_descriptor(rest, header.seed_length)
             while descriptor is _INCOMPLETE and len(data) < _PEEK_LIMIT:  # a long seed (or a long line)
@@ -683,6 +767,8 @@ class JsonlStore:
             if isinstance(descriptor, dict):
                 self._descriptors[session_id] = descriptor
                 self._peeked[session_id] = listing_index.identity(os.fstat(fd))
+            elif isinstance(descriptor, RecordError):  # listed by its header, as corrupt (what and where)
+                self._diag[session_id] = (CORRUPT, str(descriptor))
             return header, ""
         except OSError as error:
             return None, f"{_CANNOT_READ} ({error.strerror})"
@@ -789,6 +875,21 @@ class JsonlStore:
         """Headers of the logs whose ``parent_session`` is ``parent_id``, in creation order."""
         with self._mutex:
             return [self._headers[i] for i in self._children.get(parent_id, ())]
+
+    def corrupt_children_of(self, parent_id: str) -> list[str]:
+        """Ids of logs whose header is unreadable that the listing of ``parent_id`` shows as corrupt, sorted:
+        those whose damaged header still names ``parent_id`` as its parent and, when ``parent_id`` is a
+        root's log, those that name no parent at all (an empty file, a line that is not a header): a
+        child that cannot be read is reported where its owner looks, never silently dropped."""
+        if not self._bad_headers:
+            return []
+        with self._mutex:
+            by_parent = self._bad_by_parent
+            found = list(by_parent.get(parent_id, ()))
+            parent_header = self._headers.get(parent_id)
+            if parent_header is not None and parent_header.origin == "root":
+                found.extend(by_parent.get(None, ()))
+            return sorted(found)
 
     def headers(self) -> list[SessionHeader]:
         """Every parsed header, in creation order (logs with an unreadable header: :meth:`corrupt_ids`)."""

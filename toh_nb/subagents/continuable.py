@@ -84,6 +84,9 @@ class ContinuableChildren(Settlement):
         child = self._materialize(session, record, parent, depth, options, plan)
         act = self._activate(child, parent, provider.name, wake_parent=not request.by_user, close=plan.close)
         message_id = self._submit(act, request.prompt, USER_SOURCE)
+        # the id handed out names a child that survives a crash from now on: its header and descriptor
+        # are in the log (written; fsynced under "always"). The child's first turn already runs meanwhile.
+        await runtime.recorded(session)
         return child_id, message_id
 
     def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
@@ -130,7 +133,9 @@ class ContinuableChildren(Settlement):
                 session = await asyncio.to_thread(store.open, child_id)
             else:
                 session = store.open(child_id)
-        except (KeyError, StoreError, OSError, ValueError):
+        except StoreError as error:  # the log exists and cannot be read: say what is wrong with it
+            raise SubagentError(texts.unavailable_because(child_id, str(error)), "NOT_RESUMABLE") from None
+        except (KeyError, OSError, ValueError):
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
         if child_id in self.activations or self.draining or not runtime.is_live(parent):
             return await self.followup(parent, child_id, content, source)  # the world moved during the read
@@ -156,6 +161,7 @@ class ContinuableChildren(Settlement):
         if resume_now is None and (child_id in runtime.agents or not runtime.is_live(parent) or self.draining):
             await self._close_plan(plan)  # the world moved while the provider reconnected: start over
             return await self.followup(parent, child_id, content, source)
+        logged = len(session.events)
         repair_tail(session)
         try:
             child = self._materialize(session, record, parent, header.delegation_depth, options, plan)
@@ -166,7 +172,10 @@ class ContinuableChildren(Settlement):
             await self._close_plan(plan)
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
         act = self._activate(child, parent, record["provider"], wake_parent=source.kind != "user", close=plan.close)
-        return self._submit(act, content, source)
+        message_id = self._submit(act, content, source)
+        if len(session.events) > logged:  # what the resume wrote (a crashed turn's closing records)
+            await runtime.recorded(session)
+        return message_id
 
     # -- interrupt and kill ----------------------------------------------------------------------------
 

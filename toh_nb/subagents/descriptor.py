@@ -8,22 +8,19 @@ Version 2, exactly as the reference defines it::
 
 Deliberately not stored: the depth (the session header is authoritative, so a resumed child cannot
 reset its budget) and ``max_tokens`` (a per-activation budget). Parsing is strict: unknown keys, wrong
-types or an unknown mode make the descriptor unreadable (a ``corrupt`` listing entry).
+types, an unknown mode or a descriptor that is not an object make the descriptor unreadable (a
+``corrupt: …`` listing entry naming what is wrong).
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
+from ..core.records import DESCRIPTOR_VERSION as VERSION
+from ..core.records import DescriptorError, check_descriptor
 from ..core.session import DESCRIPTOR, Event
 
-VERSION = 2
-_ONE_SHOT_KEYS = {"version", "mode", "provider", "label"}
-_CONTINUABLE_KEYS = _ONE_SHOT_KEYS | {"agentProvider", "agentModel", "persona", "toolFilter"}
-
-
-class DescriptorError(ValueError):
-    """A descriptor of the current version whose payload is malformed."""
+__all__ = ["VERSION", "DescriptorError", "one_shot", "continuable", "parse", "first_in", "identity"]
 
 
 def one_shot(provider: str, label: str | None) -> dict:
@@ -48,29 +45,9 @@ def continuable(provider: str, label: str, *, agent_provider: str | None = None,
 
 
 def parse(data: object) -> dict | None:
-    """A validated descriptor, ``None`` for another version (cannot classify), or DescriptorError."""
-    if not isinstance(data, dict) or data.get("version") != VERSION:
-        return None
-    mode = data.get("mode")
-    allowed = _CONTINUABLE_KEYS if mode == "continuable" else _ONE_SHOT_KEYS if mode == "one-shot" else None
-    if allowed is None:
-        raise DescriptorError(f"persisted subagent descriptor mode must be one-shot or continuable, got {mode!r}")
-    for key in data:
-        if key not in allowed:
-            raise DescriptorError(f'persisted subagent descriptor has unknown field "{key}"')
-    if not isinstance(data.get("provider"), str):
-        raise DescriptorError("persisted subagent descriptor provider must be a string")
-    for key in ("label", "agentProvider", "agentModel", "persona"):
-        if key in data and not isinstance(data[key], str):
-            raise DescriptorError(f"persisted subagent descriptor {key} must be a string")
-    if mode == "continuable" and "label" not in data:
-        raise DescriptorError("persisted subagent descriptor label must be a string")
-    if "toolFilter" in data:
-        flt = data["toolFilter"]
-        if not isinstance(flt, dict) or not flt or set(flt) - {"allow", "deny"} or not all(
-                isinstance(v, list) and all(isinstance(n, str) for n in v) for v in flt.values()):
-            raise DescriptorError("persisted subagent descriptor toolFilter must be {allow?: [str], deny?: [str]}")
-    return data
+    """A validated descriptor, ``None`` for none or another version (cannot classify), or DescriptorError
+    (the shape is checked where every stored record's is: :func:`toh_nb.core.records.check_descriptor`)."""
+    return None if data is None else check_descriptor(data)
 
 
 def first_in(events: Iterable[Event]) -> dict | None:

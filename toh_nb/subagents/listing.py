@@ -65,14 +65,20 @@ def entry(store: Any, status: Callable[[str], str], header: SessionHeader, desce
     # a store that can list a large unindexed store without parsing every transcript does
     problem = getattr(store, "listing_diagnostic", store.diagnostic)(header.id)
     if problem == "corrupt":
-        return ListEntry("diagnostic", header.id, reason="corrupt", parent=header.parent_session, depth=depth,
-                         descendants_form=descendants)
+        return ListEntry("diagnostic", header.id, reason=corrupt_reason(store, header.id),
+                         parent=header.parent_session, depth=depth, descendants_form=descendants)
     try:
         # a store that can answer without loading the transcript does (a 10,000-child listing)
         descriptor_of = getattr(store, "descriptor", None)
         descriptor = descriptor_of(header.id) if descriptor_of is not None else store.open(header.id).descriptor
-        record = descriptors.identity(descriptor)
+        record = descriptors.parse(descriptor)
+    except descriptors.DescriptorError as error:  # read, and of the wrong shape: say what is wrong
+        return ListEntry("diagnostic", header.id, reason=f"{CORRUPT}: descriptor: {error}",
+                         parent=header.parent_session, depth=depth, descendants_form=descendants)
     except (KeyError, StoreError, OSError, ValueError):
+        if getattr(store, "listing_diagnostic", store.diagnostic)(header.id) == "corrupt":  # found while reading
+            return ListEntry("diagnostic", header.id, reason=corrupt_reason(store, header.id),
+                             parent=header.parent_session, depth=depth, descendants_form=descendants)
         return ListEntry("diagnostic", header.id, reason="unavailable", parent=header.parent_session,
                          depth=depth, descendants_form=descendants)
     if record is None:
@@ -91,6 +97,31 @@ def entry(store: Any, status: Callable[[str], str], header: SessionHeader, desce
                      parent=header.parent_session, depth=depth, descendants_form=descendants)
 
 
+CORRUPT = "corrupt"
+
+
+def corrupt_reason(store: Any, child_id: str) -> str:
+    """``corrupt: <what>`` (the store's problem: which line, which field), or ``corrupt`` from a store
+    that cannot say."""
+    problem_of = getattr(store, "problem", None)
+    problem = problem_of(child_id) if problem_of is not None else None
+    return f"{CORRUPT}: {problem}" if problem else CORRUPT
+
+
+def unreadable_rows(store: Any, parent_id: str, descendants: bool, depth: int) -> list[ListEntry]:
+    """Rows for the logs under ``parent_id`` whose header cannot be read (a store that can tell: see
+    ``JsonlStore.corrupt_children_of``): listed as diagnostics, never dropped."""
+    corrupt_children_of = getattr(store, "corrupt_children_of", None)
+    if corrupt_children_of is None:
+        return []
+    rows = []
+    for child_id in corrupt_children_of(parent_id):
+        reason = corrupt_reason(store, child_id) if store.diagnostic(child_id) == CORRUPT else "unavailable"
+        rows.append(ListEntry("diagnostic", child_id, reason=reason, parent=parent_id, depth=depth,
+                              descendants_form=descendants))
+    return rows
+
+
 def children_headers(store: Any, parent_id: str) -> list[SessionHeader]:
     """The subagent children of ``parent_id`` in creation order (ties by id)."""
     headers = [h for h in store.children_of(parent_id) if h.origin == "subagent"]
@@ -106,19 +137,27 @@ def list_children(store: Any, status: Callable[[str], str], parent_id: str,
         row = entry(store, status, header, False, 1, resume_problem)
         if row is not None:
             out.append(row)
+    out.extend(unreadable_rows(store, parent_id, False, 1))
     return out
 
 
 def list_descendants(store: Any, status: Callable[[str], str], root_id: str,
                      resume_problem: ResumeProblem | None = None) -> AgentList:
-    """Every continuable descendant of ``root_id``, depth first in creation order."""
+    """Every continuable descendant of ``root_id``, depth first in creation order (the unreadable logs
+    under each parent after its readable children's subtrees)."""
     out = AgentList()
-    stack: list[tuple[SessionHeader, int]] = [(h, 1) for h in reversed(children_headers(store, root_id))]
+    # entries: a header to list (and descend into), or a parent id whose unreadable logs come next
+    stack: list[tuple[Any, int]] = [(root_id, 1)]
+    stack.extend((h, 1) for h in reversed(children_headers(store, root_id)))
     while stack:
-        header, depth = stack.pop()
-        row = entry(store, status, header, True, depth, resume_problem)
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            out.extend(unreadable_rows(store, item, True, depth))
+            continue
+        row = entry(store, status, item, True, depth, resume_problem)
         if row is not None:
             out.append(row)
-        for child in reversed(children_headers(store, header.id)):
+        stack.append((item.id, depth + 1))
+        for child in reversed(children_headers(store, item.id)):
             stack.append((child, depth + 1))
     return out

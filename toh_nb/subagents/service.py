@@ -137,6 +137,14 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
 
     # -- listing ---------------------------------------------------------------------------------
 
+    async def child_recorded(self, child_id: str | None) -> None:
+        """Return once a live child's log holds what is queued for it so far (its header and descriptor
+        right after a start): a background job's start awaits it before the job id is handed out. A
+        child not created yet (a provider that plans asynchronously) has nothing recorded to wait for."""
+        agent = self.runtime.agents.get(child_id) if child_id is not None else None
+        if agent is not None:
+            await self.runtime.recorded(agent.session)
+
     def status_of(self, child_id: str) -> str:
         return listing.status_of(self.runtime.agents, child_id)
 

@@ -238,6 +238,11 @@ def unavailable(child_id: str) -> str:
     return f'subagent "{child_id}" is unavailable'
 
 
+def unavailable_because(child_id: str, why: str) -> str:
+    """:func:`unavailable`, naming why when the child's log exists but cannot be read (corrupt, unreadable)."""
+    return f"{unavailable(child_id)}: {why}"
+
+
 def not_resumable(child_id: str) -> str:
     return (f'subagent "{child_id}" has no supported continuation state and cannot be resumed; do not retry '
             "send_message with this id")

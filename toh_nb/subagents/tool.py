@@ -143,6 +143,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
                 raise ToolFailure("background jobs unavailable: no job registry serves this agent")
             job = jobs.start("subagent", args.description, parent, background_starter(service, provider, request),
                              by_user=ctx.by_user)
+            await service.child_recorded(job.child_id)
             return {"kind": "background", "job_id": job.id}
         started = await _before_publication(service.start(provider, request))
         return await settle_foreground(started)
