@@ -28,6 +28,9 @@ from toh_nb.store.jsonl import JsonlStore
 from ..helpers import until
 
 HERE = Path(__file__).resolve().parent
+#: the crash helpers run in their own processes: they import the package under test, not an installed one
+HELPER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(HERE.parents[1]), os.environ.get("PYTHONPATH")) if p)}
 
 
 def header(session_id: str, created: float = 1.0, parent: str | None = None, **extra) -> SessionHeader:
@@ -675,7 +678,7 @@ def test_kill_9_never_loses_an_acknowledged_event(tmp_path):
     created: list[str] = []
     for iteration in range(8):
         proc = subprocess.Popen([sys.executable, str(HERE / "crash_writer.py"), str(store_dir), str(iteration)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=HELPER_ENV)
         start = proc.stdout.readline()
         assert start.startswith("start "), (start, proc.stderr.read() if proc.poll() is not None else "")
         # the restarted writer continues after every acknowledged event
@@ -941,3 +944,54 @@ def test_a_torn_stale_or_foreign_index_is_ignored(store_dir, content):
         assert [h.id for h in store.children_of("root")] == ["agent-0", "agent-1"]
         assert store.descriptor("agent-0")["label"] == "kid 0"
         assert store.diagnostic("agent-1") is None
+
+
+def _started_and_killed(store_dir: Path, fsync: str, rng: random.Random) -> tuple[list[str], list[str]]:
+    """Run crash_hub.py, SIGKILL it 0-3 ms after reading its n-th line; the ids it acknowledged."""
+    proc = subprocess.Popen([sys.executable, str(HERE / "crash_hub.py"), str(store_dir), fsync],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=HELPER_ENV)
+    started: list[str] = []
+    jobs: list[str] = []
+    try:
+        for _ in range(rng.randint(1, 4)):
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.poll() is not None else "no output"
+            word, child_id = line.split()
+            (started if word == "started" else jobs).append(child_id)
+        time.sleep(rng.uniform(0, 0.003))
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+    for line in out.splitlines():  # printed before the kill landed: acknowledged too
+        word, child_id = line.split()
+        (started if word == "started" else jobs).append(child_id)
+    return started, jobs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fsync", ["always", "batch"])
+def test_a_child_whose_start_returned_survives_a_kill_right_after_and_resumes(tmp_path, fsync):
+    """Issue 26.2: ``hub.start`` (and a background ``spawn``) return only once the child's header and
+    descriptor are written (fsynced under "always"): killed 0-3 ms after printing the id, the child is
+    listed on reopen and resumes from its log."""
+    import toh_nb as tn
+
+    rng = random.Random(f"26.2 {fsync}")
+    for iteration in range(20):
+        store_dir = tmp_path / f"{fsync}-{iteration}"
+        started, jobs = _started_and_killed(store_dir, fsync, rng)
+        assert started
+
+        async def reopened() -> tuple[str, str, list[str]]:
+            async with tn.AsyncHub(tn.FunctionModel(lambda request: "resumed"), store=str(store_dir)) as hub:
+                listing = str(hub.list_agents())
+                kid = hub.child(started[-1])
+                await hub.send(kid, "go on")
+                closing = await kid.wait(timeout=30)
+                return listing, closing, [h.id for h in hub.store.headers()]
+
+        listing, closing, stored = asyncio.run(reopened())
+        for number, child_id in enumerate(started, 1):
+            assert f"{child_id} [ready] \u2014 kid " in listing, (iteration, child_id, listing)
+        assert closing == "resumed"
+        assert set(jobs) <= set(stored), (iteration, jobs, stored)
