@@ -995,3 +995,149 @@ def test_a_child_whose_start_returned_survives_a_kill_right_after_and_resumes(tm
             assert f"{child_id} [ready] \u2014 kid " in listing, (iteration, child_id, listing)
         assert closing == "resumed"
         assert set(jobs) <= set(stored), (iteration, jobs, stored)
+
+
+# -- issue 26.4: one writer, even when .lock is deleted --------------------------------------------------
+
+_HOLDER = textwrap.dedent("""
+    import sys
+    from toh_nb.core.content import user_message
+    from toh_nb.core.session import USER_MESSAGE, SessionHeader
+    from toh_nb.store.jsonl import JsonlStore
+    store = JsonlStore(sys.argv[1])
+    session = store.open("agent-1") if "agent-1" in store else store.create(SessionHeader("agent-1", 1.0, origin="root"))
+    print("ready", flush=True)
+    for line in sys.stdin:
+        session.append(USER_MESSAGE, turn=1, message=user_message(line.strip()))
+        print("ok", flush=True)
+    store.close()
+""")
+
+
+def test_deleting_the_lock_file_lets_no_second_process_write_the_store(store_dir):
+    """Issue 26.4: the exclusion is flock on the store directory itself; ``rm .lock`` (a ``git clean``)
+    lets no second writer in, from another process or from this one."""
+    first = subprocess.Popen([sys.executable, "-c", _HOLDER, str(store_dir)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline() == "ready\n"
+        (store_dir / ".lock").unlink()
+        second = subprocess.run([sys.executable, "-c", _HOLDER, str(store_dir)], input="intruder\n",
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and second.stdout == ""
+        assert second.stderr.strip().splitlines()[-1] == (
+            f"toh_nb.core.errors.StoreError: store directory {store_dir} is in use by another hub (pid unknown); "
+            f"open it read-only with JsonlStore({str(store_dir)!r}, read_only=True) or close the other hub")
+        assert not (store_dir / ".lock").exists()  # the refused process created nothing
+        with pytest.raises(StoreError, match=r"is in use by another hub \(pid unknown\)"):
+            JsonlStore(store_dir)
+        first.stdin.write("mine\n")
+        first.stdin.flush()
+        assert first.stdout.readline() == "ok\n"
+    finally:
+        first.stdin.close()
+        first.wait(timeout=30)
+    with JsonlStore(store_dir) as store:  # released with the holder: one writer's lines, in order
+        assert [e.message.text for e in store.open("agent-1").events] == ["mine"]
+        assert store.diagnostic("agent-1") is None
+
+
+def test_a_second_store_object_on_a_directory_whose_lock_file_was_removed_is_refused(store_dir):
+    with JsonlStore(store_dir):
+        (store_dir / ".lock").unlink()
+        with pytest.raises(StoreError, match=r"is in use by another hub \(pid unknown\)"):
+            JsonlStore(store_dir)
+    with JsonlStore(store_dir) as successor:  # closing released the directory
+        assert (store_dir / ".lock").read_text() == f"{os.getpid()}\n"
+        assert not successor.closed
+
+
+@pytest.mark.parametrize("position", ["middle", "last"])
+def test_a_seq_that_does_not_increase_makes_the_log_corrupt(store_dir, position):
+    """Two writers (or lines moved around) leave duplicate or decreasing seqs: the reader names the line."""
+    _three_events(store_dir)
+    path = log_path(store_dir, "agent-1")
+    lines = path.read_bytes().splitlines(keepends=True)
+    intruder = b'{"seq":1,"kind":"turn/start","time":2.0,"turn":1}\n'
+    lines.insert(3 if position == "middle" else len(lines), intruder)
+    path.write_bytes(b"".join(lines))
+    store = JsonlStore(store_dir)
+    line = 4 if position == "middle" else 5
+    follows = 1 if position == "middle" else 2
+    problem = f"line {line}: seq 1 does not follow seq {follows} (seq must increase line by line)"
+    assert (store.diagnostic("agent-1"), store.problem("agent-1")) == ("corrupt", problem)
+    with pytest.raises(StoreError) as caught:
+        store.open("agent-1")
+    assert str(caught.value) == f'session log "agent-1" is corrupt: {problem}'
+    store.close()
+    assert path.read_bytes() == b"".join(lines)  # never "repaired" away
+
+
+# -- issue 26.3: every stored record is checked for its shape ---------------------------------------------
+
+
+@pytest.mark.parametrize("position", ["middle", "last"])
+@pytest.mark.parametrize("field, value, problem", [
+    ("message", 5, "message: expected an object, got an integer (5)"),
+    ("seq", "2", "seq: expected an integer >= 0, got a string ('2')"),
+    ("turn", True, "turn: expected an integer >= 0 or null, got a boolean (True)"),
+    ("message", {"role": "user", "content": "hello"}, "message.content: expected an array of blocks, got a string ('hello')"),
+    ("message", {"role": "user", "content": [{"type": "text", "text": 1}]},
+     "message.content[0].text: expected a string, got an integer (1)"),
+])
+def test_an_event_line_of_the_wrong_shape_makes_only_its_log_corrupt(store_dir, position, field, value, problem):
+    _three_events(store_dir, "agent-1")
+    other = _three_events(store_dir, "agent-2")
+    path = log_path(store_dir, "agent-1")
+    lines = path.read_bytes().splitlines(keepends=True)
+    index = 2 if position == "middle" else 3  # the user message, or the last line (turn/end)
+    record = json.loads(lines[index])
+    record[field] = value
+    lines[index] = json.dumps(record).encode() + b"\n"
+    path.write_bytes(b"".join(lines))
+
+    store = JsonlStore(store_dir)
+    expected = f"line {index + 1}: {problem}"
+    assert (store.diagnostic("agent-1"), store.problem("agent-1")) == ("corrupt", expected)
+    with pytest.raises(StoreError) as caught:
+        store.open("agent-1")
+    assert str(caught.value) == f'session log "agent-1" is corrupt: {expected}'
+    assert as_json(store.open("agent-2").events) == other
+    store.close()
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"delegation_depth": "1"}, "line 1: invalid header (header delegation_depth: expected an integer >= 0, "
+                                "got a string ('1'))"),
+    ({"created": None}, "line 1: invalid header (header created: expected a number (seconds since the epoch), "
+                        "got null)"),
+    ({"parent_session": "../x"}, "line 1: invalid header (header parent_session: expected a session id, "
+                                 "got a string ('../x'))"),
+    ({"seed_length": -1}, "line 1: invalid header (header seed_length: expected an integer >= 0, got an "
+                          "integer (-1))"),
+])
+def test_a_header_of_the_wrong_shape_is_reported_by_id(store_dir, change, problem):
+    _three_events(store_dir, "agent-1")
+    path = log_path(store_dir, "agent-1")
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[0] = json.dumps({**json.loads(lines[0]), **change}).encode() + b"\n"
+    path.write_bytes(b"".join(lines))
+    with JsonlStore(store_dir) as store:
+        assert store.corrupt_ids() == ["agent-1"]
+        assert store.problem("agent-1") == problem
+        with pytest.raises(StoreError, match='session log "agent-1" is corrupt: line 1: invalid header'):
+            store.open("agent-1")
+
+
+def test_a_store_path_that_is_a_file_is_named(tmp_path):
+    """Issue 26.14: a clear StoreError naming the path, not ``[Errno 17] File exists``."""
+    path = tmp_path / "runs"
+    path.write_text("not a directory")
+    for make in (lambda: JsonlStore(path), lambda: JsonlStore(path, read_only=True)):
+        with pytest.raises(StoreError) as caught:
+            make()
+        assert str(caught.value) == f"store path {path} is not a directory"
+    with pytest.raises(StoreError) as caught:
+        JsonlStore(path / "inner")
+    assert str(caught.value) == f"store path {path / 'inner'} is not a directory (a parent of it is a file)"
+    assert path.read_text() == "not a directory"
