@@ -1,5 +1,6 @@
 """Issue 26.6 (the store's share): an id from outside is checked against the id grammar before anything
-looks it up, and a hub never opens (creates, locks, cleans) a store for a root id that is a path."""
+looks it up (the hub API refuses it by name; a tool call gets the reference's answer to an unknown id), and
+a hub never opens (creates, locks, cleans) a store for a root id that is a path."""
 
 from __future__ import annotations
 
@@ -44,9 +45,10 @@ def test_hub_calls_refuse_an_id_that_is_no_id(tmp_path, bad):
     seen, tools, unknown = asyncio.run(main())
     name = {"child": "child_id"}
     assert seen == {call: f"{name.get(call, 'agent_id')} {bad!r} is not a valid id ({GRAMMAR})" for call in seen}
-    assert tools == {"send_message": f"Error: subagent_id {bad!r} is not a valid id ({GRAMMAR})",
-                     "interrupt_agent": f"Error: agent_id {bad!r} is not a valid id ({GRAMMAR})"}
-    assert unknown == 'Error: subagent "agent-77" is unavailable'  # merely unknown: the reference's text
+    # the model reads the reference's answers: an id that can name no child is one that is unknown
+    assert tools == {"send_message": f'Error: subagent "{bad}" is unavailable',
+                     "interrupt_agent": f"interrupt requested for agent {bad}"}
+    assert unknown == 'Error: subagent "agent-77" is unavailable'
 
 
 def test_a_root_id_that_is_a_path_touches_no_directory(tmp_path):
@@ -68,3 +70,14 @@ def test_a_root_id_that_is_a_path_touches_no_directory(tmp_path):
         tn.Hub(tn.FunctionModel(lambda r: "ok"), store=directory, root_id="toh-x/../../victim")
     assert str(caught.value) == expected
     assert sorted(p.name for p in victim.iterdir()) == [".agent-1.jsonl.tmp"]  # no .lock, nothing removed
+
+
+def test_a_tool_call_with_an_id_that_is_no_id_never_reaches_the_store(tmp_path, monkeypatch):
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path / "s")) as hub:
+            opened = []
+            monkeypatch.setattr(hub.store, "open", lambda session_id: opened.append(session_id))
+            text = (await hub.call_tool("send_message", subagent_id="x/../../victim", message="x")).text
+            return text, opened
+
+    assert asyncio.run(main()) == ('Error: subagent "x/../../victim" is unavailable', [])

@@ -17,6 +17,7 @@ from ..core.agent import Agent
 from ..core.content import USER_SOURCE, Source, relay_source
 from ..core.errors import StoreError, SubagentError, UsageError
 from ..core.events import Interrupted
+from ..core.ids import is_valid_id
 from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, last_turn_number
 from ..core.session_repair import repair_tail
 from . import descriptor as descriptors
@@ -110,6 +111,8 @@ class ContinuableChildren(Settlement):
 
     async def followup(self, parent: Agent, child_id: str, content: str | list, source: Source | None = None) -> str:
         self._assert_admitting()
+        if not is_valid_id(child_id):  # names no child (a path such as ../x): refused before any lookup, in the
+            raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE")  # reference's words for an unknown id
         source = source or relay_source("coordinator", parent.id)
         if not self.runtime.is_live(parent):
             raise SubagentError(texts.needs_exact_parent(child_id), "UNAUTHORIZED")
