@@ -26,16 +26,19 @@ reads no transcript until one is asked for, and without one the scan reads each 
 from the head of its log (see :meth:`JsonlStore.listing_diagnostic`).
 
 What "acknowledged" means: an event is acknowledged when :meth:`JsonlStore.acknowledged` (an
-awaitable the engine awaits at the end of every turn, before the turn's outcome reaches anyone) or a
-synchronous append/``create`` returns. ``kid.send(...)``/``start`` acknowledge only acceptance into
-the child's inbox, as the reference does; the turn they start is recorded and acknowledged when it
-ends, so ``await kid.wait()`` / a ``RunResult`` / a settlement notice means every event of that turn
-(and the header and descriptor before it) is in the log as the policy promises. A write that fails
+awaitable: the engine's :meth:`~toh_nb.core.runtime.Runtime.recorded`) or a synchronous
+append/``create`` returns. Every call that hands out an id or a result awaits it for what it
+acknowledges: a turn's end (``await kid.wait()``, a ``RunResult``, a settlement notice: every event of
+that turn, and the header and descriptor before it); ``hub.start``/the delegation tool's continuable
+start (the child's header and descriptor); a background job's start (its in-process child's header and
+descriptor); a ``send`` that cold-resumes a child (the records closing the turn a crash left open).
+``send`` to a child acknowledges acceptance into the child's inbox, as the reference does: the message
+itself is logged when its turn starts and acknowledged when that turn ends. A write that fails
 (disk full, I/O error) keeps the unwritten events in order and retries them on every later
 operation of the store; until a retry succeeds, acknowledgements of that session fail with a
 :class:`~toh_nb.core.errors.StoreError` naming the file and the OS error, and the engine ends the
-turn ``error`` with that text as its diagnostic. Once space is freed the next operation writes the
-backlog, so nothing is lost.
+turn ``error`` with that text as its diagnostic (a start raises it). Once space is freed the next
+operation writes the backlog, so nothing is lost.
 
 Durability (``fsync=``):
 
@@ -74,11 +77,22 @@ Ids are checked with :func:`toh_nb.core.ids.is_valid_id` before any file-system 
 file name is always ``<valid id>.jsonl`` inside the store directory (opened relative to a directory
 descriptor, never following a symlink for writing), so no id can read or write outside it.
 
-One writer per directory: a writing store holds ``flock(LOCK_EX | LOCK_NB)`` on ``<dir>/.lock`` for
-its lifetime (released by :meth:`JsonlStore.close`, or by the kernel when the process dies); a
-second writing store on the same directory, in this or another process, raises ``StoreError``.
-``JsonlStore(dir, read_only=True)`` takes no lock, sees the logs as they were when it scanned them
-(``open`` reads a log's current content) and refuses every write with ``StoreError``.
+One writer per directory: a writing store holds ``flock(LOCK_EX | LOCK_NB)`` on the store
+directory's own descriptor (the one every log is opened through) for its lifetime, so deleting
+``.lock`` (a ``git clean``, ``rm -rf runs/.*``) lets no second writer in; ``.lock`` still holds the
+writer's pid for the refusal's message (and is locked too, for older versions). The lock is released
+by :meth:`JsonlStore.close`, or by the kernel when the process dies; a second writing store on the
+same directory, in this or another process, raises ``StoreError``. ``JsonlStore(dir,
+read_only=True)`` takes no lock, sees the logs as they were when it scanned them (``open`` reads a
+log's current content) and refuses every write with ``StoreError``. A reader treats a ``seq`` that
+does not increase from one line to the next (what two writers leave) as corruption naming the line.
+
+Every record read (header, event line, descriptor, the listing index's copies of them) is checked for
+its shape by :mod:`toh_nb.core.records`: a complete line of the wrong shape cannot come from a crash,
+so it makes its log ``"corrupt"`` wherever it is (the problem names the line and the field, e.g.
+``line 4: message: expected an object, got an integer (5)``); only a last line that is not JSON is a
+torn tail. A log whose header cannot be read is still listed, under the parent its line names (or,
+naming none, under a root's listing), as ``[diagnostic: corrupt: <what>]``.
 """
 
 from __future__ import annotations
