@@ -2,7 +2,7 @@
 
 Layout of a store directory::
 
-    <dir>/.lock                 held with flock(LOCK_EX) by the one writing store; holds its pid
+    <dir>/.lock                 the writing store's pid (the exclusion is flock on <dir> itself)
     <dir>/<session_id>.jsonl    header line ({"type": "session", ...}), then one event per line
     <dir>/.<session_id>.jsonl.tmp   only while a log is being created (removed on the next scan)
     <dir>/.toh-index.json       the listing index written at close (:mod:`toh_nb.store.index`)
