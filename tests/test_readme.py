@@ -186,7 +186,7 @@ def test_the_first_bash_block_is_the_two_commands_ci_runs_verbatim():
 def test_the_supported_pythons_stated_are_the_ones_pyproject_allows():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["requires-python"] == ">=3.11"
-    assert "Python 3.11, 3.12 or 3.13" in README.read_text(encoding="utf-8")
+    assert "with Python 3.11 or newer\n(`requires-python = \">=3.11\"`)" in README.read_text(encoding="utf-8")
     assert (sys.version_info.major, sys.version_info.minor) >= (3, 11)
 
 
@@ -207,3 +207,19 @@ def test_no_file_points_outside_the_repository_for_its_contract():
                  and needle in (ROOT / name).read_text(encoding="utf-8", errors="replace")]
     assert offenders == []
     assert "docs/contract.md" in README.read_text(encoding="utf-8") and (ROOT / "docs" / "contract.md").is_file()
+
+
+def test_every_bash_block_is_valid_bash_and_names_only_real_options():
+    """The other shell blocks are not run (an install, a server that waits on stdin) but stay correct:
+    valid bash, and every ``--option`` given to ``python -m toh_nb <command>`` is one that command has."""
+    shell = [b for b in README_BLOCKS if b.language == "bash"]
+    assert len(shell) >= 3
+    for block in shell:
+        done = subprocess.run(["bash", "-n"], input=block.code, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, (block.name, done.stderr)
+        for command, rest in re.findall(r"python -m toh_nb (\w+)(.*)", block.code):
+            helped = subprocess.run([sys.executable, "-m", "toh_nb", command, "--help"], capture_output=True, text=True,
+                                    timeout=60, cwd=ROOT, env=_env(), check=False)
+            assert helped.returncode == 0, helped.stderr
+            for option in re.findall(r"--[a-z][a-z-]*", rest):
+                assert option in helped.stdout, f"{block.name}: python -m toh_nb {command} has no {option}"
