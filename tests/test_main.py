@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -28,8 +29,9 @@ def test_demo_runs_offline_and_prints_every_section():
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     sections = _sections(done.stdout)
-    assert list(sections) == ["Final answer", "Continuable child agent-6 (editor)",
-                              "Agent tree (list_agents descendants)", "Agents", "Jobs"]
+    assert list(sections) == ["Final answer", "Continuable child agent-6 (editor)", "Agent tree",
+                              "list_agents descendants (what the root's model sees: continuable children only)",
+                              "Agents", "Jobs"]
     answer = sections["Final answer"]
     assert answer[0] == 'Summary for "Plan a small vegetable garden for a sunny balcony":'
     assert [line.split(":")[0] for line in answer[1:5]] == ["- research", "- analyse", "- draft",
@@ -39,16 +41,31 @@ def test_demo_runs_offline_and_prints_every_section():
     assert editor[0].startswith('first turn: Edited "plan a small vegetable garden for a sunny balcony":')
     assert editor[1] == ('follow-up:  Revised "plan a small vegetable garden for a sunny balcony" as asked '
                          '("Make it two sentences shorter").')
-    assert sections["Agent tree (list_agents descendants)"] == ["agent-6 [ready] parent=root depth=1 \u2014 editor"]
+    tree = sections["Agent tree"]
+    assert tree[0].startswith("agent tree: 7 agents (0 running) \u00b7 1 job (0 active) \u00b7 ")
+    assert [line.split(" \u00b7 ")[:3] for line in tree[1:]] == [
+        ["root (you)", "idle", "turns 1"],
+        ["\u251c\u2500\u2500 research", "agent-1", "one-shot"],
+        ["\u2502   \u2514\u2500\u2500 sources", "agent-4", "one-shot"],
+        ["\u251c\u2500\u2500 analyse", "agent-2", "one-shot"],
+        ["\u251c\u2500\u2500 draft", "agent-3", "one-shot"],
+        ["\u251c\u2500\u2500 job review", "subagent-1", "completed"],
+        ["\u2502   \u2514\u2500\u2500 review", "agent-5", "one-shot"],
+        ["\u2514\u2500\u2500 editor", "agent-6", "continuable"]]
+    assert sections["list_agents descendants (what the root's model sees: continuable children only)"] == [
+        "agent-6 [ready] parent=root depth=1 \u2014 editor"]
     agents = [line.split() for line in sections["Agents"]]
     assert agents[0] == ["id", "parent", "depth", "label", "mode", "status", "turns", "stop_reason"]
-    assert [row[:4] for row in agents[1:]] == [
-        ["root", "None", "0", "None"], ["agent-1", "root", "1", "research"], ["agent-4", "agent-1", "2", "sources"],
+    assert [row[:4] for row in agents[1:]] == [  # empty cells, not None: the root has no parent or label
+        ["root", "0", "root", "idle"], ["agent-1", "root", "1", "research"], ["agent-4", "agent-1", "2", "sources"],
         ["agent-2", "root", "1", "analyse"], ["agent-3", "root", "1", "draft"], ["agent-5", "root", "1", "review"],
         ["agent-6", "root", "1", "editor"]]
     jobs = [line.split() for line in sections["Jobs"]]
     assert jobs[0] == ["id", "label", "status", "detail", "owner", "started", "finished", "elapsed_s"]
-    assert jobs[1][:5] == ["subagent-1", "review", "completed", "None", "root"]
+    assert jobs[1][:4] == ["subagent-1", "review", "completed", "root"]
+    started, finished, seconds, unit = jobs[1][4:]  # clock times and a duration, not raw timestamps
+    assert [re.fullmatch(r"\d\d:\d\d:\d\d", clock) is not None for clock in (started, finished)] == [True, True]
+    assert re.fullmatch(r"\d+\.\d", seconds) is not None and unit == "s"
 
 
 @pytest.mark.slow

@@ -3,8 +3,9 @@
 ``demo`` runs a delegation tree on the offline :class:`~toh_nb.models.demo.DemoModel` with sequential
 ids: the root agent fans out three parallel children (one of which delegates again), collects a
 background review job, and the user then starts a continuable ``editor`` child, sends it a follow-up
-and waits for it. It prints the final answer, the agent tree (the ``list_agents`` descendants text, where
-only continuable children appear), every agent of the run and the jobs table. No network, no key.
+and waits for it. It prints the final answer, the whole agent tree (every agent and job, as the widget's
+text snapshot shows it), what ``list_agents`` returns to the root (only continuable children appear there),
+and the agents and jobs tables as a notebook displays them. No network, no key.
 
 ``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.acp.server``).
 """
@@ -24,9 +25,8 @@ def _section(title: str) -> str:
 
 
 def run_demo(topic: str = DEFAULT_TOPIC, latency: float = 0.02, out=None) -> int:
-    import pandas as pd
-
     import toh_nb as tn
+    from toh_nb.notebook.treeview import tree_text
 
     out = out or sys.stdout
 
@@ -47,15 +47,18 @@ def run_demo(topic: str = DEFAULT_TOPIC, latency: float = 0.02, out=None) -> int
         say(f"first turn: {first_edit}")
         say(f"follow-up:  {second_edit}")
         say()
-        say(_section("Agent tree (list_agents descendants)"))
+        say(_section("Agent tree"))
+        say(tree_text(hub.graph().rows))
+        say()
+        say(_section("list_agents descendants (what the root's model sees: continuable children only)"))
         say(str(hub.list_agents("descendants")))
         say()
+        # the tables as a notebook shows them (short ids, clock times, durations), not raw pandas values
         say(_section("Agents"))
-        say(hub.agents()[AGENT_COLUMNS].to_string(index=False))
+        say(repr(hub.agents()[AGENT_COLUMNS]))
         say()
         say(_section("Jobs"))
-        with pd.option_context("display.width", 200, "display.max_columns", 20):
-            say(hub.jobs().to_string(index=False))
+        say(repr(hub.jobs()))
     return 0 if result.ok else 1
 
 

@@ -165,3 +165,58 @@ def test_an_empty_table_says_so_and_long_tables_say_how_many_rows_are_hidden():
     with pd.option_context("display.max_rows", 5):
         assert repr(many).splitlines()[-1] == "\u2026 2 more rows (a DataFrame: filter or slice it)"
         assert many._repr_html_().count("<tr>") == 5  # five rows (the header row is "<tr style=...>")
+
+
+# -- any frame derived from a table displays ---------------------------------------------------------
+
+FULL_TABLES = {"jobs": lambda: jobs_frame([JOB_ROW, RUNNING_JOB]),
+               "agents": lambda: agents_frame([AGENT_ROW, CORRUPT_AGENT]),
+               "transcript": lambda: transcript_frame(TRANSCRIPT_ROWS),
+               "events": lambda: events_frame([EVENT_ROW])}
+DERIVED = {
+    "first column twice": lambda t: t[[t.columns[0], t.columns[0]]],
+    "every column twice": lambda t: t[list(t.columns) * 2],
+    "renamed onto another column": lambda t: t.rename(columns={t.columns[1]: t.columns[0]}),
+    "renamed": lambda t: t.rename(columns=lambda c: f"my_{c}"),
+    "filtered to nothing": lambda t: t[[False] * len(t)],
+    "no columns": lambda t: t[[]],
+    "no rows, repeated columns": lambda t: t.head(0)[[t.columns[0], t.columns[0]]],
+    "text in every column": lambda t: t.assign(**{c: "n/a" for c in list(t.columns) + ["elapsed_s", "cost"]}),
+    "infinities": lambda t: t.assign(elapsed_s=float("inf"), cost=float("-inf")),
+    "numbered columns": lambda t: t.set_axis(range(len(t.columns)), axis=1),
+    "two-level columns": lambda t: t.set_axis(pd.MultiIndex.from_tuples([(c, "x") for c in t.columns]), axis=1),
+    "indexed by its first column": lambda t: t.set_index(t.columns[0]),
+    "side by side with itself": lambda t: pd.concat([t, t], axis=1),
+    "transposed": lambda t: t.T,
+}
+
+
+@pytest.mark.parametrize("derive", sorted(DERIVED))
+@pytest.mark.parametrize("table", sorted(FULL_TABLES))
+def test_any_selection_rename_or_filter_of_a_table_displays_as_text_and_html(table, derive):
+    frame = DERIVED[derive](FULL_TABLES[table]())
+    text, page = repr(frame), frame._repr_html_()
+    assert isinstance(text, str) and text and isinstance(page, str) and page
+
+
+def test_a_repeated_column_shows_each_copy():
+    frame = jobs_frame([dict(JOB_ROW, owner=LONG_ID), RUNNING_JOB])
+    assert repr(frame[["id", "owner", "id"]]).splitlines() == [
+        "        id     owner         id", "subagent-1 0b0f6a52\u2026 subagent-1", "subagent-2      root subagent-2"]
+    page = frame[["owner", "owner"]]._repr_html_()
+    assert page.count(f"<td><code title='{LONG_ID}'>0b0f6a52\u2026</code></td>") == 2
+
+
+def test_cells_are_formatted_by_value_so_renamed_columns_show_their_text():
+    frame = agents_frame([AGENT_ROW]).rename(columns={"label": "elapsed_s", "elapsed_s": "x"})
+    assert repr(frame[["elapsed_s", "x"]]).splitlines() == ["elapsed_s   x", " research 0.5"]
+    odd = agents_frame([AGENT_ROW]).assign(cost="n/a", elapsed_s=float("inf"))[["cost", "elapsed_s"]]
+    assert repr(odd).splitlines() == ["cost elapsed_s", " n/a       inf"]
+
+
+def test_a_named_index_is_shown_and_a_table_without_columns_says_so():
+    frame = agents_frame([AGENT_ROW, CORRUPT_AGENT])
+    assert repr(frame.set_index("id")[["label"]]).splitlines() == ["     id    label", "agent-1 research",
+                                                                    "agent-2         "]
+    assert repr(frame[[]]) == "(2 rows; no columns)"
+    assert repr(frame[frame.depth > 5][["id", "id"]]) == "(no rows; columns: id, id)"

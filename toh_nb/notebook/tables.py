@@ -21,7 +21,10 @@ from typing import Iterable, Mapping
 
 import datetime
 import html
+import math
+import numbers
 
+import numpy as np
 import pandas as pd
 
 from ..costs import format_cost
@@ -54,22 +57,32 @@ COST_COLUMNS = {"cost", "subtree_cost"}
 ID_COLUMNS = {"id", "parent", "owner", "run_id", "job", "child_id"}
 
 
-def _cell(column: str, value, markup: bool = True) -> str:
-    """One display cell: HTML-escaped text or markup (``markup=False``: plain text)."""
+def _is_number(value) -> bool:
+    """A finite real number (not a flag): what a duration or a cost cell can format."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+
+
+def _cell(column, value, markup: bool = True) -> str:
+    """One display cell: HTML-escaped text or markup (``markup=False``: plain text).
+
+    A cell is formatted by its value first and by its column's name only when the value fits that column
+    (``elapsed_s`` and the cost columns hold numbers): a renamed, assigned or user-built column of any
+    content displays as its text instead of failing."""
     if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and value != value):
         return ""
     if isinstance(value, bool):
         return "yes" if value else ""
-    if isinstance(value, pd.Timestamp):
+    if isinstance(value, (pd.Timestamp, datetime.datetime)):
         return datetime.datetime.fromtimestamp(value.timestamp()).strftime("%H:%M:%S")
-    if column == "elapsed_s":
+    if column == "elapsed_s" and _is_number(value):
         return format_elapsed(float(value))
-    if column in COST_COLUMNS:
+    if column in COST_COLUMNS and _is_number(value):
         return format_cost(float(value))
     text = str(value)
+    is_id = column in ID_COLUMNS and isinstance(value, str)
     if not markup:
-        return short_id(text) if column in ID_COLUMNS else text
-    if column in ID_COLUMNS:
+        return short_id(text) if is_id else text
+    if is_id:
         return f"<code title='{html.escape(text)}'>{html.escape(short_id(text))}</code>"
     return html.escape(text)
 
@@ -83,9 +96,18 @@ class Table(pd.DataFrame):
         return Table
 
     def _display_frame(self, limit: int | None, markup: bool) -> pd.DataFrame:
+        """The cells as text, column by column *by position*: a selection that repeats a column
+        (``t[["id", "id"]]``), a rename onto another column's name, or non-string/MultiIndex column labels
+        display like any other table. A named index (``set_index("id")``, a ``groupby``) is shown as
+        the columns it came from; an unnamed one (row numbers, kept by filtering) is not."""
         rows = self if limit is None or len(self) <= limit else self.head(limit)
-        return pd.DataFrame({column: [_cell(column, v, markup) for v in rows[column].tolist()]
-                             for column in rows.columns}, columns=list(rows.columns))
+        if any(name is not None for name in rows.index.names):
+            rows = rows.reset_index(allow_duplicates=True)
+        cells = {position: [_cell(column, value, markup) for value in rows.iloc[:, position].tolist()]
+                 for position, column in enumerate(rows.columns)}
+        shown = pd.DataFrame(cells, index=pd.RangeIndex(len(rows)), columns=list(cells))
+        shown.columns = rows.columns
+        return shown
 
     def _more(self, shown: int) -> str:
         more = len(self) - shown
@@ -101,6 +123,8 @@ class Table(pd.DataFrame):
         """Plain text like the HTML view (no index, short ids, friendly times); ``(no rows)`` when empty."""
         if not len(self):
             return f"(no rows; columns: {', '.join(map(str, self.columns))})"
+        if not len(self.columns):
+            return f"({len(self)} row{'s' if len(self) != 1 else ''}; no columns)"
         shown = self._display_frame(pd.get_option("display.max_rows"), markup=False)
         text = shown.to_string(index=False)
         more = self._more(len(shown))
