@@ -16,12 +16,12 @@ simply starts one, and its undelivered messages go with the next prompt.
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import tempfile
 from typing import Any, Mapping, Sequence
 
+from ..core.checks import check_number
 from ..core.errors import SubagentError, UsageError
 from ..core.model import ModelRequest, ModelResponse
 from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
@@ -34,11 +34,7 @@ SESSION_EVENT = "external/" + SESSION_RECORD
 
 
 def _seconds(value: Any, name: str, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
+    return check_number(value, name, positive=True, none="no limit" if allow_none else None)
 
 
 class AcpModel:

@@ -16,10 +16,10 @@ from . import gc_policy
 from .model import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
 from .budget import Limits
-from .checks import is_int_at_least
+from .checks import check_count
 from .dict_room import DictRoom
 from .content import Message
-from .errors import ClosedError, UsageError
+from .errors import ClosedError
 from .events import DEFAULT_HISTORY, EventBus, StatusChanged
 from .ids import IdSource
 from .session import ASSISTANT_MESSAGE, Session
@@ -35,8 +35,7 @@ class Runtime:
                  max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
                  base_prompt: str = BASE_SYSTEM_PROMPT, limits: Limits | None = None,
                  history: int = DEFAULT_HISTORY) -> None:
-        if not is_int_at_least(max_parallel_tool_calls, 1):
-            raise UsageError(f"max_parallel_tool_calls must be an integer >= 1, got {max_parallel_tool_calls!r}")
+        check_count(max_parallel_tool_calls, "max_parallel_tool_calls")
         self.model = model
         self.store = store
         self.ids = ids

@@ -93,7 +93,7 @@ from typing import Any, Callable
 
 from pydantic import SecretStr
 
-from ..core.checks import is_int_at_least
+from ..core.checks import MAX_COUNT, check_count, check_number, check_seconds
 from ..core.content import ToolCall, Usage
 from ..core.errors import ModelError, UsageError
 from ..core.model import ModelRequest, ModelResponse
@@ -155,8 +155,13 @@ class OpenAIChatModel:
                  tool_choice_required: bool | None = None, empty_auto_text: bool | None = None) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError("OpenAIChatModel needs a model name, e.g. OpenAIChatModel('gpt-4o-mini')")
-        if max_tokens is not None and not is_int_at_least(max_tokens, 1):
-            raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+        check_count(max_tokens, "max_tokens", none="")
+        check_count(max_retries, "max_retries", minimum=0)
+        check_seconds(timeout, "timeout", positive=True, none=None)
+        check_seconds(backoff, "backoff", none=None)
+        check_seconds(max_backoff, "max_backoff", none=None)
+        if temperature is not None:
+            check_number(temperature, "temperature", unit="", none=None, maximum=MAX_COUNT)
         #: the server's quirks: the named profile with the explicit keywords applied
         self.profile = resolve_profile(profile, {
             "max_tokens_field": max_tokens_field, "tool_results_as_text": tool_results_as_text,
@@ -169,7 +174,7 @@ class OpenAIChatModel:
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         _openai()  # fail at construction, naming the extra, when the package is missing
         self._api_key = SecretStr(api_key) if api_key else None
-        self.max_retries = max(0, int(max_retries))
+        self.max_retries = max_retries
         self.timeout = timeout
         self.backoff = backoff
         self.max_backoff = max_backoff

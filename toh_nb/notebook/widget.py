@@ -45,7 +45,7 @@ from typing import Any, Callable
 import anywidget
 import traitlets
 
-from ..core.checks import is_int_at_least
+from ..core.checks import check_count, check_seconds
 from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
 from .chat import chat_entries, chat_markdown
@@ -247,10 +247,8 @@ class AgentTree(anywidget.AnyWidget):
 
     def __init__(self, hub: Any, *, interval: float = 0.1, max_nodes: int = 5000, **kwargs: Any) -> None:
         facade, inner = _resolve_hub(hub)
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
-            raise UsageError(f"interval must be a positive number of seconds, got {interval!r}")
-        if not is_int_at_least(max_nodes, 1):
-            raise UsageError(f"max_nodes must be an integer >= 1, got {max_nodes!r}")
+        check_seconds(interval, "interval", positive=True, none=None)
+        check_count(max_nodes, "max_nodes")
         super().__init__(**kwargs)
         self.hub = hub
         self._facade = facade

@@ -37,7 +37,7 @@ import os
 import weakref
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core.checks import is_int_at_least
+from ..core.checks import MAX_COUNT, check_count, check_number
 from ..core.errors import ModelError, UsageError
 from ..core.tools import FunctionTool
 from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
@@ -97,8 +97,8 @@ def check_task_options(options: Any, what: str = "child_resources") -> dict | No
         if key == "resources":
             if not isinstance(value, Mapping) or not all(isinstance(v, (int, float)) and v >= 0 for v in value.values()):
                 raise UsageError(f"{what}['resources'] must map resource names to amounts >= 0, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise UsageError(f"{what}['{key}'] must be a number >= 0, got {value!r}")
+        else:
+            check_number(value, f"{what}['{key}']", unit="", none=None, maximum=MAX_COUNT)
     return {k: (dict(v) if k == "resources" else v) for k, v in options.items()} or None
 
 
@@ -128,12 +128,9 @@ class RayProvider:
                  child_resources: Mapping[str, Any] | Callable[[ChildInfo], Any] | None = None,
                  name: str = "ray") -> None:
         import_ray()
-        if not is_int_at_least(host_actors, 1):
-            raise UsageError(f"host_actors must be an integer >= 1, got {host_actors!r}")
-        if not is_int_at_least(max_concurrency, 1):
-            raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus < 0:
-            raise UsageError(f"num_cpus must be a number >= 0, got {num_cpus!r}")
+        check_count(host_actors, "host_actors")
+        check_count(max_concurrency, "max_concurrency")
+        check_number(num_cpus, "num_cpus", unit="", none=None, maximum=MAX_COUNT)
         if address is not None and not isinstance(address, str):
             raise UsageError(f"address must be a string such as 'auto' or 'ray://host:10001', got {address!r}")
         self.name = name

@@ -96,7 +96,7 @@ from asyncio.events import _get_running_loop
 from collections import OrderedDict
 from typing import Any, Iterable
 
-from ..core.checks import is_int_at_least
+from ..core.checks import check_count, check_seconds
 from ..core.errors import StoreError, UsageError
 from ..core.ids import is_valid_id
 from ..core.session import DESCRIPTOR, Event, LogSummary, Session, SessionHeader, summarize
@@ -368,10 +368,8 @@ class JsonlStore:
                  batch_interval: float = 0.05, *, read_only: bool = False, max_open: int = 64) -> None:
         if fsync not in FSYNC_POLICIES:
             raise UsageError(f'fsync must be "batch", "always" or "never", got {fsync!r}')
-        if isinstance(batch_interval, bool) or not isinstance(batch_interval, (int, float)) or not batch_interval >= 0:
-            raise UsageError(f"batch_interval must be a number of seconds >= 0, got {batch_interval!r}")
-        if not is_int_at_least(max_open, 1):
-            raise UsageError(f"max_open must be an integer >= 1, got {max_open!r}")
+        check_seconds(batch_interval, "batch_interval", none=None)
+        check_count(max_open, "max_open")
         if isinstance(directory, bytes):
             directory = os.fsdecode(directory)
         self.directory = os.path.abspath(os.fspath(directory))
