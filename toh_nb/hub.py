@@ -276,7 +276,10 @@ class AsyncHub:
             if self._costs.prices:  # a finished one-shot agent leaves the runtime: note its model while live
                 runtime.bus.subscribe(lambda event: self._costs.note(event.agent_id, runtime))
         except BaseException:
-            self._store.close()  # a refused configuration must not keep the store's lock
+            self._store.close()  # a refused configuration must not keep the store's lock,
+            runtime = getattr(self, "runtime", None)
+            if runtime is not None:  # nor the GC policy and threads of a runtime nobody will close
+                runtime.closed = True
             raise
         self._closed = False
         self._child_models: list[Any] = []
@@ -566,7 +569,8 @@ class AsyncHub:
 
     def agents(self) -> list[dict]:
         """One row per agent of the tree (root first, pre-order): ids, depth, label, mode, status, turns,
-        tokens (own, subtree, budget, left), cost, started, elapsed_s, stop_reason."""
+        tokens (own, subtree, budget, left), cost, started, elapsed_s, stop_reason, abandoned_tools (sync
+        tool or model calls of the agent whose turn ended while their thread still runs: ``toh_nb.core.threads``)."""
         return self._costs.fill(agent_rows(self.runtime, self._root.id), self.runtime)
 
     def transcript(self, agent_id: "str | AsyncChild") -> list[dict]:

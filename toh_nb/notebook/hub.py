@@ -470,7 +470,7 @@ class Hub:
 
     def agents(self):
         """DataFrame: id, parent, depth, label, mode, status, turns, input_tokens, output_tokens, started,
-        elapsed_s, stop_reason — every agent of the tree, one-shot children included."""
+        elapsed_s, stop_reason, abandoned_tools — every agent of the tree, one-shot children included."""
         return agents_frame(self._call(self._async.agents))
 
     def transcript(self, agent_id: "str | Child"):

@@ -50,7 +50,8 @@ from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
 from .chat import chat_entries, chat_markdown
 from .display import short_id
-from .treeview import FORMATS, cell_text, display_status, extra_columns, name_of, static_bundle, summary, tree_rows
+from .treeview import (FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, summary,
+                       tree_rows)
 
 HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
@@ -131,7 +132,8 @@ def widget_rows(rows: list[dict]) -> list[dict]:
             "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
             "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
             "has_transcript": agent,
-            "extra": [[name, _extra_value(name, row.get(name))] for name in extra if row.get(name) is not None],
+            "extra": [[name, _extra_value(name, extra_value(row, name))] for name in extra
+                      if extra_value(row, name) is not None],
         }
         out.append(item)
         index[item["id"]] = item

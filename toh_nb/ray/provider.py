@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core.checks import MAX_COUNT, check_count, check_number
 from ..core.errors import ModelError, UsageError
+from ..core.threads import run_engine
 from ..core.tools import FunctionTool
 from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
 from .host import TASK_OPTIONS
@@ -237,7 +238,7 @@ class RayProvider:
                 runtime_env = self._host_runtime_env()
                 if runtime_env:
                     self._pool.actor_options["runtime_env"] = runtime_env
-            await asyncio.to_thread(self._pool.ensure)
+            await run_engine(self._pool.ensure)
         one_shot = child.mode == "one-shot"
         link = RemoteLink(self, child.id, blob, resources, one_shot)
 
@@ -264,7 +265,7 @@ class RayProvider:
             return
         self._hubs = 0
         cancelling, self._cancelling = list(self._cancelling), set()
-        await asyncio.to_thread(self._pool.close, cancelling)
+        await run_engine(self._pool.close, cancelling)
         self._hosted.clear()
         self._forget.clear()
         for blob in [self._model_blob, *self._blobs.values(), *self._shapes.values()]:
@@ -286,7 +287,7 @@ class RayProvider:
     async def host_for(self, key: str) -> HostRecord:
         host = self._pool.host_of(key)
         if host is None:  # every host died (or the pool was closed): refill it
-            await asyncio.to_thread(self._pool.ensure)
+            await run_engine(self._pool.ensure)
             host = self._pool.host_of(key)
         return host
 

@@ -361,7 +361,7 @@ class JsonlStore:
     """
 
     #: ``open`` reads a file (a slow or network disk may take long): callers on the event loop use
-    #: ``await asyncio.to_thread(store.open, id)`` (it takes the store's mutex, so that is safe)
+    #: ``await run_engine(store.open, id)`` (``toh_nb.core.threads``; it takes the store's mutex, so that is safe)
     reads_block = True
 
     def __init__(self, directory: "str | os.PathLike[str]", fsync: str = "batch",
