@@ -93,6 +93,7 @@ from typing import Any, Callable
 
 from pydantic import SecretStr
 
+from ..core.secrets import hold as hold_secrets
 from ..core.checks import MAX_COUNT, check_count, check_number, check_seconds
 from ..core.content import ToolCall, Usage
 from ..core.errors import ModelError, UsageError
@@ -189,6 +190,8 @@ class OpenAIChatModel:
         self._given_client = client
         # One client per event loop: pooled connections belong to the loop that opened them.
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+        #: the key held out of the HTTP libraries' logs while this model has a client (toh_nb.core.secrets)
+        self._secrets: Any = None
         self._deltas = DeltaSink("OpenAIChatModel")
 
     @property
@@ -205,6 +208,7 @@ class OpenAIChatModel:
         A key given as ``api_key`` travels with the copy; one read from ``OPENAI_API_KEY`` does not."""
         state = self.__dict__.copy()
         state["_clients"] = None
+        state["_secrets"] = None  # the copy holds its key once it makes a client
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -248,8 +252,15 @@ class OpenAIChatModel:
             text = text.replace(secret, "<redacted>")
         return text
 
+    def _hold_secrets(self) -> None:
+        """Keep this model's key out of the httpx/httpcore/openai logs while it has a client; released
+        by ``aclose()`` once no client is left, or when the model is garbage collected."""
+        if self._secrets is None:
+            self._secrets = weakref.finalize(self, hold_secrets(self._redact_values()))
+
     def _client(self) -> Any:
         if self._given_client is not None:
+            self._hold_secrets()
             return self._given_client
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
@@ -263,6 +274,7 @@ class OpenAIChatModel:
             client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout,
                                         http_client=http_client)
             self._clients[loop] = client
+            self._hold_secrets()
         return client
 
     async def aclose(self) -> None:
@@ -280,6 +292,9 @@ class OpenAIChatModel:
                 await client.close()
             elif loop.is_closed():
                 del self._clients[loop]
+        if not self._clients and self._secrets is not None:
+            self._secrets()  # the last client is closed: nothing sends the key any more
+            self._secrets = None
 
     # -- request mapping -------------------------------------------------------------------------
 

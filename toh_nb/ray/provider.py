@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core.checks import MAX_COUNT, check_count, check_number
 from ..core.errors import ModelError, UsageError
+from ..core.secrets import hold as hold_secrets
 from ..core.threads import run_engine
 from ..core.tools import FunctionTool
 from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
@@ -148,6 +149,7 @@ class RayProvider:
         self._forget: dict[HostRecord, list[str]] = {}  # finished one-shot children a host may drop
         self._cancelling: set = set()  # cancelled streams whose loops are still unwinding on a host
         self._hubs = 0
+        self._secrets: Callable[[], None] | None = None  # releases the env_vars values (toh_nb.core.secrets)
         self._hub_numbers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runtime -> its number here
         #: Ray calls the driver made (a turn's stream, a forwarded message, a tool answer): what the
         #: remote step loop saves is a call per model request and per tool call
@@ -226,6 +228,11 @@ class RayProvider:
     def attach(self) -> None:
         """A hub registered this provider (its ``close`` calls ``aclose``; the last one kills the pool)."""
         self._hubs += 1
+        if self._secrets is None:  # the env_vars values stay out of the HTTP libraries' logs meanwhile
+            listed = self._env_vars.values() if isinstance(self._env_vars, dict) else [
+                os.environ.get(name) for name in self._env_vars]
+            given = self._runtime_env.get("env_vars")
+            self._secrets = hold_secrets([*listed, *(given.values() if isinstance(given, Mapping) else ())])
 
     async def plan(self, child: ChildInfo) -> ChildPlan:
         blob = self._child_model_blob(child)  # refused here, before anything is created
@@ -264,6 +271,9 @@ class RayProvider:
         if self._hubs > 0:
             return
         self._hubs = 0
+        if self._secrets is not None:
+            self._secrets()
+            self._secrets = None
         cancelling, self._cancelling = list(self._cancelling), set()
         await run_engine(self._pool.close, cancelling)
         self._hosted.clear()
