@@ -19,7 +19,7 @@ import time
 from typing import Any, Literal, Mapping, Sequence, overload
 
 from .core.budget import DEFAULT_MAX_STEPS, Limits
-from .core.checks import agent_id_of, check_text, check_timeout, is_int_at_least
+from .core.checks import agent_id_of, check_count, check_flag, check_text, check_timeout, shown
 from .core.events import DEFAULT_HISTORY, HubClosed, SubtreeFilter
 from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, UsageError
@@ -38,7 +38,9 @@ from .store import open_store, reserved_ids
 from .store.base import SessionStore
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
+from .subagents.provider import is_provider_shaped
 from .subagents.report import make_report_tool
+from .subagents.texts import not_a_provider
 from .subagents.arguments import StartRequest, ToolFilter, validate_max_depth, validate_tool_filter
 from .subagents.tool import SubagentTool, background_starter, make_subagent_tool
 
@@ -57,8 +59,7 @@ def check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any,
     validate_tool_filter(tool_filter)
     if model is not None and not hasattr(model, "request"):
         raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
-    if max_tokens is not None and not is_int_at_least(max_tokens, 1):
-        raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+    check_count(max_tokens, "max_tokens", none="")
     check_text(provider, "provider")
 
 
@@ -70,6 +71,15 @@ def check_root_id(root_id: Any) -> None:
                          else f"root_id must be a string or None, got {type(root_id).__name__}")
 
 
+def check_tool_lists(tools: Any, delegation_tools: Any) -> None:
+    """``tools`` and ``delegation_tools`` are lists (a string or a single tool is a common slip)."""
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
+        raise UsageError(f"tools must be a list of functions or tn.Tool objects, got {type(tools).__name__}")
+    if delegation_tools is not None and not isinstance(delegation_tools, (list, tuple)):
+        raise UsageError("delegation_tools must be a list of tn.SubagentTool (or dicts of its settings), "
+                         f"got {type(delegation_tools).__name__}")
+
+
 def stored_root_id(store: Any, root_id: str | None) -> str | None:
     """The root session a hub on ``store`` continues (``root_id``, else the newest stored root), or None
     for a new one. The sync Hub calls it in the caller's thread to read that log off the shared loop."""
@@ -78,6 +88,12 @@ def stored_root_id(store: Any, root_id: str | None) -> str | None:
         return root_id if store.exists(root_id) else None
     roots = [h for h in store.headers() if h.origin == ROOT_ORIGIN]
     return max(roots, key=lambda h: h.created).id if roots else None
+
+
+def _fsync_policies() -> tuple[str, ...]:
+    from .store.jsonl import FSYNC_POLICIES  # imported when asked: a hub without a directory never loads it
+
+    return FSYNC_POLICIES
 
 
 def _default_label(prompt: str) -> str:
@@ -219,10 +235,15 @@ class AsyncHub:
             raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
         self._max_depth = validate_max_depth(max_depth)  # None: "provider-managed", no cap
         root_limits = Limits.checked(max_steps, token_budget, turn_timeout)
-        if max_tokens is not None and not is_int_at_least(max_tokens, 1):
-            raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+        check_count(max_tokens, "max_tokens", none="")
+        check_count(max_jobs_per_owner, "max_jobs_per_owner")
+        check_count(max_parallel_tool_calls, "max_parallel_tool_calls")
+        check_count(history, "history", minimum=0, note="events kept for hub.events()")
         if background_mode not in ("one-shot", "continuable"):
             raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
+        check_tool_lists(tools, delegation_tools)
+        if fsync is not None and fsync not in _fsync_policies():  # also when no store= directory uses it
+            raise UsageError(f'fsync must be "batch", "always" or "never", got {shown(fsync)}')
         self._costs = CostBook(prices)  # checked before the store is opened
         check_root_id(root_id)
         store_options = {"fsync": fsync} if fsync is not None else {}
@@ -230,8 +251,6 @@ class AsyncHub:
         try:
             self._ids = IdSource(ids)
             self._ids.skip_past(reserved_ids(self._store))
-            if not is_int_at_least(history, 0):
-                raise UsageError(f"history must be an integer >= 0 (events kept for hub.events()), got {history!r}")
             runtime = Runtime(model=model, store=self._store, ids=self._ids, history=history,
                               max_parallel_tool_calls=max_parallel_tool_calls,
                               limits=Limits(root_limits.max_steps, None, root_limits.turn_timeout))
@@ -265,7 +284,10 @@ class AsyncHub:
             if self._costs.prices:  # a finished one-shot agent leaves the runtime: note its model while live
                 runtime.bus.subscribe(lambda event: self._costs.note(event.agent_id, runtime))
         except BaseException:
-            self._store.close()  # a refused configuration must not keep the store's lock
+            self._store.close()  # a refused configuration must not keep the store's lock,
+            runtime = getattr(self, "runtime", None)
+            if runtime is not None:  # nor the GC policy and threads of a runtime nobody will close
+                runtime.closed = True
             raise
         self._closed = False
         self._child_models: list[Any] = []
@@ -279,9 +301,15 @@ class AsyncHub:
         for name, provider in providers.items():
             if not isinstance(name, str) or not name:
                 raise UsageError(f"provider names must be non-empty strings, got {name!r}")
+            if not is_provider_shaped(provider):
+                raise UsageError(not_a_provider(f'providers["{name}"]', provider))
             own = getattr(provider, "name", None)
             if own is None:
-                provider.name = name
+                try:
+                    provider.name = name
+                except AttributeError:  # a provider class with slots and no name of its own
+                    raise UsageError(f'providers["{name}"] has no name attribute and cannot be given '
+                                     f'one; give it name="{name}"') from None
             elif own != name:
                 raise UsageError(f'provider registered as "{name}" is named "{own}"; use one name')
             self._service.register_provider(provider)
@@ -355,7 +383,7 @@ class AsyncHub:
                  model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
         check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         # a provider that manages depth itself (an external harness) gets no cap from this hub
-        capped = self._service.get_provider(provider).capabilities.depth_limit
+        capped = self._service.registered_provider(provider).capabilities.depth_limit
         options = {}
         if model is not None:
             options["model"] = model
@@ -391,8 +419,7 @@ class AsyncHub:
         ``max_steps``, ``token_budget`` (tokens of the child and its descendants) and ``turn_timeout``
         bound the child (``None``: the hub's defaults; see ``toh_nb.core.budget``)."""
         self._check_open()
-        if not isinstance(background, bool):
-            raise UsageError(f"background must be True or False, got {background!r}")
+        check_flag(background, "background")
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
                                 provider)
@@ -505,7 +532,8 @@ class AsyncHub:
         root = agent_id_of(agent) if agent is not None else None
         if isinstance(kinds, str):
             kinds = [kinds]
-        if kinds is not None and not all(isinstance(k, str) for k in kinds):
+        if kinds is not None and (not isinstance(kinds, (list, tuple, set, frozenset))
+                                  or not all(isinstance(k, str) for k in kinds)):
             raise UsageError("kinds must be a list of event kind strings, e.g. ['turn/end', 'subagent/end']")
         members: list[str] = []
         if root is not None:
@@ -524,6 +552,7 @@ class AsyncHub:
         only; ``history=True`` first replays the recorded lifecycle events. Nothing is dropped: events
         wait in the iterator's queue until read."""
         self._check_open()
+        check_flag(history, "history")
         keep = self.event_filter(agent, kinds)
         queue: asyncio.Queue = asyncio.Queue()
         unsubscribe = self.runtime.bus.subscribe(lambda event: queue.put_nowait(event) if keep(event) else None)
@@ -549,7 +578,8 @@ class AsyncHub:
 
     def agents(self) -> list[dict]:
         """One row per agent of the tree (root first, pre-order): ids, depth, label, mode, status, turns,
-        tokens (own, subtree, budget, left), cost, started, elapsed_s, stop_reason."""
+        tokens (own, subtree, budget, left), cost, started, elapsed_s, stop_reason, abandoned_tools (sync
+        tool or model calls of the agent whose turn ended while their thread still runs: ``toh_nb.core.threads``)."""
         return self._costs.fill(agent_rows(self.runtime, self._root.id), self.runtime)
 
     def transcript(self, agent_id: "str | AsyncChild") -> list[dict]:

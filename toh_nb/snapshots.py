@@ -16,7 +16,7 @@ from .subagents import descriptor as descriptors
 JOB_COLUMNS = ["id", "label", "status", "detail", "owner", "started", "finished", "elapsed_s"]
 AGENT_COLUMNS = ["id", "parent", "depth", "label", "mode", "status", "turns", "input_tokens", "output_tokens",
                  "subtree_tokens", "token_budget", "tokens_left", "cost", "subtree_cost", "started", "elapsed_s",
-                 "stop_reason"]
+                 "stop_reason", "abandoned_tools"]
 TRANSCRIPT_COLUMNS = ["turn", "kind", "role", "source", "text", "tool", "is_error"]
 #: one status vocabulary for agents and jobs: a finished one-shot agent's status says how it ended, in
 #: the words a job uses (running | stopping | idle | ready | completed | failed | killed | corrupt)
@@ -44,6 +44,8 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
     # tree refreshes this table up to ten times a second
     summary_of = getattr(store, "summary", None) or (lambda agent_id: summarize(store.open(agent_id)))
     now = time.time()
+    #: sync calls whose turn ended while their thread still runs, per agent (toh_nb.core.threads)
+    abandoned = runtime.user_threads.abandoned_by_owner()
     rows: list[dict] = []
     stack = [(root_id, 0)]
     while stack:
@@ -55,7 +57,8 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
             rows.append({"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
                          "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
                          "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
-                         "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None})
+                         "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None,
+                         "abandoned_tools": abandoned.get(agent_id, 0)})
             continue
         header = summary.header
         record = descriptors.identity(summary.descriptor) if summary.descriptor is not None else None
@@ -74,7 +77,8 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
                      "label": label, "mode": mode, "status": status, "turns": turns, "input_tokens": inp,
                      "output_tokens": out, "subtree_tokens": inp + out, "token_budget": runtime.budgets.get(agent_id),
                      "tokens_left": None, "cost": None, "subtree_cost": None, "started": header.created, "elapsed_s": max(0.0, end - header.created),
-                     "stop_reason": TURN_TO_STOP.get(reason) if reason else None})
+                     "stop_reason": TURN_TO_STOP.get(reason) if reason else None,
+                     "abandoned_tools": abandoned.get(agent_id, 0)})
         children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
         for child in reversed(children):
             stack.append((child.id, depth + 1))

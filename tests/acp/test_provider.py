@@ -341,3 +341,19 @@ def test_a_message_the_agent_never_got_is_sent_with_the_next_one(tmp_path):
     same = asyncio.run(main())
     assert same[0].startswith("error: ACP agent `") and " did not answer initialize within 1 s" in same[0]
     assert same[1:] == ["echo: first\n\nsecond", "completed"]
+
+
+def test_env_values_are_held_out_of_http_logs_until_the_last_hub_closes():
+    from toh_nb.core import secrets
+
+    agent = tn.AcpAgent(["true"], env={"TOKEN": "sk-acp-held-0123456789", "SHORT": "x"})
+
+    async def main():
+        async with tn.AsyncHub(providers={"acp": agent}):
+            async with tn.AsyncHub(providers={"acp": agent}):
+                pass
+            still = secrets.held()  # the first hub still uses the agent
+        return still
+
+    assert asyncio.run(main()) == ("sk-acp-held-0123456789",)
+    assert secrets.held() == ()

@@ -144,6 +144,16 @@ def test_a_runtime_dropped_without_closing_releases_its_hold():
     assert not gc_policy.active()
 
 
+def test_a_refused_hub_configuration_releases_the_hold_at_once():
+    """A configuration refused after the runtime exists (a bad provider entry, a bad SubagentTool) closes
+    that runtime: no collection is needed to release the policy (the collector is off here)."""
+    for bad in (lambda: tn.AsyncHub(providers={"ray": "ray"}),
+                lambda: tn.AsyncHub(tools=[tn.SubagentTool(name="deep", max_depth="3")])):
+        with pytest.raises(tn.UsageError):
+            bad()
+        assert not gc_policy.active()
+
+
 def test_closing_the_last_hub_leaves_a_programs_own_frozen_objects_frozen():
     import gc
 

@@ -95,7 +95,7 @@ def test_bad_arguments_are_usage_errors_naming_the_argument(tmp_path):
         tn.LocalModel(n_ctx=10)
     with pytest.raises(tn.UsageError, match=r"LocalModel max_tokens must be an integer >= 1, got True"):
         tn.LocalModel(max_tokens=True)
-    with pytest.raises(tn.UsageError, match=r"LocalModel temperature must be a number >= 0, got -1"):
+    with pytest.raises(tn.UsageError, match=r"LocalModel temperature must be a non-negative number, got -1"):
         tn.LocalModel(temperature=-1)
     with pytest.raises(tn.UsageError, match=r"tool_choice must be 'auto', 'none', 'required', a tool name or a "
                                             r"function of the request returning one of those, got 42"):

@@ -337,7 +337,7 @@ def test_bad_input_to_job_and_child_methods(hub):
 def test_hub_construction_errors_are_usage_errors():
     with pytest.raises(UsageError, match="background_mode must be"):
         tn.Hub(background_mode="sometimes")
-    with pytest.raises(UsageError, match="maxDepth must be a non-negative safe integer"):
+    with pytest.raises(UsageError, match="max_depth must be an integer from 0 to 9007199254740991"):
         tn.Hub(max_depth=-1)
     with pytest.raises(UsageError, match="model must have an async request"):
         tn.Hub(model="gpt-4o")

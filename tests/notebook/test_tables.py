@@ -18,7 +18,8 @@ JOB_DTYPES = {"id": "object", "label": "object", "status": "object", "detail": "
 AGENT_DTYPES = {"id": "object", "parent": "object", "depth": "int64", "label": "object", "mode": "object",
                 "status": "object", "turns": "int64", "input_tokens": "int64", "output_tokens": "int64",
                 "subtree_tokens": "int64", "token_budget": "Int64", "tokens_left": "Int64", "cost": "float64",
-                "subtree_cost": "float64", "started": UTC_TIME, "elapsed_s": "float64", "stop_reason": "object"}
+                "subtree_cost": "float64", "started": UTC_TIME, "elapsed_s": "float64", "stop_reason": "object",
+                "abandoned_tools": "int64"}
 TRANSCRIPT_DTYPES = {"turn": "Int64", "kind": "object", "role": "object", "source": "object", "text": "object",
                      "tool": "object", "is_error": "bool"}
 EVENT_DTYPES = {"time": UTC_TIME, **{c: "object" for c in EVENT_COLUMNS if c != "time"}}
@@ -30,10 +31,10 @@ RUNNING_JOB = {"id": "subagent-2", "label": "wait", "status": "running", "detail
 AGENT_ROW = {"id": "agent-1", "parent": "root", "depth": 1, "label": "research", "mode": "one-shot",
              "status": "completed", "turns": 1, "input_tokens": 12, "output_tokens": 5, "subtree_tokens": 17,
              "token_budget": 100, "tokens_left": 83, "cost": 0.000012, "subtree_cost": 0.00002, "started": T0,
-             "elapsed_s": 0.5, "stop_reason": "completed"}
+             "elapsed_s": 0.5, "stop_reason": "completed", "abandoned_tools": 2}
 CORRUPT_AGENT = {"id": "agent-2", "parent": None, "depth": 1, "label": None, "mode": None, "status": "corrupt",
                  "turns": 0, "input_tokens": 0, "output_tokens": 0, "started": None, "elapsed_s": None,
-                 "stop_reason": None}
+                 "stop_reason": None, "abandoned_tools": 0}
 TRANSCRIPT_ROWS = [
     {"turn": None, "kind": "descriptor", "role": None, "source": None, "text": "{}", "tool": None, "is_error": False},
     {"turn": 1, "kind": "tool/result", "role": "tool", "source": None, "text": "Error: x", "tool": "job_kill",

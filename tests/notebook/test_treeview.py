@@ -83,6 +83,19 @@ def test_columns_added_to_agent_rows_show_up_without_changes_here(monkeypatch):
     assert tree_text(rows).endswith("\u00b7 tokens left 900")
 
 
+def test_abandoned_sync_calls_show_on_their_agent_only_when_there_are_some():
+    rows = preorder([{"kind": "agent", "id": "root", "tree_parent": None, "mode": "root", "status": "idle",
+                      "abandoned_tools": 0},
+                     {"kind": "agent", "id": "agent-1", "tree_parent": "root", "mode": "one-shot",
+                      "status": "finished", "stop_reason": "max-time", "abandoned_tools": 3}])
+    assert tree_text(rows).splitlines()[1:] == [
+        "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out",
+        "\u2514\u2500\u2500 agent-1 \u00b7 one-shot \u00b7 completed \u00b7 turns 0 \u00b7 tokens 0 in / 0 out "
+        "\u00b7 abandoned tools 3"]
+    assert "<th>abandoned tools</th>" in tree_html(rows) and "<td>3</td>" in tree_html(rows)
+    assert "<th>abandoned tools</th>" not in tree_html(rows[:1])
+
+
 class FakeHandle:
     def __init__(self, bundle):
         self.shown = [bundle]

@@ -225,3 +225,18 @@ def test_what_cannot_be_pickled_at_a_resume_after_a_restart_is_named(ray_cluster
     assert model_text == ("Error: RayProvider cannot send the model (Locked) to a Ray actor: it could not be pickled "
                           "(TypeError: cannot pickle '_thread.lock' object); pass RayProvider(model=...) a factory "
                           "defined at module level, or a picklable model")
+
+
+def test_env_vars_values_are_held_out_of_http_logs_while_a_hub_uses_the_provider(monkeypatch):
+    from toh_nb.core import secrets
+
+    monkeypatch.setenv("TOH_NB_TEST_HELD", "sk-ray-held-0123456789")
+    provider = tn.RayProvider(Script(), env_vars=["TOH_NB_TEST_HELD"],
+                              runtime_env={"env_vars": {"OTHER": "sk-ray-given-9876543210"}})
+
+    async def main():
+        async with tn.AsyncHub(Script(), providers={"ray": provider}):
+            return secrets.held()
+
+    assert asyncio.run(main()) == ("sk-ray-given-9876543210", "sk-ray-held-0123456789")
+    assert secrets.held() == ()

@@ -158,7 +158,7 @@ def test_registration_errors():
         async def plan(self, child):
             return tn.ChildPlan()
 
-    with pytest.raises(tn.UsageError, match="must declare its capabilities"):
+    with pytest.raises(tn.UsageError, match=r'^providers\["bad"\] must be a subagent provider .*, got NoCaps$'):
         tn.AsyncHub(providers={"bad": NoCaps()})
     with pytest.raises(tn.UsageError, match='registered as "a" is named "b"'):
         tn.AsyncHub(providers={"a": Remote(name="b")})

@@ -79,7 +79,7 @@ def test_tool_configuration_errors():
             from toh_nb.subagents.tool import make_subagent_tool
             service = hub._service
             for bad in (-1, 1.5, "3", True, float("nan")):
-                with pytest.raises(UsageError, match="subagent maxDepth must be a non-negative safe integer"):
+                with pytest.raises(UsageError, match='max_depth must be an integer from 0 to 9007199254740991 or "provider-managed", got '):
                     make_subagent_tool(service, None, max_depth=bad)
             with pytest.raises(UsageError, match="background_mode"):
                 make_subagent_tool(service, None, background_mode="forever")

@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..core.checks import check_number
 from ..core.errors import UsageError
 
 #: ACP's tool kinds (``schema.ToolKind``)
@@ -57,9 +58,7 @@ class AskUser:
     timeout: float = ASK_TIMEOUT
 
     def __post_init__(self) -> None:
-        t = self.timeout
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 or t == float("inf"):
-            raise UsageError(f"AskUser timeout must be a positive number of seconds, got {t!r}")
+        check_number(self.timeout, "AskUser timeout", positive=True, none=None)
 
 
 @dataclass(slots=True)

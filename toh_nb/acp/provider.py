@@ -16,12 +16,13 @@ simply starts one, and its undelivered messages go with the next prompt.
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import tempfile
 from typing import Any, Mapping, Sequence
 
+from ..core.checks import check_number
+from ..core.secrets import hold as hold_secrets
 from ..core.errors import SubagentError, UsageError
 from ..core.model import ModelRequest, ModelResponse
 from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
@@ -34,11 +35,7 @@ SESSION_EVENT = "external/" + SESSION_RECORD
 
 
 def _seconds(value: Any, name: str, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
+    return check_number(value, name, positive=True, none="no limit" if allow_none else None)
 
 
 class AcpModel:
@@ -117,6 +114,8 @@ class AcpAgent:
         self.name = name  # the hub names it after its registration key when None
         #: every link opened, newest last (tests and diagnostics read pids from here)
         self.links: list[AgentLink] = []
+        self._hubs = 0
+        self._secrets: Any = None  # releases the env values (toh_nb.core.secrets)
 
     def __repr__(self) -> str:
         env = f", env=<{len(self._env)} variables>" if self._env else ""
@@ -129,6 +128,19 @@ class AcpAgent:
         return base
 
     # -- the Provider protocol -------------------------------------------------------------------
+
+    def attach(self) -> None:
+        """A hub registered this agent: its ``env`` values stay out of the HTTP libraries' logs until the
+        last such hub closes (``aclose``)."""
+        self._hubs += 1
+        if self._secrets is None:
+            self._secrets = hold_secrets(self._env.values())
+
+    async def aclose(self) -> None:
+        self._hubs = max(0, self._hubs - 1)
+        if self._hubs == 0 and self._secrets is not None:
+            self._secrets()
+            self._secrets = None
 
     def _link(self, child: ChildInfo, cwd: str, session_id: str | None = None,
               already_sent: Sequence[Any] = ()) -> ChildPlan:

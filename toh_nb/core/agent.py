@@ -32,6 +32,7 @@ from .content import Message, MessagesView, Text, ToolCallBlock, ToolResultBlock
 from .errors import StoreError, ToolError
 from .events import (MessageQueued, ModelRequested, ModelResponded, TextDelta, ToolCalled, ToolReturned, TurnEnded,
                      TurnStarted)
+from .threads import current_user_threads
 from .session import (ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
                       Session, turn_end_data)
 from .tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, Tool, ToolAborted, ToolContext, ToolResult,
@@ -232,6 +233,8 @@ class Agent:
 
     async def _drive(self) -> None:
         self._unyielded = TURNS_PER_YIELD  # a busy period's first step always yields
+        # sync model functions of this driver's turns run on this hub's threads (toh_nb.core.threads)
+        current_user_threads.set(getattr(self.runtime, "user_threads", None))
         try:
             while not self.disposed:
                 if self._abort_opening is not None and self._opening_queued():

@@ -23,12 +23,10 @@ descriptor, whose fields the reference fixes). Token counts start from the agent
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import is_int_at_least
-from .errors import UsageError
+from .checks import check_count, check_seconds
 from .states import TurnEnd
 
 DEFAULT_MAX_STEPS = 50
@@ -68,24 +66,15 @@ class Limits:
 
 
 def check_max_steps(value: Any, name: str = "max_steps") -> int | None:
-    if value is None or is_int_at_least(value, 1):
-        return value
-    raise UsageError(f"{name} must be an integer >= 1 or None (no limit), got {value!r}")
+    return check_count(value, name, none="no limit")
 
 
 def check_token_budget(value: Any, name: str = "token_budget") -> int | None:
-    if value is None or is_int_at_least(value, 1):
-        return value
-    raise UsageError(f"{name} must be an integer >= 1 (tokens) or None (no budget), got {value!r}")
+    return check_count(value, name, note="tokens", none="no budget")
 
 
 def check_turn_timeout(value: Any, name: str = "turn_timeout") -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value <= 0 \
-            or math.isinf(value):
-        raise UsageError(f"{name} must be a positive number of seconds or None (no limit), got {value!r}")
-    return float(value)
+    return check_seconds(value, name, positive=True)
 
 
 def step_limit_text(max_steps: int) -> str:

@@ -206,6 +206,19 @@ class Interrupted(HubEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAbandoned(HubEvent):
+    """``agent_id``'s turn ended (interrupt, ``turn_timeout``, kill, close) while one of its sync calls
+    (``name``: ``tool "x"`` or ``model function f``) still ran in a thread, which is left to finish on its
+    own: Python cannot stop a thread (``toh_nb.core.threads``). It counts in ``abandoned_tools`` of
+    ``hub.agents()`` until the function returns."""
+
+    kind: ClassVar[str] = "tool/abandoned"
+    lifecycle: ClassVar[bool] = True
+    name: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderChanged(HubEvent):
     kind: ClassVar[str] = "subagent/provider"
     provider: str

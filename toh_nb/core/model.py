@@ -11,13 +11,13 @@ instruction.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 from .content import Message, ToolCall, Usage
+from .threads import user_threads
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "refusal")
@@ -113,7 +113,8 @@ def _is_coroutine_function(fn: Any) -> bool:
 
 
 async def call_off_loop(fn: Callable[[Any], Any], request: Any) -> Any:
-    """Call a model function: an async one on the loop; a sync one in a worker thread.
+    """Call a model function: an async one on the loop; a sync one on the running agent's hub's threads
+    for user code (``toh_nb.core.threads``: never the engine's, and a stuck one cannot starve other hubs).
 
     Why: one loop serves every agent of every hub in the process (the notebook portal), so a sync model
     function that sleeps, or does real work, would stop all of them and delay kernel interrupts. A sync
@@ -121,7 +122,11 @@ async def call_off_loop(fn: Callable[[Any], Any], request: Any) -> Any:
     """
     if is_async_callable(fn):
         return await fn(request)
-    value = await asyncio.to_thread(fn, request)
+    from .errors import ModelError
+
+    name = f"model function {getattr(fn, '__name__', None) or type(fn).__name__}"
+    value = await user_threads().run(fn, request, name=name, owner=getattr(request, "agent_id", None),
+                                     refuse=ModelError)
     if inspect.isawaitable(value):
         value = await value
     return value

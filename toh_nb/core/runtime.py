@@ -9,6 +9,7 @@ engine's own state); everything else (widget, tables, progress line, user stream
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any, Iterable
 
@@ -16,13 +17,14 @@ from . import gc_policy
 from .model import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
 from .budget import Limits
-from .checks import is_int_at_least
+from .checks import check_count
 from .dict_room import DictRoom
 from .content import Message
-from .errors import ClosedError, UsageError
-from .events import DEFAULT_HISTORY, EventBus, StatusChanged
+from .errors import ClosedError
+from .events import DEFAULT_HISTORY, EventBus, StatusChanged, ToolAbandoned
 from .ids import IdSource
 from .session import ASSISTANT_MESSAGE, Session
+from .threads import UserThreads, abandoned_text
 from .tools import Tool, ToolRegistry
 
 BASE_SYSTEM_PROMPT = "You are an AI agent running in toh_nb, a delegation runtime for notebooks."
@@ -35,8 +37,7 @@ class Runtime:
                  max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
                  base_prompt: str = BASE_SYSTEM_PROMPT, limits: Limits | None = None,
                  history: int = DEFAULT_HISTORY) -> None:
-        if not is_int_at_least(max_parallel_tool_calls, 1):
-            raise UsageError(f"max_parallel_tool_calls must be an integer >= 1, got {max_parallel_tool_calls!r}")
+        check_count(max_parallel_tool_calls, "max_parallel_tool_calls")
         self.model = model
         self.store = store
         self.ids = ids
@@ -54,6 +55,8 @@ class Runtime:
         #: agents whose current turn's steps run elsewhere (``toh_nb.ray``): they are told of a budget
         #: spent on their path (``budget_spent(node)``), which their remote steps cannot see
         self.remote_steps: set[Agent] = set()
+        #: threads for this hub's sync tools and sync model functions (toh_nb.core.threads)
+        self.user_threads = UserThreads(on_abandoned=functools.partial(announce_abandoned, self.bus, self.agents))
         self._closed = False
         # the GC policy holds while the hub is open (released on close, or when a never-closed hub
         # is garbage collected): see toh_nb.core.gc_policy
@@ -70,6 +73,7 @@ class Runtime:
         self._closed = bool(value)
         if self._closed:
             self._gc_hold()  # once: a finalizer runs at most one time
+            self.user_threads.close()  # never waits for a stuck call's thread
 
     # -- durability ----------------------------------------------------------------------------
 
@@ -184,6 +188,16 @@ class Runtime:
         """``node``'s token budget was just spent (once per budget crossing, not per charge)."""
         for agent in list(self.remote_steps):
             agent.budget_spent(node)
+
+
+def announce_abandoned(bus: EventBus, agents: dict, owner: str | None, name: str, stuck: int) -> None:
+    """A sync call's turn ended while its thread still runs (see toh_nb.core.threads). A function of
+    the bus and the agents, not a method: the runtime's threads must not hold the runtime (a cycle would
+    keep a dropped, never-closed hub alive until a full collection)."""
+    agent = agents.get(owner) if owner is not None else None
+    bus.publish(ToolAbandoned(agent_id=owner, parent_id=agent.parent.id if agent is not None and agent.parent else None,
+                              depth=agent.depth if agent is not None else None, name=name,
+                              detail=abandoned_text(name, stuck)))
 
 
 def logged_tokens(session: Session) -> int:

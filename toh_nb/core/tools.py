@@ -21,6 +21,7 @@ import pydantic
 import pydantic.json_schema
 
 from .errors import ToolError, UsageError
+from .threads import user_threads
 
 ABORTED_BEFORE_DISPATCH = "tool call aborted before dispatch"
 ABORTED_DURING_CALL = "tool call was aborted before it finished"
@@ -241,8 +242,10 @@ async def invoke(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
     try:
         if tool.is_async:
             value = await tool.fn(ctx, args)
-        elif tool.run_in_thread:
-            value = await asyncio.to_thread(tool.fn, ctx, args)
+        elif tool.run_in_thread:  # the hub's own threads for user code (toh_nb.core.threads)
+            threads = getattr(ctx.runtime, "user_threads", None) or user_threads()
+            value = await threads.run(tool.fn, ctx, args, name=f'tool "{tool.name}"',
+                                      owner=getattr(ctx.agent, "id", None), refuse=ToolError)
         else:
             value = tool.fn(ctx, args)
             if inspect.isawaitable(value):

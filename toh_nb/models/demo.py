@@ -33,12 +33,12 @@ moment the reviewer's notice reaches the root depends on timing.
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import re
 from typing import Any
 
 from ..core.content import Message, ToolCall, Usage
+from ..core.checks import check_number
 from ..core.errors import UsageError
 from ..core.model import ModelRequest, ModelResponse, ToolSpec
 
@@ -142,9 +142,7 @@ class DemoModel:
     """The offline default model: a deterministic planner/worker. See the module docstring."""
 
     def __init__(self, latency: float = 0.02, seed: int = 0) -> None:
-        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not math.isfinite(latency) \
-                or latency < 0:
-            raise UsageError(f"latency must be a non-negative number of seconds, got {latency!r}")
+        check_number(latency, "latency", none=None)
         if isinstance(seed, bool) or not isinstance(seed, (int, str)):
             raise UsageError(f"seed must be an integer or a string, got {seed!r}")
         self.latency = float(latency)

@@ -44,7 +44,7 @@ from typing import Any, Callable, Union
 
 from ..core.content import Usage
 from ..core.errors import ModelError, UsageError
-from ..core.checks import is_int_at_least
+from ..core.checks import MAX_COUNT, check_count, check_number
 from ..core.model import ModelRequest, ModelResponse
 from .deltas import DeltaSink
 from .local_engine import Generation, check_path, default_model_path, engine_for
@@ -65,12 +65,9 @@ class LocalModel:
         self.model_path = check_path(model_path) if model_path is not None else None
         for name, value, least in (("n_ctx", n_ctx, 256), ("max_tokens", max_tokens, 1),
                                    ("max_string_chars", max_string_chars, 1), ("seed", seed, 0)):
-            if not is_int_at_least(value, least):
-                raise UsageError(f"LocalModel {name} must be an integer >= {least}, got {value!r}")
-        if n_threads is not None and not is_int_at_least(n_threads, 1):
-            raise UsageError(f"LocalModel n_threads must be an integer >= 1 or None, got {n_threads!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-            raise UsageError(f"LocalModel temperature must be a number >= 0, got {temperature!r}")
+            check_count(value, f"LocalModel {name}", minimum=least)
+        check_count(n_threads, "LocalModel n_threads", none="")
+        check_number(temperature, "LocalModel temperature", unit="", none=None, maximum=MAX_COUNT)
         if not (callable(tool_choice) or (isinstance(tool_choice, str) and tool_choice)):
             raise UsageError("LocalModel tool_choice must be 'auto', 'none', 'required', a tool name or a function "
                              f"of the request returning one of those, got {tool_choice!r}")

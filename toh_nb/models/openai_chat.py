@@ -93,7 +93,8 @@ from typing import Any, Callable
 
 from pydantic import SecretStr
 
-from ..core.checks import is_int_at_least
+from ..core.secrets import hold as hold_secrets
+from ..core.checks import MAX_COUNT, check_count, check_number, check_seconds
 from ..core.content import ToolCall, Usage
 from ..core.errors import ModelError, UsageError
 from ..core.model import ModelRequest, ModelResponse
@@ -155,8 +156,13 @@ class OpenAIChatModel:
                  tool_choice_required: bool | None = None, empty_auto_text: bool | None = None) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError("OpenAIChatModel needs a model name, e.g. OpenAIChatModel('gpt-4o-mini')")
-        if max_tokens is not None and not is_int_at_least(max_tokens, 1):
-            raise UsageError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+        check_count(max_tokens, "max_tokens", none="")
+        check_count(max_retries, "max_retries", minimum=0)
+        check_seconds(timeout, "timeout", positive=True, none=None)
+        check_seconds(backoff, "backoff", none=None)
+        check_seconds(max_backoff, "max_backoff", none=None)
+        if temperature is not None:
+            check_number(temperature, "temperature", unit="", none=None, maximum=MAX_COUNT)
         #: the server's quirks: the named profile with the explicit keywords applied
         self.profile = resolve_profile(profile, {
             "max_tokens_field": max_tokens_field, "tool_results_as_text": tool_results_as_text,
@@ -169,7 +175,7 @@ class OpenAIChatModel:
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         _openai()  # fail at construction, naming the extra, when the package is missing
         self._api_key = SecretStr(api_key) if api_key else None
-        self.max_retries = max(0, int(max_retries))
+        self.max_retries = max_retries
         self.timeout = timeout
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -184,6 +190,8 @@ class OpenAIChatModel:
         self._given_client = client
         # One client per event loop: pooled connections belong to the loop that opened them.
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+        #: the key held out of the HTTP libraries' logs while this model has a client (toh_nb.core.secrets)
+        self._secrets: Any = None
         self._deltas = DeltaSink("OpenAIChatModel")
 
     @property
@@ -200,6 +208,7 @@ class OpenAIChatModel:
         A key given as ``api_key`` travels with the copy; one read from ``OPENAI_API_KEY`` does not."""
         state = self.__dict__.copy()
         state["_clients"] = None
+        state["_secrets"] = None  # the copy holds its key once it makes a client
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -243,8 +252,15 @@ class OpenAIChatModel:
             text = text.replace(secret, "<redacted>")
         return text
 
+    def _hold_secrets(self) -> None:
+        """Keep this model's key out of the httpx/httpcore/openai logs while it has a client; released
+        by ``aclose()`` once no client is left, or when the model is garbage collected."""
+        if self._secrets is None:
+            self._secrets = weakref.finalize(self, hold_secrets(self._redact_values()))
+
     def _client(self) -> Any:
         if self._given_client is not None:
+            self._hold_secrets()
             return self._given_client
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
@@ -258,6 +274,7 @@ class OpenAIChatModel:
             client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout,
                                         http_client=http_client)
             self._clients[loop] = client
+            self._hold_secrets()
         return client
 
     async def aclose(self) -> None:
@@ -275,6 +292,9 @@ class OpenAIChatModel:
                 await client.close()
             elif loop.is_closed():
                 del self._clients[loop]
+        if not self._clients and self._secrets is not None:
+            self._secrets()  # the last client is closed: nothing sends the key any more
+            self._secrets = None
 
     # -- request mapping -------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from typing import Any, Iterable
 
 from ..core.content import ToolCall, Usage, block_to_json
 from ..core.errors import ModelError, ReplayMissError, UsageError
+from ..core.threads import run_engine
 from ..core.model import ModelRequest, ModelResponse, call_off_loop
 
 FORMAT_VERSION = 1
@@ -151,7 +152,7 @@ class RecordingModel:
         if self._write_lock is None:
             self._write_lock = asyncio.Lock()
         async with self._write_lock:
-            await asyncio.to_thread(self._write, record)
+            await run_engine(self._write, record)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         canonical = canonical_request(request)

@@ -42,9 +42,9 @@ from ..core.errors import ClosedError, TohError, UsageError
 from ..core.model import Model
 from ..core.tools import ToolResult
 from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
-from ..core.checks import agent_id_of, check_text, check_timeout
+from ..core.checks import agent_id_of, check_flag, check_text, check_timeout
 from ..hub import (AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, check_root_id, check_start_options,
-                  stored_root_id)
+                   check_tool_lists, stored_root_id)
 from ..results import AgentListing, RunResult
 from ..store import open_store
 from ..store.base import SessionStore
@@ -194,8 +194,7 @@ class Hub:
                  history: int = DEFAULT_HISTORY, prices: Any = None) -> None:
         if loop not in LOOP_MODES:
             raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
-        if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
-            raise UsageError(f"tools must be a list of functions or tn.Tool objects, got {type(tools).__name__}")
+        check_tool_lists(tools, delegation_tools)
         self._loop_mode = loop
         check_root_id(root_id)  # before any store is touched (or a previous hub closed for it)
         store_key = _store_key(store)
@@ -440,6 +439,7 @@ class Hub:
             raise UsageError('hub.stream() needs the portal loop; with Hub(loop="kernel") use '
                              "`async for ev in hub.async_hub.astream()`")
         check_timeout(timeout)
+        check_flag(history, "history")
         keep = self._call(self._async.event_filter, agent, kinds)
         events: queue.SimpleQueue = queue.SimpleQueue()
         bus = self._async.runtime.bus
@@ -471,7 +471,7 @@ class Hub:
 
     def agents(self):
         """DataFrame: id, parent, depth, label, mode, status, turns, input_tokens, output_tokens, started,
-        elapsed_s, stop_reason — every agent of the tree, one-shot children included."""
+        elapsed_s, stop_reason, abandoned_tools — every agent of the tree, one-shot children included."""
         return agents_frame(self._call(self._async.agents))
 
     def transcript(self, agent_id: "str | Child"):

@@ -120,6 +120,18 @@ def extra_columns() -> list[str]:
 FORMATS = {"cost": format_cost, "subtree_cost": format_cost}
 
 
+#: extra columns whose usual value is not worth a place on every node (no abandoned sync calls)
+QUIET = {"abandoned_tools": 0}
+
+
+def extra_value(row: dict, column: str) -> Any:
+    """An extra column's value on a node, or None when there is nothing to show."""
+    value = row.get(column)
+    if value is None or (column in QUIET and value == QUIET[column]):
+        return None
+    return value
+
+
 def cell_text(column: str, value: Any) -> str:
     """An extra column's value as displayed (empty for None)."""
     if value is None:
@@ -139,8 +151,9 @@ def _facts(row: dict) -> list[str]:
     facts += [display_status(row), f"turns {row.get('turns') or 0}",
               f"tokens {row.get('input_tokens') or 0} in / {row.get('output_tokens') or 0} out"]
     for column in extra_columns():
-        if row.get(column) is not None:
-            facts.append(f"{column.replace('_', ' ')} {cell_text(column, row[column])}")
+        value = extra_value(row, column)
+        if value is not None:
+            facts.append(f"{column.replace('_', ' ')} {cell_text(column, value)}")
     return facts
 
 
@@ -195,7 +208,7 @@ def tree_html(rows: list[dict]) -> str:
     without a kernel). Full ids are in each id's ``title`` (hover)."""
     esc = html.escape
     shown = rows[:STATIC_MAX_ROWS]
-    extra = [c for c in extra_columns() if any(row.get(c) is not None for row in shown)]  # no empty columns
+    extra = [c for c in extra_columns() if any(extra_value(row, c) is not None for row in shown)]  # no empty columns
     head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in ["agent / job", "id", "mode", "status",
                                                                    "turns", "tokens in", "tokens out"] + extra)
     body = []
@@ -209,7 +222,7 @@ def tree_html(rows: list[dict]) -> str:
                  f"<td style='text-align:left'>{esc(mode)}</td>",
                  f"<td style='text-align:left'>{status_badge(display_status(row))}</td>"]
         cells += [f"<td>{'' if v is None else esc(str(v))}</td>" for v in numbers]
-        cells += [f"<td>{esc(cell_text(c, row.get(c)))}</td>" for c in extra]
+        cells += [f"<td>{esc(cell_text(c, extra_value(row, c)))}</td>" for c in extra]
         body.append(f"<tr>{''.join(cells)}</tr>")
     more = f"<div><i>{esc(_more(len(rows) - STATIC_MAX_ROWS))}</i></div>" if len(rows) > STATIC_MAX_ROWS else ""
     return (f"<div class='toh-tree-static'><div><b>agent tree</b> \u2014 {esc(summary(rows))}</div>"

@@ -45,12 +45,13 @@ from typing import Any, Callable
 import anywidget
 import traitlets
 
-from ..core.checks import is_int_at_least
+from ..core.checks import check_count, check_seconds
 from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
 from .chat import chat_entries, chat_markdown
 from .display import short_id
-from .treeview import FORMATS, cell_text, display_status, extra_columns, name_of, static_bundle, summary, tree_rows
+from .treeview import (FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, summary,
+                       tree_rows)
 
 HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
@@ -131,7 +132,8 @@ def widget_rows(rows: list[dict]) -> list[dict]:
             "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
             "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
             "has_transcript": agent,
-            "extra": [[name, _extra_value(name, row.get(name))] for name in extra if row.get(name) is not None],
+            "extra": [[name, _extra_value(name, extra_value(row, name))] for name in extra
+                      if extra_value(row, name) is not None],
         }
         out.append(item)
         index[item["id"]] = item
@@ -247,10 +249,8 @@ class AgentTree(anywidget.AnyWidget):
 
     def __init__(self, hub: Any, *, interval: float = 0.1, max_nodes: int = 5000, **kwargs: Any) -> None:
         facade, inner = _resolve_hub(hub)
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
-            raise UsageError(f"interval must be a positive number of seconds, got {interval!r}")
-        if not is_int_at_least(max_nodes, 1):
-            raise UsageError(f"max_nodes must be an integer >= 1, got {max_nodes!r}")
+        check_seconds(interval, "interval", positive=True, none=None)
+        check_count(max_nodes, "max_nodes")
         super().__init__(**kwargs)
         self.hub = hub
         self._facade = facade

@@ -37,8 +37,10 @@ import os
 import weakref
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core.checks import is_int_at_least
+from ..core.checks import MAX_COUNT, check_count, check_number
 from ..core.errors import ModelError, UsageError
+from ..core.secrets import hold as hold_secrets
+from ..core.threads import run_engine
 from ..core.tools import FunctionTool
 from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
 from .host import TASK_OPTIONS
@@ -97,8 +99,8 @@ def check_task_options(options: Any, what: str = "child_resources") -> dict | No
         if key == "resources":
             if not isinstance(value, Mapping) or not all(isinstance(v, (int, float)) and v >= 0 for v in value.values()):
                 raise UsageError(f"{what}['resources'] must map resource names to amounts >= 0, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise UsageError(f"{what}['{key}'] must be a number >= 0, got {value!r}")
+        else:
+            check_number(value, f"{what}['{key}']", unit="", none=None, maximum=MAX_COUNT)
     return {k: (dict(v) if k == "resources" else v) for k, v in options.items()} or None
 
 
@@ -128,12 +130,9 @@ class RayProvider:
                  child_resources: Mapping[str, Any] | Callable[[ChildInfo], Any] | None = None,
                  name: str = "ray") -> None:
         import_ray()
-        if not is_int_at_least(host_actors, 1):
-            raise UsageError(f"host_actors must be an integer >= 1, got {host_actors!r}")
-        if not is_int_at_least(max_concurrency, 1):
-            raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus < 0:
-            raise UsageError(f"num_cpus must be a number >= 0, got {num_cpus!r}")
+        check_count(host_actors, "host_actors")
+        check_count(max_concurrency, "max_concurrency")
+        check_number(num_cpus, "num_cpus", unit="", none=None, maximum=MAX_COUNT)
         if address is not None and not isinstance(address, str):
             raise UsageError(f"address must be a string such as 'auto' or 'ray://host:10001', got {address!r}")
         self.name = name
@@ -150,6 +149,7 @@ class RayProvider:
         self._forget: dict[HostRecord, list[str]] = {}  # finished one-shot children a host may drop
         self._cancelling: set = set()  # cancelled streams whose loops are still unwinding on a host
         self._hubs = 0
+        self._secrets: Callable[[], None] | None = None  # releases the env_vars values (toh_nb.core.secrets)
         self._hub_numbers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runtime -> its number here
         #: Ray calls the driver made (a turn's stream, a forwarded message, a tool answer): what the
         #: remote step loop saves is a call per model request and per tool call
@@ -228,6 +228,11 @@ class RayProvider:
     def attach(self) -> None:
         """A hub registered this provider (its ``close`` calls ``aclose``; the last one kills the pool)."""
         self._hubs += 1
+        if self._secrets is None:  # the env_vars values stay out of the HTTP libraries' logs meanwhile
+            listed = self._env_vars.values() if isinstance(self._env_vars, dict) else [
+                os.environ.get(name) for name in self._env_vars]
+            given = self._runtime_env.get("env_vars")
+            self._secrets = hold_secrets([*listed, *(given.values() if isinstance(given, Mapping) else ())])
 
     async def plan(self, child: ChildInfo) -> ChildPlan:
         blob = self._child_model_blob(child)  # refused here, before anything is created
@@ -240,7 +245,7 @@ class RayProvider:
                 runtime_env = self._host_runtime_env()
                 if runtime_env:
                     self._pool.actor_options["runtime_env"] = runtime_env
-            await asyncio.to_thread(self._pool.ensure)
+            await run_engine(self._pool.ensure)
         one_shot = child.mode == "one-shot"
         link = RemoteLink(self, child.id, blob, resources, one_shot)
 
@@ -266,8 +271,11 @@ class RayProvider:
         if self._hubs > 0:
             return
         self._hubs = 0
+        if self._secrets is not None:
+            self._secrets()
+            self._secrets = None
         cancelling, self._cancelling = list(self._cancelling), set()
-        await asyncio.to_thread(self._pool.close, cancelling)
+        await run_engine(self._pool.close, cancelling)
         self._hosted.clear()
         self._forget.clear()
         for blob in [self._model_blob, *self._blobs.values(), *self._shapes.values()]:
@@ -289,7 +297,7 @@ class RayProvider:
     async def host_for(self, key: str) -> HostRecord:
         host = self._pool.host_of(key)
         if host is None:  # every host died (or the pool was closed): refill it
-            await asyncio.to_thread(self._pool.ensure)
+            await run_engine(self._pool.ensure)
             host = self._pool.host_of(key)
         return host
 

@@ -110,7 +110,7 @@ from asyncio.events import _get_running_loop
 from collections import OrderedDict
 from typing import Any, Iterable
 
-from ..core.checks import is_int_at_least
+from ..core.checks import check_count, check_seconds
 from ..core.errors import StoreError, UsageError
 from ..core.ids import is_valid_id
 from ..core.records import RecordError, check_descriptor
@@ -397,17 +397,15 @@ class JsonlStore:
     """
 
     #: ``open`` reads a file (a slow or network disk may take long): callers on the event loop use
-    #: ``await asyncio.to_thread(store.open, id)`` (it takes the store's mutex, so that is safe)
+    #: ``await run_engine(store.open, id)`` (``toh_nb.core.threads``; it takes the store's mutex, so that is safe)
     reads_block = True
 
     def __init__(self, directory: "str | os.PathLike[str]", fsync: str = "batch",
                  batch_interval: float = 0.05, *, read_only: bool = False, max_open: int = 64) -> None:
         if fsync not in FSYNC_POLICIES:
             raise UsageError(f'fsync must be "batch", "always" or "never", got {fsync!r}')
-        if isinstance(batch_interval, bool) or not isinstance(batch_interval, (int, float)) or not batch_interval >= 0:
-            raise UsageError(f"batch_interval must be a number of seconds >= 0, got {batch_interval!r}")
-        if not is_int_at_least(max_open, 1):
-            raise UsageError(f"max_open must be an integer >= 1, got {max_open!r}")
+        check_seconds(batch_interval, "batch_interval", none=None)
+        check_count(max_open, "max_open")
         if isinstance(directory, bytes):
             directory = os.fsdecode(directory)
         self.directory = os.path.abspath(os.fspath(directory))

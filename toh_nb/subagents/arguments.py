@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from ..core.agent import Agent
-from ..core.checks import is_int_at_least
+from ..core.checks import MAX_COUNT, is_int_at_least, shown
 from ..core.errors import SubagentDepthError, UsageError
 from . import texts
 
@@ -45,12 +45,14 @@ def depth_of(agent: Agent) -> int:
     return max(agent.session.header.delegation_depth, agent.depth)
 
 
-def validate_max_depth(max_depth: Any) -> int | None:
-    """``int >= 0`` → the cap; ``"provider-managed"`` → ``None`` (no cap sent)."""
-    if max_depth == "provider-managed":
+def validate_max_depth(max_depth: Any, name: str = "max_depth") -> int | None:
+    """``int >= 0`` → the cap; ``"provider-managed"`` → ``None`` (no cap sent). The error names the
+    Python parameter (the reference's ``maxDepth`` wording is for texts a model reads)."""
+    if isinstance(max_depth, str) and max_depth == "provider-managed":
         return None
-    if not is_int_at_least(max_depth, 0) or max_depth > 2**53 - 1:
-        raise UsageError(texts.MAX_DEPTH_INVALID)
+    if not is_int_at_least(max_depth, 0) or max_depth > MAX_COUNT:
+        raise UsageError(f'{name} must be an integer from 0 to {MAX_COUNT} or "provider-managed", '
+                         f"got {shown(max_depth)}")
     return max_depth
 
 

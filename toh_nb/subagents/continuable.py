@@ -8,13 +8,13 @@ ancestor may stop it (``toh_nb.subagents.authorization``).
 
 from __future__ import annotations
 
-import asyncio
 
 import time
 from typing import TYPE_CHECKING, Any
 
 from ..core.agent import Agent
 from ..core.content import USER_SOURCE, Source, relay_source
+from ..core.threads import run_engine
 from ..core.errors import StoreError, SubagentError, UsageError
 from ..core.events import Interrupted
 from ..core.ids import is_valid_id
@@ -133,7 +133,7 @@ class ContinuableChildren(Settlement):
         store = runtime.store
         try:
             if getattr(store, "reads_block", False):  # a disk read off the loop: a slow disk stalls no agent
-                session = await asyncio.to_thread(store.open, child_id)
+                session = await run_engine(store.open, child_id)
             else:
                 session = store.open(child_id)
         except StoreError as error:  # the log exists and cannot be read: say what is wrong with it

@@ -123,6 +123,13 @@ class Provider(Protocol):
     # a provider shared by several hubs counts them, and releases its pool at the last ``aclose``).
 
 
+def is_provider_shaped(provider: Any) -> bool:
+    """Whether ``provider`` has what every provider needs besides its name (a Capabilities object and a
+    way to plan), checked before a hub gives a nameless provider the name it is registered under."""
+    return isinstance(getattr(provider, "capabilities", None), Capabilities) and (
+        callable(getattr(provider, "plan", None)) or callable(getattr(provider, "plan_now", None)))
+
+
 def check_provider(provider: Any) -> None:
     """Registration-time shape check (a clear error instead of a failure at the first delegation)."""
     from ..core.errors import UsageError

@@ -23,6 +23,7 @@ import functools
 from typing import Any, Awaitable, Callable
 
 from ..core.agent import Agent
+from ..core.checks import check_text
 from ..core.dict_room import DictRoom
 from ..core.errors import ProviderError, SubagentError, UsageError
 from ..core.events import ExternalActivity, ProviderChanged
@@ -86,6 +87,15 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
         provider = self.providers.get(name)
         if provider is None:
             raise ProviderError(texts.no_provider(name), "NO_PROVIDER")
+        return provider
+
+    def registered_provider(self, name: str) -> Any:
+        """``get_provider`` for a Python caller (``provider=`` of spawn/start/SubagentTool): the error
+        lists the registered names (a model never picks a provider, so it keeps the reference's text)."""
+        check_text(name, "provider")
+        provider = self.providers.get(name)
+        if provider is None:
+            raise ProviderError(texts.no_provider_named(name, list(self.providers)), "NO_PROVIDER")
         return provider
 
     def _checked_provider(self, provider_name: str, request: StartRequest, continuable: bool = False) -> Any:

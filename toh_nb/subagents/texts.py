@@ -93,7 +93,6 @@ def run_and_dispose_failed(result_error: str, dispose_error: str) -> str:
 #: a delegation cancelled before its child was published (reference §4: pre-publication abort)
 ABORTED_BEFORE_PUBLICATION = "subagent request was aborted before child publication"
 BACKGROUND_DISABLED = "run_in_background is disabled for this tool instance (enable_run_in_background=False)"
-MAX_DEPTH_INVALID = "subagent maxDepth must be a non-negative safe integer"
 EMPTY_FILTER = ("tool-subagent: `toolFilter` is configured but names neither `allow` nor `deny` "
                 "\u2014 remove the key or fill the filter")
 
@@ -212,6 +211,17 @@ def duplicate_provider(name: str) -> str:
 
 def no_provider(name: str) -> str:
     return f'no subagent provider registered for "{name}"'
+
+
+def no_provider_named(name: str, registered: list[str]) -> str:
+    """The Python caller's version of :func:`no_provider`: the names it could have used."""
+    return f"{no_provider(name)}; registered providers: {', '.join(registered)}"
+
+
+def not_a_provider(entry: str, value: object) -> str:
+    return (f"{entry} must be a subagent provider (an object with a Capabilities `capabilities` and a "
+            f"plan() or plan_now() method, such as tn.AcpAgent(...) or tn.RayProvider()), "
+            f"got {type(value).__name__}")
 
 
 def unsupported_capability(name: str, capability: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 import pydantic
 
-from ..core.checks import is_int_at_least
+from ..core.checks import check_count, check_flag
 from ..core.content import text_of
 from ..core.errors import UsageError, describe
 from ..core.tools import STRICT, Tool, ToolAborted, ToolContext, ToolResult, error_text
@@ -56,12 +56,13 @@ class SubagentTool:
 
     def build(self, service: SubagentService, jobs: JobRegistry | None, *, background_mode: str,
               max_depth: int | str) -> Tool:
+        check_count(self.max_tokens, "max_tokens", none="")  # named as this class names it
         options = {"model": self.model, "max_tokens": self.max_tokens, "max_steps": self.max_steps,
                    "token_budget": self.token_budget, "turn_timeout": self.turn_timeout}
         options = {k: v for k, v in options.items() if v is not None}
         depth = self.max_depth if self.max_depth is not None else max_depth
         if self.max_depth is None and depth != "provider-managed":
-            provider = service.get_provider(self.provider)
+            provider = service.registered_provider(self.provider)
             if not provider.capabilities.depth_limit:
                 depth = "provider-managed"  # the hub's cap does not bind a provider that manages depth itself
         return make_subagent_tool(service, jobs, provider=self.provider, tool_name=self.name,
@@ -78,6 +79,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
                        max_depth: int | str = 3) -> Tool:
     """Build one delegation tool instance; configuration errors raise :class:`UsageError` here."""
     cap = validate_max_depth(max_depth)
+    check_flag(enable_run_in_background, "enable_run_in_background")
     tool_filter = validate_tool_filter(tool_filter)
     if background_mode not in BACKGROUND_MODES:
         raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
@@ -85,8 +87,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         if not isinstance(agent_options, dict) or set(agent_options) - AGENT_OPTION_KEYS:
             raise UsageError(f"agent_options takes only {', '.join(sorted(AGENT_OPTION_KEYS))}")
         max_tokens = agent_options.get("max_tokens")
-        if max_tokens is not None and not is_int_at_least(max_tokens, 1):
-            raise UsageError(f"agent_options['max_tokens'] must be an integer >= 1, got {max_tokens!r}")
+        check_count(max_tokens, "agent_options['max_tokens']", none="")
         limits = service.runtime.limits.for_child(
             **{key: agent_options.get(key) for key in BUDGET_KEYS})  # UsageError names a bad one
         agent_options = {k: v for k, v in agent_options.items() if v is not None and k not in BUDGET_KEYS}
@@ -97,7 +98,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         raise UsageError("persona must be a string")
     if not isinstance(tool_name, str) or not tool_name:
         raise UsageError("tool_name must be a non-empty string")
-    source = service.get_provider(provider)
+    source = service.registered_provider(provider)
     capabilities = source.capabilities
     if persona is not None and not capabilities.persona:
         raise UsageError(texts.unsupported_capability(provider, "persona"))
