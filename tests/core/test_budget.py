@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import toh_nb as tn
+from toh_nb.core import budget
 from toh_nb.core.content import ToolCall
 
 from ..helpers import seen_by_model, until
@@ -273,3 +274,109 @@ def test_a_resumed_child_keeps_its_budget_in_process():
             return [e.data.get("error") for e in hub.runtime.store.open(kid.id).events if e.kind == "turn/end"]
 
     assert asyncio.run(main()) == ["the turn reached its step limit of 2 model calls (max_steps=2)"] * 2
+
+
+# -- reservations: parallel calls cannot jointly overshoot (toh_nb.core.budget) ----------------------------
+
+
+def fan_out(count: int, tool: str = "subagent"):
+    """The root's first answer holds ``count`` delegations, its second ends the turn."""
+    return tn.ModelResponse(tool_calls=[ToolCall(tool, {"description": f"c{i}", "prompt": "p"}, id=f"c{i}")
+                                        for i in range(count)])
+
+
+def results_of(session):
+    return [e.message.text for e in session.events if e.kind == "tool/result"]
+
+
+def test_fifty_parallel_children_cannot_overshoot_the_roots_budget():
+    """The issue's scenario: 50 children started by one answer, 200 tokens a call, 1,000 for the tree.
+    Each child checked "0 of 1000 used" before any had charged: 10,000 tokens used."""
+    calls = []
+
+    async def model(req):
+        if req.depth == 0:
+            return fan_out(50) if req.step == 1 else "done"
+        calls.append(req.agent_id)
+        await asyncio.sleep(0.001)  # the calls overlap
+        return tn.ModelResponse(text="child answer", usage=tn.Usage(150, 50))
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=1000,
+                               max_parallel_tool_calls=50) as hub:
+            result = await hub.run("go")
+            return result, hub.root_agent, hub.agents(), results_of(hub.root_agent.session)
+
+    result, root, rows, results = asyncio.run(main())
+    # no max_tokens anywhere: each call reserves what is left, so they run one at a time
+    assert len(calls) == 5 and root.subtree_tokens == 1000 and root.reserved_tokens == 0
+    assert results.count("child answer") == 5
+    refused = ("Error: subagent run ran out of its token budget before finishing\nDiagnostic: the token budget "
+               "of its ancestor root is spent: 1000 of 1000 tokens used (token_budget=1000)")
+    assert results.count(refused) == 45
+    assert (result.stop_reason, result.diagnostic) == (
+        "token-budget", "its token budget is spent: 1000 of 1000 tokens used (token_budget=1000)")
+    assert rows[0]["tokens_left"] == 0 and rows[0]["subtree_tokens"] == 1000
+
+
+def children_calls(count: int, usage=(80, 20), pause=0.001):
+    """A model: the root fans out ``count`` children; each child's call overlaps others and reports
+    ``usage``. Records the calls in flight at once and each child call's reservation estimate."""
+    seen = {"most": 0, "in_flight": 0, "estimates": set(), "calls": 0}
+
+    async def model(req):
+        if req.depth == 0:
+            return fan_out(count) if req.step == 1 else "done"
+        seen["estimates"].add(budget.prompt_estimate(req.system, req.tools, req.messages))
+        seen["calls"] += 1
+        seen["in_flight"] += 1
+        seen["most"] = max(seen["most"], seen["in_flight"])
+        try:
+            await asyncio.sleep(pause)
+        finally:
+            seen["in_flight"] -= 1
+        return tn.ModelResponse(text="child answer", usage=tn.Usage(*usage))
+
+    return model, seen
+
+
+def run_fan_out(count: int, token_budget: int, **options):
+    model, seen = children_calls(count, **options.pop("model_options", {}))
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=token_budget,
+                               max_parallel_tool_calls=count, **options) as hub:
+            result = await hub.run("go")
+            return result, hub.root_agent, results_of(hub.root_agent.session)
+
+    return (*asyncio.run(main()), seen)
+
+
+def test_with_max_tokens_parallel_calls_run_together_while_the_budget_has_room():
+    """With an output bound, a call reserves its prompt estimate + max_tokens: calls run together while
+    the budget has room for them, and wait (not fail) while calls in flight hold it."""
+    *_, probe = run_fan_out(30, 10**9, max_tokens=20)
+    assert len(probe["estimates"]) == 1 and probe["most"] == 30  # a large budget holds nobody back
+    call = probe["estimates"].pop() + 20
+    result, root, results, seen = run_fan_out(30, 3 * call - 10, max_tokens=20)
+    assert seen["most"] == 3  # room for three reservations at a time (the fourth would start at 3 * call)
+    assert results.count("child answer") == 30 and root.subtree_tokens == 3000  # they waited, then ran
+    assert result.stop_reason == "completed" and root.reserved_tokens == 0
+
+
+def test_a_server_that_ignores_max_tokens_is_charged_what_it_reports():
+    """The settle charges the reported usage, whatever was reserved; the overshoot is bounded by the
+    calls in flight when the last one was admitted (here three, each 980 tokens over its reservation)."""
+    *_, probe = run_fan_out(30, 10**9, max_tokens=20)
+    call = probe["estimates"].pop() + 20
+    result, root, results, seen = run_fan_out(30, 3 * call - 10, max_tokens=20,
+                                              model_options={"usage": (call, 1000)})
+    assert seen["most"] == 3 and seen["calls"] == 3  # after them, the budget is spent: no more calls
+    assert root.subtree_tokens == 3 * (call + 1000) and root.reserved_tokens == 0
+    # an output over max_tokens also ends each of those turns max-tokens, as before
+    assert results.count("Error: subagent run hit its token limit before finishing\nPartial output before the run "
+                         "ended:\nchild answer") == 3
+    assert results.count("Error: subagent run ran out of its token budget before finishing\nDiagnostic: the token "
+                         f"budget of its ancestor root is spent: {3 * (call + 1000)} of {3 * call - 10} tokens used "
+                         f"(token_budget={3 * call - 10})") == 27
+    assert result.stop_reason == "token-budget"

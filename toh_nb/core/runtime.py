@@ -51,9 +51,6 @@ class Runtime:
         self.budgets: dict[str, int] = {}
         self.bus = EventBus(history)
         self.observers: list[Any] = []
-        #: agents whose current turn's steps run elsewhere (``toh_nb.ray``): they are told of a budget
-        #: spent on their path (``budget_spent(node)``), which their remote steps cannot see
-        self.remote_steps: set[Agent] = set()
         self._closed = False
         # the GC policy holds while the hub is open (released on close, or when a never-closed hub
         # is garbage collected): see toh_nb.core.gc_policy
@@ -164,11 +161,6 @@ class Runtime:
     def on_turn_end(self, agent: Agent, outcome: TurnOutcome) -> None:
         for observer in self.observers:
             observer.on_turn_end(agent, outcome)
-
-    def on_budget_spent(self, node: Agent) -> None:
-        """``node``'s token budget was just spent (once per budget crossing, not per charge)."""
-        for agent in list(self.remote_steps):
-            agent.budget_spent(node)
 
 
 def logged_tokens(session: Session) -> int:
