@@ -380,3 +380,161 @@ def test_a_server_that_ignores_max_tokens_is_charged_what_it_reports():
                          f"budget of its ancestor root is spent: {3 * (call + 1000)} of {3 * call - 10} tokens used "
                          f"(token_budget={3 * call - 10})") == 27
     assert result.stop_reason == "token-budget"
+
+
+def test_a_depth_three_chain_and_a_delegation_tools_budget_bound_their_subtrees():
+    """Root (1,000) → a child given 500 by its delegation tool's agent_options → 20 parallel grandchildren,
+    100 tokens a call: the child's budget is what stops them, at exactly 500."""
+    grandchildren = []
+
+    async def model(req):
+        if req.depth == 0:
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[ToolCall("capped", {"description": "c", "prompt": "p"}, id="c")])
+            return "root done"
+        if req.depth == 1:
+            return fan_out(20) if req.step == 1 else "child done"
+        grandchildren.append(req.agent_id)
+        await asyncio.sleep(0.001)
+        return tn.ModelResponse(text="grandchild answer", usage=tn.Usage(60, 40))
+
+    tools = [{"tool_name": "capped", "agent_options": {"token_budget": 500}}, {"tool_name": "subagent"}]
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=1000, delegation_tools=tools,
+                               max_parallel_tool_calls=20) as hub:
+            result = await hub.run("go")
+            child = hub.runtime.agents.get("agent-1")
+            return result, hub.root_agent, results_of(hub.runtime.store.open("agent-1")), child
+
+    result, root, child_results, child = asyncio.run(main())
+    assert len(grandchildren) == 5 and root.subtree_tokens == 500 and root.reserved_tokens == 0
+    assert child_results.count("grandchild answer") == 5
+    assert child_results.count("Error: subagent run ran out of its token budget before finishing\nDiagnostic: the "
+                               "token budget of its ancestor agent-1 is spent: 500 of 500 tokens used "
+                               "(token_budget=500)") == 15
+    assert result.stop_reason == "completed" and result.text == "root done"
+
+
+class Holding:
+    """A model whose calls for a prompt starting with "hold" wait until released; others answer at once,
+    reporting 100 tokens. ``reports_usage``/``max_tokens``: what the model declares (class attributes)."""
+
+    def __init__(self):
+        self.release = asyncio.Event()
+        self.calls: list[str] = []
+        self.reserved: list[int] = []
+
+    async def request(self, req):
+        self.calls.append(req.last_user_text)
+        if req.depth == 0:
+            return "root"
+        self.reserved.append(self.root.reserved_tokens)
+        if req.last_user_text.startswith("hold"):
+            await self.release.wait()
+        return tn.ModelResponse(text="answered " + req.last_user_text, usage=tn.Usage(70, 30))
+
+
+def test_an_interrupted_call_releases_its_reservation_and_the_waiting_call_runs():
+    async def main():
+        model = Holding()
+        async with tn.AsyncHub(model, ids="sequential", token_budget=1000) as hub:
+            model.root = root = hub.root_agent
+            holder = await hub.start("hold", label="holder")
+            await until(lambda: model.calls == ["hold"], "the holder's call")
+            held = root.reserved_tokens
+            waiter = await hub.start("next", label="waiter")
+            await until(lambda: root.budget_waiters, "the waiter to wait for room")
+            assert model.calls == ["hold"]
+            holder.interrupt()
+            assert await waiter.wait(timeout=5) == "answered next"
+            rows = {r["id"]: r for r in hub.agents()}
+            return held, root, rows, model
+
+    held, root, rows, model = asyncio.run(main())
+    # no max_tokens: each call reserves all the room left (its prompt estimate when larger), so the
+    # waiter's call ran alone once the interrupt released the holder's
+    assert held >= 1000 and model.reserved == [held, held]
+    assert (root.subtree_tokens, root.reserved_tokens, root.budget_waiters) == (100, 0, None)
+    assert rows["agent-1"]["stop_reason"] == "aborted" and rows["agent-2"]["subtree_tokens"] == 100
+
+
+def test_a_call_waiting_for_room_ends_with_its_turn_timeout_and_holds_nothing():
+    async def main():
+        model = Holding()
+        async with tn.AsyncHub(model, ids="sequential", token_budget=1000) as hub:
+            model.root = root = hub.root_agent
+            holder = await hub.start("hold", label="holder")
+            await until(lambda: model.calls == ["hold"], "the holder's call")
+            held = root.reserved_tokens
+            waiter = await hub.start("next", label="waiter", turn_timeout=0.2)
+            await waiter.wait(timeout=5)
+            ends = [e.data for e in hub.runtime.store.open(waiter.id).events if e.kind == "turn/end"]
+            assert root.reserved_tokens == held  # the timed-out waiter never reserved
+            model.release.set()
+            assert await holder.wait(timeout=5) == "answered hold"
+            return ends, root, model
+
+    ends, root, model = asyncio.run(main())
+    assert ends == [{"reason": "max-time", "error": "the turn ran out of its time limit of 0.2 s (turn_timeout=0.2)"}]
+    assert model.calls == ["hold"] and (root.subtree_tokens, root.reserved_tokens, root.budget_waiters) == (100, 0, None)
+
+
+def test_a_model_that_reports_no_usage_reserves_nothing_but_a_spent_budget_still_stops_it():
+    """ACP agents: their tokens are the external agent's, never reported; their calls run together."""
+
+    class Unreported(Holding):
+        reports_usage = False
+
+    async def main():
+        model = Unreported()
+        async with tn.AsyncHub(model, ids="sequential", token_budget=1000) as hub:
+            model.root = root = hub.root_agent
+            first = await hub.start("hold one", label="one")
+            second = await hub.start("hold two", label="two")
+            await until(lambda: len(model.calls) == 2, "both calls to run at once")
+            model.release.set()
+            await first.wait(timeout=5)
+            await second.wait(timeout=5)
+            root.subtree_tokens = 1000  # spent (as by another child)
+            refused = await hub.spawn("third", label="three")
+            return model, root, refused
+
+    model, root, refused = asyncio.run(main())
+    assert model.reserved == [0, 0] and root.reserved_tokens == 0
+    assert (refused.stop_reason, refused.diagnostic) == (
+        "token-budget", "the token budget of its ancestor root is spent: 1000 of 1000 tokens used (token_budget=1000)")
+
+
+@pytest.mark.parametrize("hub_max_tokens, bound", [(None, 7), (5, 5)])
+def test_a_call_reserves_its_prompt_estimate_plus_the_effective_max_tokens(hub_max_tokens, bound):
+    """The output bound: the agent's max_tokens (inherited from the hub), else the model's own default
+    (its integer ``max_tokens`` attribute). The prompt estimate: the previous call's reported size plus
+    the messages since, at 4 characters a token; the first call's, everything at that rate."""
+
+    class Bounded:
+        max_tokens = 7
+
+        def __init__(self):
+            self.seen = []
+
+        async def request(self, req):
+            self.seen.append((self.root.reserved_tokens, req.system, list(req.tools), list(req.messages)))
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[ToolCall("job_list", {})], usage=tn.Usage(300, 4))
+            return tn.ModelResponse(text="done", usage=tn.Usage(330, 3))
+
+    async def main():
+        model = Bounded()
+        async with tn.AsyncHub(model, token_budget=10_000, max_tokens=hub_max_tokens) as hub:
+            model.root = hub.root_agent
+            await hub.run("go")
+            return model.seen, hub.root_agent
+
+    seen, root = asyncio.run(main())
+    (first, system, tools, messages), (second, *_, later) = seen
+    chars = len(system) + len("go") + sum(len(t.name) + len(t.description) + len(repr(t.parameters)) for t in tools)
+    assert first == -(-chars // 4) + bound
+    result = later[-1].text  # the job_list result, the only message after the first answer
+    assert second == 300 + 4 + -(-len(result) // 4) + bound
+    assert (root.subtree_tokens, root.reserved_tokens) == (637, 0)
