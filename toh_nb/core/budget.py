@@ -213,10 +213,26 @@ def prompt_estimate(system: str, tool_specs: Sequence[Any], messages: Sequence[A
             return known + -(-chars // CHARS_PER_TOKEN)
         chars += _message_chars(message)
         index -= 1
-    chars += len(system)
-    for spec in tool_specs:
-        chars += len(spec.name) + len(spec.description) + len(repr(spec.parameters))
+    chars += len(system) + _specs_chars(tool_specs)
     return -(-chars // CHARS_PER_TOKEN)
+
+
+#: characters of the tool-spec lists seen last, by identity (the hub shares one list per tool view, so
+#: a fan-out's children measure it once: ~40 µs for the built-in tools). The list is kept with its count
+#: so its id cannot be reused while cached; at most _SPECS_CACHED lists are.
+_specs_seen: dict[int, tuple[Sequence[Any], int]] = {}
+_SPECS_CACHED = 32
+
+
+def _specs_chars(tool_specs: Sequence[Any]) -> int:
+    seen = _specs_seen.get(id(tool_specs))
+    if seen is not None and seen[0] is tool_specs:
+        return seen[1]
+    chars = sum(len(spec.name) + len(spec.description) + len(repr(spec.parameters)) for spec in tool_specs)
+    if len(_specs_seen) >= _SPECS_CACHED:
+        _specs_seen.pop(next(iter(_specs_seen), None), None)
+    _specs_seen[id(tool_specs)] = (tool_specs, chars)
+    return chars
 
 
 def _message_chars(message: Any) -> int:
