@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 
@@ -538,3 +539,50 @@ def test_a_call_reserves_its_prompt_estimate_plus_the_effective_max_tokens(hub_m
     result = later[-1].text  # the job_list result, the only message after the first answer
     assert second == 300 + 4 + -(-len(result) // 4) + bound
     assert (root.subtree_tokens, root.reserved_tokens) == (637, 0)
+
+
+class Node:
+    """A budgeted agent, as much of it as toh_nb.core.budget reads."""
+
+    def __init__(self, token_budget):
+        self.id, self.parent, self.limits = "node", None, budget.Limits(token_budget=token_budget)
+        self.subtree_tokens = self.reserved_tokens = 0
+        self.budget_waiters = None
+
+
+@pytest.mark.parametrize("honest", [True, False])
+def test_the_guarantee_holds_for_any_interleaving_of_calls_and_settles(honest):
+    """The README's guarantee, checked over random interleavings: tokens used never exceed
+    budget - 1 + R of the last call admitted + what the calls in flight then used beyond their R."""
+    rng = random.Random(26)
+    for _ in range(300):
+        node = Node(rng.randint(1, 3000))
+        limit = node.limits.token_budget
+        in_flight = []  # [reservation, tokens it will report]
+        bound = None  # budget - 1 + R of the last admission + the errors of the calls then in flight
+        for _ in range(rng.randint(1, 60)):
+            if in_flight and rng.random() < 0.45:
+                held, actual = in_flight.pop(rng.randrange(len(in_flight)))
+                node.subtree_tokens += actual
+                budget.release(held)
+                continue
+            output = rng.choice([None, rng.randint(1, 400)])
+            held = budget.reserve(node, [node], output, lambda: rng.randint(0, 300))
+            if held.__class__ is str:
+                assert node.subtree_tokens >= limit
+                assert held == f"its token budget is spent: {node.subtree_tokens} of {limit} tokens used " \
+                              f"(token_budget={limit})"
+                continue
+            if held.__class__ is not budget.Reservation:  # calls in flight hold the room: it would wait
+                held.close()
+                assert node.subtree_tokens < limit <= node.subtree_tokens + node.reserved_tokens
+                continue
+            error = rng.randint(0, 500) if not honest and rng.random() < 0.3 else 0
+            in_flight.append([held, rng.randint(0, held.tokens) + error])
+            bound = limit - 1 + held.tokens + sum(max(0, a - h.tokens) for h, a in in_flight)
+        for held, actual in in_flight:
+            node.subtree_tokens += actual
+            budget.release(held)
+        assert node.reserved_tokens == 0
+        if bound is not None:
+            assert node.subtree_tokens <= bound
