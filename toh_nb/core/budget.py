@@ -39,13 +39,23 @@ tool schemas and every message, at that rate.
 Guarantee, for each budget ``B``: a call is admitted only while the settled + reserved tokens are
 below ``B``, and adds its ``R``; settling replaces ``R`` by the tokens reported. So the tokens used
 never exceed ``B - 1 + R`` of the last call admitted, plus what the calls in flight at that moment
-used beyond their own ``R`` (a prompt larger than estimated, a server that ignores ``max_tokens``).
-With exact estimates that is less than one call's size over the budget, however many children call
-at once; with one agent calling in sequence, the same as before: the call that crossed the line.
-A model whose tokens are not reported reserves nothing (``reports_usage = False``: ACP agents, whose
-tokens are the external agent's own); a spent budget still stops its next call. ``tokens_left`` in
-the tables is the budget minus the settled tokens: reservations in flight are not subtracted (they
-last one call, and the logs the tables read from do not know them).
+used beyond their own ``R`` (a prompt larger than estimated, a server that ignores ``max_tokens``, an
+unbounded call that used more than the room it reserved). With estimates that hold, the overshoot is
+less than one call's reservation however many children call at once; an agent calling alone
+overshoots as before, by at most the call that crossed the line.
+
+A reservation lasts one model call (not its tools), so a parent waiting for its children holds none,
+and a waiting call only waits for model calls already running. Where the calls run:
+
+- Ray children (``toh_nb.ray``): the budgets stay in the driver's tree; before each model call a
+  budgeted child's loop asks the driver, which reserves with this code and settles when it replays the
+  response (one round trip per model call, only for children with a budget on their path);
+- ACP children: their tokens are the external agent's own and ACP does not report them (0 is logged),
+  so their prompts reserve nothing (a model with ``reports_usage = False``); a spent budget on their
+  path still stops their next prompt.
+
+``tokens_left`` in ``hub.agents()`` and the tree is the budget minus the settled tokens: reservations
+in flight are not subtracted (they last one call, and the logs the tables read know nothing of them).
 
 Each stop has its own stop reason and a diagnostic naming the limit, so a parent reads it like any other
 failure (``Error: subagent run hit its step limit before finishing\\nDiagnostic: …``).
