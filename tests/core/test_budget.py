@@ -586,3 +586,16 @@ def test_the_guarantee_holds_for_any_interleaving_of_calls_and_settles(honest):
         assert node.reserved_tokens == 0
         if bound is not None:
             assert node.subtree_tokens <= bound
+
+
+def test_a_response_that_breaks_the_turn_after_the_call_still_gives_its_reservation_back():
+    async def model(req):
+        return tn.ModelResponse(text="x", usage=None)  # no Usage object: the turn fails after the call
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), token_budget=1000) as hub:
+            hub.runtime.bus.subscribe(lambda event: None)  # the stream reads the usage too
+            return await hub.run("go"), hub.root_agent
+
+    result, root = asyncio.run(main())
+    assert result.stop_reason == "error" and (root.reserved_tokens, root.subtree_tokens) == (0, 0)

@@ -364,15 +364,15 @@ class Agent:
                 if held is not None:
                     budget.release(held)
                 raise
+            self._charge(response.usage, held)  # settled first: nothing below may keep the reservation
+            state.usage.add(response.usage)
+            self.usage.add(response.usage)
             if bus.listening:
                 bus.publish(ModelResponded(**self._who(), turn=turn, step=step, text=response.text,
                                            tool_calls=tuple(c.name for c in response.tool_calls),
                                            stop_reason=response.stop_reason,
                                            input_tokens=response.usage.input_tokens,
                                            output_tokens=response.usage.output_tokens))
-            state.usage.add(response.usage)
-            self.usage.add(response.usage)
-            self._charge(response.usage, held)
             message = self._assistant_message(response)
             self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
             content = message.content
@@ -439,14 +439,16 @@ class Agent:
     def _charge(self, usage: Usage | None, held: "budget.Reservation | None" = None) -> None:
         """Settle a model call: count the tokens its response reports against this agent and every live
         ancestor (whatever its reservation was), then release the reservation it ``held``."""
-        spent = usage.input_tokens + usage.output_tokens if usage is not None else 0
-        if spent:
-            node: Agent | None = self
-            while node is not None:
-                node.subtree_tokens += spent
-                node = node.parent
-        if held is not None:
-            budget.release(held)
+        try:
+            spent = usage.input_tokens + usage.output_tokens if usage is not None else 0
+            if spent:
+                node: Agent | None = self
+                while node is not None:
+                    node.subtree_tokens += spent
+                    node = node.parent
+        finally:  # a malformed usage fails the turn, never keeps the reservation
+            if held is not None:
+                budget.release(held)
 
     def _log_turn_end(self, turn: int, reason: str, error: str | None) -> Any:
         cause = self._cancel_cause if reason == "aborted" and self._cancel_cause else None
