@@ -90,10 +90,10 @@ class RemoteAgent(Agent):
     def answered(self, message: Message, turn: int, state: TurnOutcome, held: budget.Reservation | None) -> None:
         """A model response: its usage counted (the turn's, this agent's and the tree's budgets, whose
         reservation ``held`` for the call it settles), logged."""
+        self._charge(message.usage, held)  # settled first, as in-process
         if message.usage is not None:
             state.usage.add(message.usage)
             self.usage.add(message.usage)
-        self._charge(message.usage, held)
         self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
         content = message.content
         if content:
