@@ -204,7 +204,8 @@ class HostAgent(Agent):
     __slots__ = ()
 
     def prepare(self, payload: dict) -> None:
-        """Start a run: the new messages, turn number, step limit, whether it is budgeted and next-step inbox the driver sent."""
+        """Start a run: the new messages, turn number, step limit, whether a budget is on the child's path,
+        and the next-step inbox the driver sent."""
         self._conversation.extend(payload["messages"])
         self.turns = payload["turn"]
         self.subtree_tokens = 0
