@@ -478,7 +478,8 @@ def test_a_call_waiting_for_room_ends_with_its_turn_timeout_and_holds_nothing():
 
     ends, root, model = asyncio.run(main())
     assert ends == [{"reason": "max-time", "error": "the turn ran out of its time limit of 0.2 s (turn_timeout=0.2)"}]
-    assert model.calls == ["hold"] and (root.subtree_tokens, root.reserved_tokens, root.budget_waiters) == (100, 0, None)
+    assert model.calls == ["hold"]
+    assert (root.subtree_tokens, root.reserved_tokens, root.budget_waiters) == (100, 0, None)
 
 
 def test_a_model_that_reports_no_usage_reserves_nothing_but_a_spent_budget_still_stops_it():
