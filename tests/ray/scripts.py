@@ -142,6 +142,11 @@ class Script:
             if req.step == 1:
                 return tn.ModelResponse(tool_calls=[tn.ToolCall("stall", {"marks": self.marks}, id="s1")])
             return f"{who}: the tool came back: {last.text}"
+        if text == "fan out":  # ten children at once through the "remote" tool, each spending 12 tokens
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("remote", {"description": f"s{i}", "prompt": "spend"},
+                                                                id=f"f{i}") for i in range(10)])
+            return f"{who}: fanned out"
         if text == "secret":
             key = os.environ.get("TOH_NB_TEST_KEY", "")
             return f"{who}: the key has {len(key)} characters"

@@ -413,7 +413,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
                  "depth": 1, "path": "root/agent-1", "parent_id": "root", "max_tokens": None, "mode": "continuable",
                  "max_parallel": 10, "resources": None}
         payload = {"setup": setup, "messages": [Message("user", [Text("go")])], "turn": 1, "listening": True,
-                   "next_step": [], "steer": False, "max_steps": None, "allowance": None, "forget": []}
+                   "next_step": [], "steer": False, "max_steps": None, "budgeted": False, "forget": []}
         stream = host.run("agent-1@1", 1, payload)
         first = asyncio.ensure_future(stream.__anext__())
         await until(lambda: "agent-1@1" in host._preparing, "the run to fetch its setup", WAIT)
@@ -522,12 +522,7 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
 
     returned = []
 
-    class Runtime:  # what a running remote loop registers with (told of budgets spent meanwhile)
-        remote_steps: set = set()
-
     class Driver:  # the driver agent, as much of it as a replay of a tool result needs
-        runtime = Runtime()
-
         def returned(self, message, turn):
             returned.append((message.content[0].call_id, message.content[0].text, turn))
 
@@ -551,4 +546,3 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
     assert provider.calls == [("stop", "agent-1@1", 1)]
     assert returned == [("call_1", "3", 1)]
     assert provider.cancelled_streams == []  # the host ended the stream: no ray.cancel needed
-    assert Runtime.remote_steps == set()  # the cut run no longer hears of budgets

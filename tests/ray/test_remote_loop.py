@@ -200,6 +200,32 @@ def test_the_event_stream_and_host_minted_call_ids_read_as_with_spawn(ray_cluste
     assert out["ray"] == out["spawn"]
 
 
+def test_ray_children_fanned_out_at_once_share_the_roots_budget_as_in_process(ray_cluster, tmp_path):
+    """Ten Ray children started by one answer, 12 tokens each, 60 for the tree: each child's call is
+    reserved on the driver's tree (no max_tokens: all the room left, so one at a time), as in-process.
+    Before, each host had the whole allowance of its turn's start: all ten ran, 120 tokens."""
+    out = {}
+    for name in ("spawn", "ray"):
+        async def main():
+            providers = {"ray": tn.RayProvider()} if name == "ray" else {}
+            async with tn.AsyncHub(Script(), ids="sequential", max_depth=1, providers=providers, token_budget=60,
+                                   tools=[tn.SubagentTool(name="remote", provider=name)]) as hub:
+                result = await hub.run("fan out")
+                root = hub.root_agent
+                # which five children get the budget depends on how their calls interleave
+                return result.stop_reason, root.subtree_tokens, root.reserved_tokens, sorted(
+                    re.sub(r"^s\d: spend$", "<child>: spend", e.message.text)
+                    for e in root.session.events if e.kind == "tool/result")
+
+        out[name] = asyncio.run(main())
+    stop, used, reserved, results = out["ray"]
+    assert (stop, used, reserved) == ("token-budget", 60, 0)
+    assert results.count("<child>: spend") == 5
+    assert results.count("Error: subagent run ran out of its token budget before finishing\nDiagnostic: the token "
+                         "budget of its ancestor root is spent: 60 of 60 tokens used (token_budget=60)") == 5
+    assert out["ray"] == out["spawn"]
+
+
 @pytest.mark.parametrize("limits, reason", [({"max_steps": 3}, "max-steps"), ({"token_budget": 14}, "token-budget")])
 def test_budgets_stop_the_remote_loop_with_the_in_process_diagnostic(ray_cluster, tmp_path, limits, reason):
     async def scenario(hub, provider, marks):
@@ -227,32 +253,32 @@ def test_a_turn_timeout_cuts_the_remote_loop_like_in_process(ray_cluster, tmp_pa
     assert out["ray"] == out["spawn"]
 
 
-def host_allowances(ray) -> int:
-    """How many budget updates the hosts of this cluster have applied (their ``stats``)."""
+def host_grants(ray) -> int:
+    """How many reservation requests the hosts of this cluster have had answered (their ``stats``)."""
     from toh_nb.ray.pool import NAME_PREFIX, NAMESPACE
 
     names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(NAME_PREFIX)]
-    return sum(ray.get(ray.get_actor(n, namespace=NAMESPACE).stats.remote())["allowances"] for n in names)
+    return sum(ray.get(ray.get_actor(n, namespace=NAMESPACE).stats.remote())["grants"] for n in names)
 
 
-def test_a_budget_spent_by_a_sibling_mid_turn_stops_the_remote_loop_at_its_next_step(ray_cluster, tmp_path):
-    """In-process, a child reads the tree's budgets at every step boundary; a Ray child's loop only has
-    the allowance of its turn's start, so the driver tells it when a budget on its path is spent."""
+def test_a_budget_spent_by_a_sibling_mid_turn_stops_the_remote_loop_at_its_next_call(ray_cluster, tmp_path):
+    """The budgets live in the driver's tree: before each model call, a budgeted Ray child's loop asks the
+    driver for its reservation (one round trip per call), so it sees what a sibling spent meanwhile."""
     async def scenario(hub, provider, marks):
+        before = host_grants(ray_cluster) if provider == "ray" else 0
         holder = await hub.start("hold", label="holder", provider=provider)
         await until(lambda: any(m.startswith("hold started") for m in marks_of(marks)), "the hold to start", WAIT)
-        before = host_allowances(ray_cluster) if provider == "ray" else 0
         spender = await hub.spawn("spend", label="spender", provider=provider)  # 12 tokens: the root's 10 spent
-        if provider == "ray":
-            await until(lambda: host_allowances(ray_cluster) > before, "the holder's host to hear of it", WAIT)
         Path(marks + ".release").touch()
         await holder.wait(timeout=WAIT)
         row = next(r for r in hub.agents() if r["id"] == holder.id)
-        return spender.stop_reason, row["stop_reason"]
+        grants = host_grants(ray_cluster) - before if provider == "ray" else 3
+        return spender.stop_reason, row["stop_reason"], grants, hub.root_agent.reserved_tokens
 
     out = both_ways(scenario, tmp_path, tools=[hold], token_budget=10)
-    (spender, holder), logs = out["ray"]
-    assert (spender, holder) == ("completed", "token-budget")
+    (spender, holder, grants, reserved), logs = out["ray"]
+    assert (spender, holder, reserved) == ("completed", "token-budget", 0)
+    assert grants == 3  # the holder's two calls (the second refused) and the spender's one
     assert logs["agent-1"][-1].startswith('-- turn 1 end: {"kind":"token-budget"')
 
     def same(value):  # the hold tool names its process

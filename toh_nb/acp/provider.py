@@ -45,6 +45,11 @@ class AcpModel:
     history, and a message whose turn failed (a crash mid-prompt) was already delivered to it, so it is
     not sent a second time with the next one. ``already_sent``: a resumed child's logged messages."""
 
+    #: the tokens of a prompt are the external agent's own model calls, which ACP does not report: a
+    #: prompt counts nothing against token budgets and reserves nothing (a spent budget on the child's
+    #: path still stops its next prompt; see toh_nb.core.budget)
+    reports_usage = False
+
     def __init__(self, link: AgentLink, already_sent: Sequence[Any] = ()) -> None:
         self.link = link
         #: the route name descriptors and tables show

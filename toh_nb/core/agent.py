@@ -63,7 +63,8 @@ class Agent:
         "tool_specs", "mode", "path", "status", "usage", "turns", "started", "disposed",
         "max_parallel_tool_calls", "opening", "_abort_opening", "_next_turn", "_next_step", "_steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "_conversation", "_waiters",
-        "_turn_waiters", "_unyielded", "limits", "subtree_tokens", "__weakref__",
+        "_turn_waiters", "_unyielded", "limits", "subtree_tokens", "reserved_tokens", "budget_waiters",
+        "__weakref__",
     )
 
     def __init__(self, *, id: str, runtime: Any, session: Session, model: Any, system: str = "",
@@ -113,6 +114,10 @@ class Agent:
         self.limits = limits if limits is not None else Limits()
         #: tokens used by this agent and its descendants (what ``limits.token_budget`` bounds)
         self.subtree_tokens = spent_tokens
+        #: tokens reserved on ``limits.token_budget`` by the model calls in flight below this agent, and
+        #: the calls waiting for room on it (``toh_nb.core.budget``)
+        self.reserved_tokens = 0
+        self.budget_waiters: list[asyncio.Future] | None = None
 
     # -- inbox ---------------------------------------------------------------------------------
 
@@ -347,22 +352,30 @@ class Agent:
             if limits.max_steps is not None and step > limits.max_steps:
                 state.reason, state.error = budget.MAX_STEPS, budget.step_limit_text(limits.max_steps)
                 return
-            spent = self._spent_budget()
-            if spent is not None:
-                state.reason, state.error = budget.TOKEN_BUDGET, spent
-                return
+            held = self._reserve()
+            if held is not None and held.__class__ is not budget.Reservation:
+                if held.__class__ is not str:
+                    held = await held  # calls in flight hold the room this one needs
+                if held.__class__ is str:
+                    state.reason, state.error = budget.TOKEN_BUDGET, held
+                    return
             if bus.listening:
                 bus.publish(ModelRequested(**self._who(), turn=turn, step=step))
-            response = await self._call_model(turn, step)
+            try:
+                response = await self._call_model(turn, step)
+            except BaseException:  # failed or cancelled: the call charges nothing
+                if held is not None:
+                    budget.release(held)
+                raise
+            self._charge(response.usage, held)  # settled first: nothing below may keep the reservation
+            state.usage.add(response.usage)
+            self.usage.add(response.usage)
             if bus.listening:
                 bus.publish(ModelResponded(**self._who(), turn=turn, step=step, text=response.text,
                                            tool_calls=tuple(c.name for c in response.tool_calls),
                                            stop_reason=response.stop_reason,
                                            input_tokens=response.usage.input_tokens,
                                            output_tokens=response.usage.output_tokens))
-            state.usage.add(response.usage)
-            self.usage.add(response.usage)
-            self._charge(response.usage)
             message = self._assistant_message(response)
             self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
             content = message.content
@@ -403,29 +416,38 @@ class Agent:
             self._cancel_cause = budget.TIME_CAUSE
             self._driver.cancel()
 
-    def _charge(self, usage: Usage) -> None:
-        """Count a response's tokens against this agent and every live ancestor. A budget this spends is
-        announced (``runtime.on_budget_spent``): steps running elsewhere (a Ray host) cannot see the
-        tree, so they learn it before their next step, as an in-process agent would."""
-        spent = usage.input_tokens + usage.output_tokens
-        if spent:
-            node: Agent | None = self
-            while node is not None:
-                node.subtree_tokens += spent
-                limit = node.limits.token_budget
-                if limit is not None and node.subtree_tokens >= limit > node.subtree_tokens - spent:
-                    self.runtime.on_budget_spent(node)
-                node = node.parent
+    def _reserve(self) -> "budget.Reservation | str | Any":
+        """Before a model call: None when no token budget is on the path; else what
+        :func:`budget.reserve` gives (a reservation, a spent budget's diagnostic, or a coroutine that
+        waits for room). Why a method: ``toh_nb.ray``'s host agent overrides it to ask the driver, whose
+        tree holds the budgets."""
+        nodes = budget.budgeted(self)
+        if nodes is None:
+            return None
+        return self._reserve_on(nodes, budget.output_bound(self.max_tokens, self.model),
+                                budget.reports_usage(self.model))
 
-    def _spent_budget(self) -> str | None:
-        """The diagnostic of the first spent token budget on the path to the root, or None."""
-        node: Agent | None = self
-        while node is not None:
-            limit = node.limits.token_budget
-            if limit is not None and node.subtree_tokens >= limit:
-                return budget.token_budget_text(self.id, node.id, node.subtree_tokens, limit)
-            node = node.parent
-        return None
+    def _reserve_on(self, nodes: list, bound: int | None, reports_usage: bool) -> "budget.Reservation | str | Any":
+        """:meth:`_reserve` with the call's output bound and whether its model reports usage given."""
+        if not reports_usage:
+            return budget.spent_text(self, nodes)
+        conversation = self._conversation
+        return budget.reserve(self, nodes, bound,
+                              lambda: budget.prompt_estimate(self.system, self.tool_specs, conversation))
+
+    def _charge(self, usage: Usage | None, held: "budget.Reservation | None" = None) -> None:
+        """Settle a model call: count the tokens its response reports against this agent and every live
+        ancestor (whatever its reservation was), then release the reservation it ``held``."""
+        try:
+            spent = usage.input_tokens + usage.output_tokens if usage is not None else 0
+            if spent:
+                node: Agent | None = self
+                while node is not None:
+                    node.subtree_tokens += spent
+                    node = node.parent
+        finally:  # a malformed usage fails the turn, never keeps the reservation
+            if held is not None:
+                budget.release(held)
 
     def _log_turn_end(self, turn: int, reason: str, error: str | None) -> Any:
         cause = self._cancel_cause if reason == "aborted" and self._cancel_cause else None

@@ -52,9 +52,6 @@ class Runtime:
         self.budgets: dict[str, int] = {}
         self.bus = EventBus(history)
         self.observers: list[Any] = []
-        #: agents whose current turn's steps run elsewhere (``toh_nb.ray``): they are told of a budget
-        #: spent on their path (``budget_spent(node)``), which their remote steps cannot see
-        self.remote_steps: set[Agent] = set()
         #: threads for this hub's sync tools and sync model functions (toh_nb.core.threads)
         self.user_threads = UserThreads(on_abandoned=functools.partial(announce_abandoned, self.bus, self.agents))
         self._closed = False
@@ -183,11 +180,6 @@ class Runtime:
     def on_turn_end(self, agent: Agent, outcome: TurnOutcome) -> None:
         for observer in self.observers:
             observer.on_turn_end(agent, outcome)
-
-    def on_budget_spent(self, node: Agent) -> None:
-        """``node``'s token budget was just spent (once per budget crossing, not per charge)."""
-        for agent in list(self.remote_steps):
-            agent.budget_spent(node)
 
 
 def announce_abandoned(bus: EventBus, agents: dict, owner: str | None, name: str, stuck: int) -> None:

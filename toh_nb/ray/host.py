@@ -4,7 +4,7 @@ One actor per child costs a process each (~47 MiB and ~0.44 s to start on this k
 small pool of *async* actors hosts every child as coroutines. For each turn of a child the driver calls
 ``run``, a streaming generator: the host runs the turn's step loop with the very code of an in-process
 agent (``Agent._steps``: model calls, the rolling tool pool, results committed in model order,
-max-tokens and refusal stops, unknown-tool and validation errors, step and token allowances) on a
+max-tokens and refusal stops, unknown-tool and validation errors, the step limit) on a
 host-side ``Agent`` whose session and event bus *collect* instead of storing. Each yield carries every
 record and event produced since the previous one (a batch), and the driver appends them to the child's
 real log, conversation and event stream in order. The driver stays the one writer of the store.
@@ -19,7 +19,11 @@ What runs where:
 - toh_nb's **own tools** (``subagent``, ``job_*``, ``send_message``, ``interrupt_agent``,
   ``list_agents``, ``report``) act on the driver's tree: here they are *proxies* whose call is yielded to
   the driver, run there, and answered back through ``answer``, so the pool and ordering logic still
-  apply to them.
+  apply to them;
+- **token budgets** live in the driver's tree: before each model call of a child with a budget on its
+  path, the loop yields a reservation request and waits for the driver's answer (``granted``), which
+  reserves on the tree exactly as an in-process call does (``toh_nb.core.budget``) and settles when it
+  replays the call's response. One round trip per model call, only for budgeted children.
 
 Between turns a host caches each child's conversation: the driver sends only what the host lacks (the
 new messages; everything after a host change, a resume, or a turn it cut short). Messages that reach
@@ -39,13 +43,13 @@ Nothing here imports the driver's tree: a host knows no stores, services or note
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import os
 from typing import Any
 
 import pydantic
 
+from ..core import budget
 from ..core.agent import Agent, TurnOutcome
 from ..core.budget import Limits
 from ..core.errors import ModelError
@@ -119,7 +123,7 @@ class HostIds:
 
 class Elder:
     """The host-side stand-in for a child's parent: its id (in events) and a budget-free end of the chain
-    (the driver owns the tree's budgets and gives the loop its allowance instead)."""
+    (the driver owns the tree's budgets and reserves each call on them: see ``HostAgent._reserve``)."""
 
     __slots__ = ("id", "parent", "limits", "subtree_tokens")
 
@@ -134,7 +138,8 @@ class Collector:
     """The runtime a host-side Agent sees: its bus and its session's sink collect into ``items`` (the
     next batch), its driver-side tools are asked through ``ask``; one per hosted child."""
 
-    __slots__ = ("ids", "items", "signal", "listening", "run_id", "answers", "_requests", "task", "stopped")
+    __slots__ = ("ids", "items", "signal", "listening", "run_id", "answers", "_requests", "task", "stopped",
+                 "budgeted")
 
     def __init__(self) -> None:
         self.ids = HostIds()
@@ -147,6 +152,8 @@ class Collector:
         self.stopped: list | None = None
         self.answers: dict[int, asyncio.Future] = {}
         self._requests = itertools.count(1)
+        #: a token budget is on the child's path in the driver (each model call asks it for room)
+        self.budgeted = False
 
     @property
     def bus(self) -> "Collector":
@@ -163,20 +170,31 @@ class Collector:
     def on_claimed(self, agent: Any, message: Any) -> None:
         """Claims are the driver's business (it sees the claim in the batch)."""
 
-    def on_budget_spent(self, node: Any) -> None:
-        """The driver owns the tree's budgets (and their diagnostics); the host stops at its allowance."""
-
     async def ask(self, call_id: str) -> ToolResult:
         """Run one of toh_nb's own tools in the driver: yield the call, wait for its answer."""
+        return await self._asked(("tool", call_id))
+
+    async def reserve(self, bound: int | None, reports_usage: bool) -> "budget.Reservation | str":
+        """Reserve the next model call on the driver's tree: yield the request, wait for the answer.
+        Granted: a reservation of nothing here (the driver holds the tokens and settles them when it
+        replays the response); refused: the spent budget's diagnostic, the driver's own text."""
+        refusal = await self._asked(("reserve", bound, reports_usage))
+        return HELD_IN_DRIVER if refusal is None else refusal
+
+    async def _asked(self, item: tuple) -> Any:
         request = next(self._requests)
         answer = asyncio.get_running_loop().create_future()
         self.answers[request] = answer
-        self.items.append(("tool", request, call_id))
+        self.items.append((item[0], request, *item[1:]))
         self.signal.set()
         try:
             return await answer
         finally:
             self.answers.pop(request, None)
+
+
+#: what a host-side call holds once the driver granted its reservation (the tokens are held there)
+HELD_IN_DRIVER = budget.Reservation(0, ())
 
 
 class HostAgent(Agent):
@@ -186,20 +204,24 @@ class HostAgent(Agent):
     __slots__ = ()
 
     def prepare(self, payload: dict) -> None:
-        """Start a run: the new messages, turn number, allowances and next-step inbox the driver sent."""
+        """Start a run: the new messages, turn number, step limit, whether a budget is on the child's path,
+        and the next-step inbox the driver sent."""
         self._conversation.extend(payload["messages"])
         self.turns = payload["turn"]
         self.subtree_tokens = 0
-        self.limits = Limits(max_steps=payload["max_steps"], token_budget=payload["allowance"])
+        self.limits = Limits(max_steps=payload["max_steps"])
+        self.runtime.budgeted = payload["budgeted"]
         self.session.events.clear()
         self._next_step.clear()
         self._next_step.extend(payload["next_step"])
         self._steer_pending = payload["steer"]
 
-    def allow(self, allowance: int) -> None:
-        """From now on the loop may spend only ``allowance`` more tokens (a budget on the child's path
-        was spent in the driver): it stops at its next step boundary once that is used."""
-        self.limits = dataclasses.replace(self.limits, token_budget=self.subtree_tokens + allowance)
+    def _reserve(self) -> "budget.Reservation | str | Any":
+        """The budgets are the driver's: a budgeted child's call asks it (``Collector.reserve``), with
+        the output bound of the model built here (its own ``max_tokens`` default is known only here)."""
+        if not self.runtime.budgeted:
+            return None
+        return self.runtime.reserve(budget.output_bound(self.max_tokens, self.model), budget.reports_usage(self.model))
 
     def deliver(self, messages: list, steer: bool) -> None:
         self._next_step.extend(messages)
@@ -237,7 +259,7 @@ class Host:
         self._children: dict[str, HostAgent] = {}
         self._task_functions: dict[tuple, Any] = {}
         self.runs = 0
-        self.allowances = 0
+        self.grants = 0
         self._preparing: dict[str, int] = {}  # child key -> the run whose setup is being fetched
         self._early_stops: set[tuple] = set()  # (key, run id) stopped before its loop started
 
@@ -409,13 +431,11 @@ class Host:
         agent.deliver(messages, steer)
         return True
 
-    def allow(self, key: str, run_id: int, allowance: int) -> None:
-        """A budget on the child's path was spent in the driver during this run: see ``HostAgent.allow``."""
-        agent = self._children.get(key)
-        if agent is None or agent.runtime.run_id != run_id:
-            return
-        agent.allow(allowance)
-        self.allowances += 1
+    def granted(self, key: str, run_id: int, request: int, refusal: str | None) -> None:
+        """The driver's answer to a reservation request (``Collector.reserve``): None, granted; else the
+        spent budget's diagnostic."""
+        self._answered(key, run_id, request, refusal)
+        self.grants += 1
 
     def stop(self, key: str, run_id: int) -> None:
         """The driver interrupted this run (interrupt, kill, timeout, close): cancel its step loop now,
@@ -436,12 +456,15 @@ class Host:
 
     def answer(self, key: str, run_id: int, request: int, text: str, is_error: bool) -> None:
         """The driver's result of one of toh_nb's own tools, called through ``Collector.ask``."""
+        self._answered(key, run_id, request, ToolResult(text, is_error))
+
+    def _answered(self, key: str, run_id: int, request: int, value: Any) -> None:
         agent = self._children.get(key)
         if agent is None or agent.runtime.run_id != run_id:
             return
         waiter = agent.runtime.answers.get(request)
         if waiter is not None and not waiter.done():
-            waiter.set_result(ToolResult(text, is_error))
+            waiter.set_result(value)
 
     def forget(self, keys: list[str]) -> None:
         """Drop cached children (disposed in the driver)."""
@@ -449,5 +472,5 @@ class Host:
             self._children.pop(key, None)
 
     def stats(self) -> dict:
-        return {"runs": self.runs, "allowances": self.allowances, "children": len(self._children), "models": len(self._models),
+        return {"runs": self.runs, "grants": self.grants, "children": len(self._children), "models": len(self._models),
                 "shapes": len(self._shapes), "pid": os.getpid()}

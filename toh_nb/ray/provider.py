@@ -37,6 +37,7 @@ import os
 import weakref
 from typing import Any, Callable, Mapping, Sequence
 
+from ..core import budget
 from ..core.checks import MAX_COUNT, check_count, check_number
 from ..core.errors import ModelError, UsageError
 from ..core.secrets import hold as hold_secrets
@@ -321,21 +322,8 @@ class RayProvider:
         next_step, steer = agent.next_step_inbox()
         return {"setup": setup, "messages": messages, "turn": agent.turns, "listening": agent.runtime.bus.listening,
                 "next_step": next_step, "steer": steer,
-                "max_steps": agent.limits.max_steps, "allowance": self._allowance(agent),
+                "max_steps": agent.limits.max_steps, "budgeted": budget.budgeted(agent) is not None,
                 "forget": self._forget.pop(host, [])}
-
-    @staticmethod
-    def _allowance(agent: Any) -> int | None:
-        """Tokens the turn may still spend before a budget on its path is spent (None: no budget)."""
-        allowance = None
-        node = agent
-        while node is not None:
-            limit = node.limits.token_budget
-            if limit is not None:
-                left = limit - node.subtree_tokens
-                allowance = left if allowance is None else min(allowance, left)
-            node = node.parent
-        return allowance if allowance is None else max(allowance, 0)
 
     def _shape_of(self, agent: Any) -> _Blob:
         """The system prompt and tools of a child, pickled once per shape (children of one shape share it)."""

@@ -9,9 +9,10 @@ exactly as with ``spawn``. Four things cross back the other way while the loop r
 
 - the answers to toh_nb's own tools, which the host yields as requests and the driver runs with the
   driver agent's ToolContext (they act on the tree, which lives here);
-- a token budget on the child's path spent in the driver while the loop runs (by a sibling, a
-  descendant): the host only has the allowance of the turn's start, so it is told to stop at its next
-  step boundary (``budget_spent`` → ``allow(0)``), where an in-process agent would have read the tree;
+- the answers to reservation requests: a child with a token budget on its path asks before each model
+  call, and the driver reserves on the tree with the in-process code (``toh_nb.core.budget``: it may
+  wait for room, or refuse with the spent budget's diagnostic); the reservation is settled when the
+  call's response is replayed here, and released if the run ends without one;
 - messages steered or injected into the child (notices, follow-ups read at a step boundary), forwarded
   to the host, which reads them at its next step boundary; they stay in the driver's inbox until the
   host's claim comes back, so a turn cut short never loses one;
@@ -86,12 +87,13 @@ class RemoteAgent(Agent):
                 break
         self._log_user(message, turn)
 
-    def answered(self, message: Message, turn: int, state: TurnOutcome) -> None:
-        """A model response: its usage counted (the turn's, this agent's and the tree's budgets), logged."""
+    def answered(self, message: Message, turn: int, state: TurnOutcome, held: budget.Reservation | None) -> None:
+        """A model response: its usage counted (the turn's, this agent's and the tree's budgets, whose
+        reservation ``held`` for the call it settles), logged."""
+        self._charge(message.usage, held)  # settled first, as in-process
         if message.usage is not None:
             state.usage.add(message.usage)
             self.usage.add(message.usage)
-            self._charge(message.usage)
         self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
         content = message.content
         if content:
@@ -107,19 +109,11 @@ class RemoteAgent(Agent):
         """A result the driver commits itself for a call the cut run left open (result event included)."""
         self._commit(turn, call, result)
 
-    def spent_budget_text(self) -> str | None:
-        return self._spent_budget()
-
-    def budget_spent(self, node: Agent) -> None:
-        """A budget on this agent's path was spent (by a sibling, a descendant, …) while its steps run
-        on a host, which only knows the allowance it started with: stop it at its next step boundary
-        (``finish`` then writes the tree's exact diagnostic)."""
-        walk: Agent | None = self
-        while walk is not None:
-            if walk is node:
-                self.model.allow(0)
-                return
-            walk = walk.parent
+    def reserve_for_host(self, bound: int | None, reports_usage: bool) -> "budget.Reservation | str | Any":
+        """A model call of the host's loop, reserved on this agent's path as in-process (``Agent._reserve``
+        with the output bound the host knows); None when no budget is on the path."""
+        nodes = budget.budgeted(self)
+        return None if nodes is None else self._reserve_on(nodes, bound, reports_usage)
 
 
 class StepError(Exception):
@@ -130,7 +124,7 @@ class Replay:
     """One remote run's records, applied to the driver agent in the order the host produced them."""
 
     __slots__ = ("agent", "state", "link", "host", "run_id", "ids", "calls", "started", "committed", "asked",
-                 "outcome")
+                 "outcome", "held", "granting")
 
     def __init__(self, agent: RemoteAgent, state: TurnOutcome, link: Any, host: Any, run_id: int) -> None:
         self.agent = agent
@@ -144,6 +138,8 @@ class Replay:
         self.committed: set[str] = set()
         self.asked: dict[str, asyncio.Task] = {}  # call id -> the driver running one of toh_nb's tools
         self.outcome: tuple | None = None  # ("stop", reason, error) | ("error", text) | ("unknown",)
+        self.held: budget.Reservation | None = None  # the reservation of the host's model call in flight
+        self.granting: asyncio.Task | None = None  # the driver reserving it (it may wait for room)
 
     def call_id(self, host_id: str) -> str:
         if not host_id.startswith(HOST_CALL_PREFIX):
@@ -162,6 +158,8 @@ class Replay:
                 self._event(item[1])
             elif kind == "tool":
                 self._ask(item[1], self.call_id(item[2]))
+            elif kind == "reserve":
+                self.granting = asyncio.get_running_loop().create_task(self._grant(*item[1:]))
             else:
                 self.outcome = item
 
@@ -172,7 +170,8 @@ class Replay:
         elif kind == ASSISTANT_MESSAGE:
             content = [ToolCallBlock(self.call_id(b.id), b.name, b.arguments) if b.type == "tool-call" else b
                        for b in message.content]
-            agent.answered(Message("assistant", content, usage=message.usage), turn, self.state)
+            held, self.held = self.held, None
+            agent.answered(Message("assistant", content, usage=message.usage), turn, self.state, held)
             self.calls = [b for b in content if b.type == "tool-call"]
             self.started.clear()
             self.committed.clear()
@@ -221,6 +220,28 @@ class Replay:
         self.link.answer(self.host, self.run_id, request, result)
         return result
 
+    async def _grant(self, request: int, bound: int | None, reports_usage: bool) -> None:
+        """Reserve the host's next model call on the tree and answer it (None: granted; else the spent
+        budget's diagnostic, which ends the host's turn ``token-budget`` with the in-process text)."""
+        held = self.agent.reserve_for_host(bound, reports_usage)
+        if held is not None and held.__class__ is not budget.Reservation and held.__class__ is not str:
+            held = await held  # calls in flight hold the room this one needs
+        if held.__class__ is str:
+            self.link.grant(self.host, self.run_id, request, held)
+            return
+        self.held = held  # no await from the reservation to here: a cancelled grant holds nothing
+        self.link.grant(self.host, self.run_id, request, None)
+
+    def release(self) -> None:
+        """The run is over: a reservation whose response never came back (the model failed, the run was
+        cut) is given back, and a grant still waiting for room is dropped."""
+        if self.granting is not None:
+            self.granting.cancel()
+            self.granting = None
+        held, self.held = self.held, None
+        if held is not None:
+            budget.release(held)
+
     async def abort(self, cause: str | None = None) -> None:
         """The run was cut (cancelled, or its host died): close the latest calls as in-process would.
         ``cause``: the diagnostic for calls that were running (a dead host), else the abort texts."""
@@ -255,10 +276,8 @@ class Replay:
             raise StepError(outcome[1])
         _, reason, error = outcome
         state = self.state
-        state.reason, state.error = reason, error
-        if reason == budget.TOKEN_BUDGET:  # the host stopped at its allowance; the texts are the tree's
-            state.error = self.agent.spent_budget_text() or error
-        elif reason == budget.MAX_STEPS and self.agent.limits.max_steps is not None:
+        state.reason, state.error = reason, error  # a token-budget stop carries the driver's own diagnostic
+        if reason == budget.MAX_STEPS and self.agent.limits.max_steps is not None:
             state.error = budget.step_limit_text(self.agent.limits.max_steps)
 
 
@@ -331,7 +350,6 @@ class RemoteLink:
             stream = host.actor.run.options(num_returns="streaming").remote(self.key, self._serial, payload)
             self.provider.count_round_trip()
             self.running = (host, self._serial)
-            agent.runtime.remote_steps.add(agent)
             fetching = None  # the batch being fetched: a cancellation there must not lose it
             try:
                 async for ref in stream:
@@ -359,7 +377,7 @@ class RemoteLink:
                 raise ModelError(text) from None
             finally:
                 self.running = None
-                agent.runtime.remote_steps.discard(agent)
+                replay.release()
             outcome = replay.outcome[0] if replay.outcome is not None else None
             if outcome == "unknown" and not whole:
                 continue  # the host had no copy of this child: send it whole
@@ -374,12 +392,9 @@ class RemoteLink:
             host, run_id = self.running
             self.provider.call(host, "deliver", self.key, run_id, [message], steer)
 
-    def allow(self, allowance: int) -> None:
-        """The running loop may spend only ``allowance`` more tokens (no-op between turns: the next run's
-        payload computes it afresh)."""
-        if self.running is not None:
-            host, run_id = self.running
-            self.provider.call(host, "allow", self.key, run_id, allowance)
+    def grant(self, host: Any, run_id: int, request: int, refusal: str | None) -> None:
+        """Answer a reservation request of the run ``run_id`` (see ``Replay._grant``)."""
+        self.provider.call(host, "granted", self.key, run_id, request, refusal)
 
     def answer(self, host: Any, run_id: int, request: int, result: ToolResult) -> None:
         self.provider.call(host, "answer", self.key, run_id, request, result.text, result.is_error)
