@@ -127,13 +127,15 @@ def test_command_line_errors():
     assert done.returncode == 2 and done.stderr.endswith("error: --latency must be >= 0\n") and done.stdout == ""
 
 
-def _tree(root) -> dict:
-    """Every file and directory under ``root`` with its size (what must not change)."""
+def _tree(root, busy: str) -> dict:
+    """Every file and directory under ``root`` with its size (what must not change), except inside the
+    directory ``busy`` of the session being written."""
     found = {}
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
             path = os.path.join(folder, name)
-            found[os.path.relpath(path, root)] = None if os.path.isdir(path) else os.path.getsize(path)
+            if not path.startswith(busy + os.sep):
+                found[os.path.relpath(path, root)] = None if os.path.isdir(path) else os.path.getsize(path)
     return found
 
 
@@ -150,7 +152,7 @@ def test_session_ids_from_the_client_are_checked_before_any_file_is_touched(tmp_
         server.initialize()
         sid = server.new_session(str(tmp_path))
         os.symlink(victim, store / "toh-link")  # a valid id whose directory lies outside the store
-        before = _tree(tmp_path)
+        before = _tree(tmp_path, str(store / sid))
         for bad in BAD_IDS:
             bad = bad.format(sid=sid, victim=victim)
             message = ("Invalid params: sessionId {!r} is not a session id (1-128 letters, digits and '_.:-', "
@@ -169,7 +171,7 @@ def test_session_ids_from_the_client_are_checked_before_any_file_is_touched(tmp_
         answer = server.call("session/load", {"cwd": "relative/dir", "mcpServers": [], "sessionId": sid})
         assert answer["error"] == {"code": -32602, "message": "Invalid params: cwd must be an absolute path, got "
                                    "'relative/dir'", "data": {"field": "cwd"}}
-        assert _tree(tmp_path) == before  # nothing created, nothing deleted, inside the store or out
+        assert _tree(tmp_path, str(store / sid)) == before  # nothing created, nothing deleted, inside the store or out
         assert server.prompt(sid, text("Plan a garden"))["result"] == {"stopReason": "end_turn"}
     assert server.process.returncode == 0 and "Traceback" not in server.err()
     assert sorted(os.listdir(victim)) == [".old.jsonl.tmp", "victim.jsonl"]
@@ -213,3 +215,20 @@ def test_resource_links_and_text_resources_are_part_of_the_prompt_other_blocks_a
     assert said == ["[plan.md](file:///work/plan.md)",
                     'Summarise\n\n[plan.md](file:///work/plan.md)\n\n<context ref="file:///work/notes.txt">\n'
                     "water daily\n</context>"]
+
+
+def test_prompts_without_text_or_with_broken_unicode_are_refused_and_the_session_serves_on(tmp_path):
+    with Served("--latency", "0", "--store", str(tmp_path / "store")) as server:
+        server.initialize()
+        sid = server.new_session(str(tmp_path))
+        for blocks in ([], [text("")], [text("  \n")]):
+            assert server.prompt(sid, *blocks)["error"] == {"code": -32602, "message": "Invalid params: prompt has no text",
+                                                            "data": {"field": "prompt"}}
+        server.write('{"jsonrpc":"2.0","id":"u","method":"session/prompt","params":{"sessionId":"%s","prompt":'
+                     '[{"type":"text","text":"ok"},{"type":"text","text":"hi \\ud800 there"}]}}' % sid)
+        assert server.response("u")["error"] == {
+            "code": -32602, "data": {"field": "prompt.1"},
+            "message": "Invalid params: prompt.1 is not valid Unicode (a lone surrogate '\\ud800')"}
+        assert server.prompt(sid, text("Plan a garden"))["result"] == {"stopReason": "end_turn"}
+    assert server.process.returncode == 0 and "Traceback" not in server.err()
+    assert "surrogates not allowed" not in server.err()

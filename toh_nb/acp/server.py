@@ -77,6 +77,7 @@ BUSY = "Invalid request: session {session_id} is already running a prompt"
 NO_TEXT = "Invalid params: prompt has no text"
 UNSUPPORTED_BLOCK = ("Invalid params: prompt.{index} is {kind} content, which this agent does not accept "
                      "(text, resource_link and text resources only)")
+NOT_UNICODE = "Invalid params: prompt.{index} is not valid Unicode (a lone surrogate {char!r})"
 
 
 def _invalid_params(message: str, **data: Any) -> Exception:
@@ -91,15 +92,21 @@ def prompt_text(blocks: list) -> str:
     for index, block in enumerate(blocks):
         kind = getattr(block, "type", None)
         if kind == "text":
-            if block.text:
-                parts.append(block.text)
+            part = block.text
         elif kind == "resource_link":
-            parts.append(f"[{block.name or block.uri}]({block.uri})")
+            part = f"[{block.name or block.uri}]({block.uri})"
         elif kind == "resource" and isinstance(getattr(block.resource, "text", None), str):
-            parts.append(f'<context ref="{block.resource.uri}">\n{block.resource.text}\n</context>')
+            part = f'<context ref="{block.resource.uri}">\n{block.resource.text}\n</context>'
         else:
             label = "binary resource" if kind == "resource" else str(kind)
             raise _invalid_params(UNSUPPORTED_BLOCK.format(index=index, kind=label), field=f"prompt.{index}")
+        try:  # JSON can escape half a surrogate pair; no log file or model takes it
+            part.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise _invalid_params(NOT_UNICODE.format(index=index, char=error.object[error.start]),
+                                  field=f"prompt.{index}") from None
+        if part:
+            parts.append(part)
     text = "\n\n".join(parts)
     if not text.strip():
         raise _invalid_params(NO_TEXT, field="prompt")
