@@ -232,3 +232,14 @@ def test_prompts_without_text_or_with_broken_unicode_are_refused_and_the_session
         assert server.prompt(sid, text("Plan a garden"))["result"] == {"stopReason": "end_turn"}
     assert server.process.returncode == 0 and "Traceback" not in server.err()
     assert "surrogates not allowed" not in server.err()
+
+
+def test_end_of_input_cancels_the_running_prompt_and_still_answers_it(tmp_path):
+    with Served("--latency", "2", "--store", str(tmp_path / "store")) as server:
+        server.initialize()
+        sid = server.new_session(str(tmp_path))
+        request = server.send("session/prompt", {"sessionId": sid, "prompt": [text("Plan a garden")]})
+        server.process.stdin.close()
+        assert server.response(request)["result"] == {"stopReason": "cancelled"}
+    assert server.process.returncode == 0 and "Traceback" not in server.err()
+    assert (tmp_path / "store" / sid / f"{sid}.jsonl").exists()

@@ -159,6 +159,8 @@ class HubAgent:
         self.store = os.path.realpath(store) if store is not None else None
         self.sessions: dict[str, _Served] = {}
         self.conn: Any = None
+        #: the input ended: running turns are cancelled and no new one runs
+        self.closing = False
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -242,6 +244,8 @@ class HubAgent:
         if served.turn is not None:
             raise acp.RequestError(-32600, BUSY.format(session_id=session_id), {"sessionId": session_id})
         turn = served.start(prompt_text(prompt))
+        if self.closing:  # it arrived with the end of input: answered, but not run
+            served.cancel()
         pump = asyncio.ensure_future(self._pump(served))
         try:
             result = await asyncio.shield(turn)
@@ -280,6 +284,7 @@ class HubAgent:
 
     def cancel_all(self) -> None:
         """End of input: the client is gone, so every running turn is cancelled (its log keeps it)."""
+        self.closing = True
         for served in self.sessions.values():
             served.cancel()
 
