@@ -243,3 +243,11 @@ def test_end_of_input_cancels_the_running_prompt_and_still_answers_it(tmp_path):
         assert server.response(request)["result"] == {"stopReason": "cancelled"}
     assert server.process.returncode == 0 and "Traceback" not in server.err()
     assert (tmp_path / "store" / sid / f"{sid}.jsonl").exists()
+
+
+def test_a_store_that_is_not_a_directory_is_one_error_line(tmp_path):
+    (tmp_path / "file").write_text("x")
+    done = subprocess.run([*SERVER, "--store", str(tmp_path / "file")], input="", capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"toh-nb acp: error: --store {str(tmp_path / 'file')!r} is not a usable directory: File exists\n"

@@ -335,7 +335,11 @@ def main(args: Any) -> int:
         return 2
     store = os.path.abspath(args.store) if args.store else None
     if store is not None:
-        os.makedirs(store, exist_ok=True)
+        try:
+            os.makedirs(store, exist_ok=True)
+        except OSError as error:
+            print(f"toh-nb acp: error: --store {store!r} is not a usable directory: {error.strerror}", file=sys.stderr)
+            return 2
     model = model_from(args.model, args.base_url, args.latency)
     asyncio.run(serve(model=model, store=store, max_depth=args.max_depth, output_fd=output_fd))
     return 0
