@@ -116,10 +116,12 @@ class _Output:
         self._pipe: asyncio.WriteTransport | None = None
         self._drain: _Drain | None = None
         self._broken = False
+        self._blocking = True
 
     async def open(self) -> None:
         if self.fd is None or stat.S_ISREG(os.fstat(self.fd).st_mode):
             return
+        self._blocking = os.get_blocking(self.fd)
         pipe = open(self.fd, "wb", buffering=0, closefd=False)  # noqa: SIM115,ASYNC230 - owned by the transport
         self._pipe, self._drain = await asyncio.get_running_loop().connect_write_pipe(_Drain, pipe)
 
@@ -140,27 +142,62 @@ class _Output:
             self._broken = True
             log.warning("protocol output failed, answers are discarded from now on: %s", error)
 
+    async def close(self) -> None:
+        self._broken = True  # nothing is written after this (a late update would block on a bare fd)
+        if self._pipe is None:
+            return
+        self._pipe.set_write_buffer_limits(high=0)  # drained() now waits for an empty buffer
+        try:  # the last answers are written before the loop stops (a slow reader gets a bound)
+            await asyncio.wait_for(self._drain.drained(), EOF_GRACE)
+        except TimeoutError:
+            log.warning("protocol output: the client did not read the last answers")
+        self._pipe.close()
+        self._pipe = None
+        _restore_blocking(self.fd, self._blocking)
+
+
+class _Input:
+    """A stream reader on the input: the loop's pipe reader, or chunks read from a regular file by a
+    task (the loop refuses files; a file never blocks)."""
+
+    def __init__(self, fd: int, limit: int) -> None:
+        self.fd = fd
+        self.reader = asyncio.StreamReader(limit=limit)
+        self._pipe: asyncio.ReadTransport | None = None
+        self._feeder: asyncio.Task | None = None
+        self._blocking = True
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        if stat.S_ISREG(os.fstat(self.fd).st_mode):
+            self._feeder = loop.create_task(self._feed())
+            return
+        self._blocking = os.get_blocking(self.fd)
+        pipe = open(self.fd, "rb", buffering=0, closefd=False)  # noqa: SIM115,ASYNC230 - owned by the transport
+        self._pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self.reader), pipe)
+
+    async def _feed(self) -> None:
+        while chunk := os.read(self.fd, 1 << 16):
+            self.reader.feed_data(chunk)
+            await asyncio.sleep(0)
+        self.reader.feed_eof()
+
     def close(self) -> None:
+        if self._feeder is not None:
+            self._feeder.cancel()
         if self._pipe is not None:
             self._pipe.close()
+            self._pipe = None
+            _restore_blocking(self.fd, self._blocking)
 
 
-async def _open_input(fd: int, limit: int) -> tuple[asyncio.StreamReader, asyncio.Task | None]:
-    """A stream reader on ``fd``: the loop's pipe reader, or chunks read from a regular file by a task."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        pipe = open(fd, "rb", buffering=0, closefd=False)  # noqa: SIM115,ASYNC230 - owned by the loop's transport
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-        return reader, None
-
-    async def feed() -> None:  # a regular file never blocks: plain reads, one chunk per loop pass
-        while chunk := os.read(fd, 1 << 16):
-            reader.feed_data(chunk)
-            await asyncio.sleep(0)
-        reader.feed_eof()
-
-    return reader, loop.create_task(feed())
+def _restore_blocking(fd: int | None, blocking: bool) -> None:
+    """The event loop made the descriptor non-blocking; its open file may be shared with the parent
+    (a terminal), which expects it as it was."""
+    try:
+        os.set_blocking(fd, blocking)
+    except (OSError, TypeError):
+        pass
 
 
 def _valid_id(value: Any) -> bool:
@@ -183,11 +220,10 @@ def _field_errors(data: Any) -> str | None:
 class ServerTransport:
     """The SDK's message-level ``Transport`` over the server's stdin and the protocol stdout."""
 
-    def __init__(self, reader: asyncio.StreamReader, output: _Output, *, limit: int = LINE_LIMIT,
-                 feeder: asyncio.Task | None = None) -> None:
-        self._reader = reader  # made with ``limit``: longer lines are refused, not buffered
+    def __init__(self, source: _Input, output: _Output, limit: int) -> None:
+        self._input = source
+        self._reader = source.reader  # made with ``limit``: longer lines are refused, not buffered
         self._limit = limit
-        self._feeder = feeder  # reading a regular file (kept referenced while it runs)
         self._output = output
         self._lock = asyncio.Lock()
         #: ids of requests received and not answered yet (counted: a client may reuse an id)
@@ -200,8 +236,9 @@ class ServerTransport:
     async def open(cls, input_fd: int, output_fd: int | None, limit: int = LINE_LIMIT) -> ServerTransport:
         output = _Output(output_fd)
         await output.open()
-        reader, feeder = await _open_input(input_fd, limit)
-        return cls(reader, output, limit=limit, feeder=feeder)
+        source = _Input(input_fd, limit)
+        await source.open()
+        return cls(source, output, limit)
 
     # -- sending ---------------------------------------------------------------------------------
 
@@ -318,7 +355,9 @@ class ServerTransport:
             log.warning("input ended; %d request(s) left unanswered", sum(self._open.values()))
 
     async def close(self) -> None:
-        self._output.close()
+        self._input.close()
+        async with self._lock:  # not in the middle of a write
+            await self._output.close()
 
 
 _TOO_LONG = object()
