@@ -216,3 +216,10 @@ def test_a_line_over_the_limit_is_refused_and_the_next_one_read():
     assert [json.loads(line) for line in answers.splitlines()] == [
         error(-32600, "Invalid request: the line exceeds 64 bytes"), {"jsonrpc": "2.0", "id": 3, "result": None}]
     assert end is None
+
+
+@pytest.mark.parametrize("stdin", ["devnull", "closed"])
+def test_stdin_from_dev_null_or_closed_is_end_of_input(tmp_path, stdin):
+    popen = {"stdin": subprocess.DEVNULL} if stdin == "devnull" else {"stdin": None, "preexec_fn": lambda: os.close(0)}
+    done = subprocess.run([*SERVER, "--store", str(tmp_path / "store")], capture_output=True, timeout=WAIT, **popen)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")

@@ -156,9 +156,19 @@ class _Output:
         _restore_blocking(self.fd, self._blocking)
 
 
+def _never_blocks(fd: int) -> bool:
+    """A regular file or /dev/null (a closed stdin is plugged with it): the event loop cannot watch
+    them, and reading them never blocks."""
+    found = os.fstat(fd)
+    if stat.S_ISREG(found.st_mode):
+        return True
+    null = os.stat(os.devnull)
+    return stat.S_ISCHR(found.st_mode) and found.st_rdev == null.st_rdev
+
+
 class _Input:
-    """A stream reader on the input: the loop's pipe reader, or chunks read from a regular file by a
-    task (the loop refuses files; a file never blocks)."""
+    """A stream reader on the input: the loop's pipe reader, or chunks read by a task from a regular
+    file or /dev/null (see :func:`_never_blocks`)."""
 
     def __init__(self, fd: int, limit: int) -> None:
         self.fd = fd
@@ -169,7 +179,7 @@ class _Input:
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
-        if stat.S_ISREG(os.fstat(self.fd).st_mode):
+        if _never_blocks(self.fd):
             self._feeder = loop.create_task(self._feed())
             return
         self._blocking = os.get_blocking(self.fd)
