@@ -251,3 +251,16 @@ def test_a_store_that_is_not_a_directory_is_one_error_line(tmp_path):
                           timeout=60)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"toh-nb acp: error: --store {str(tmp_path / 'file')!r} is not a usable directory: File exists\n"
+
+
+def test_a_second_prompt_while_one_runs_is_refused_and_the_first_still_cancels(tmp_path):
+    with Served("--latency", "2") as server:
+        server.initialize()
+        sid = server.new_session(str(tmp_path))
+        first = server.send("session/prompt", {"sessionId": sid, "prompt": [text("Plan a garden")]})
+        second = server.send("session/prompt", {"sessionId": sid, "prompt": [text("And a pond")]})
+        assert server.response(second)["error"] == {
+            "code": -32600, "message": f"Invalid request: session {sid} is already running a prompt",
+            "data": {"sessionId": sid}}
+        server.write(json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+        assert server.response(first)["result"] == {"stopReason": "cancelled"}
