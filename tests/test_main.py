@@ -97,3 +97,15 @@ def test_main_demo_in_process_with_a_custom_topic(capsys):
     out = capsys.readouterr().out
     assert 'Summary for "Choose a laptop":' in out
     assert "agent-6 [ready] parent=root depth=1 \u2014 editor" in out
+
+
+@pytest.mark.slow
+def test_acp_without_the_extra_prints_the_install_line_and_exits_2(tmp_path):
+    """The ``acp`` SDK hidden (as if not installed): one line naming the extra, no traceback, status 2."""
+    hide = "import sys; sys.modules['acp'] = None; import runpy; runpy.run_module('toh_nb', run_name='__main__')"
+    done = subprocess.run([sys.executable, "-c", hide, "acp", "--store", str(tmp_path / "store")],
+                          input="", capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("toh-nb acp: error: ACP needs the optional extra: pip install 'toh-nb[acp]' "
+                           "(PyPI agent-client-protocol; not the unrelated PyPI package 'acp')\n")
+    assert not (tmp_path / "store").exists()
