@@ -24,6 +24,8 @@ from .workspace import Workspace, WorkspaceError
 SESSION_RECORD = "session"
 #: seconds the agent gets to exit after a failure (stdin closed) before SIGTERM
 FAILURE_EOF_GRACE = 1.0
+#: seconds an exited agent's last answer gets to arrive before the step fails (it is already in the pipe)
+EXIT_GRACE = 0.5
 #: at most this many seconds for an agent to acknowledge session/cancel (real ones take milliseconds);
 #: an interrupt or ``hub.close()`` never waits longer before the process is disposed
 CANCEL_GRACE = 10.0
@@ -39,6 +41,10 @@ def _acp():
         raise UsageError("ACP needs the optional extra: pip install 'toh-nb[acp]' "
                          "(PyPI agent-client-protocol; not the unrelated PyPI package 'acp')") from None
     return acp
+
+
+class _AgentExited(Exception):
+    """The agent process exited while a request to it was pending."""
 
 
 class _Handler:
@@ -160,11 +166,11 @@ class AgentLink:
     async def _step(self, name: str, call: Awaitable, timeout: float | None) -> Any:
         acp = _acp()
         try:
-            if timeout is None:
-                return await call
-            return await asyncio.wait_for(call, timeout)
+            return await self._watched(call, timeout)
         except asyncio.TimeoutError:
             raise await self._fail(f"did not answer {name} within {timeout:g} s") from None
+        except _AgentExited:
+            raise await self._fail(f"exited during {name}") from None
         except ConnectionError:
             garbage = self.transport.garbage if self.transport is not None else None
             if garbage is not None:
@@ -175,6 +181,27 @@ class AgentLink:
             raise await self._fail(f"refused {name}: {error}{detail}") from None
         except (ValueError, TypeError) as error:  # a malformed answer (pydantic validation)
             raise await self._fail(f"sent an invalid answer to {name}: {error}") from None
+
+    async def _watched(self, call: Awaitable, timeout: float | None) -> Any:
+        """``call``'s answer, watching the process itself rather than its stdout: a helper the agent
+        started may hold the pipe open after the agent died, so end of file alone would never come.
+        Raises ``asyncio.TimeoutError`` after ``timeout`` and :class:`_AgentExited` when the agent has
+        exited without answering (what it wrote before exiting still counts)."""
+        future = asyncio.ensure_future(call)
+        ended = asyncio.ensure_future(self.process.ended.wait())
+        try:
+            done, _ = await asyncio.wait({future, ended}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if future not in done and ended in done:
+                done, _ = await asyncio.wait({future}, timeout=EXIT_GRACE)  # its last lines, already in the pipe
+                if future not in done:
+                    raise _AgentExited()
+            if future not in done:
+                raise asyncio.TimeoutError()
+            return future.result()
+        finally:
+            ended.cancel()
+            if not future.done():
+                future.cancel()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -191,8 +218,8 @@ class AgentLink:
         acp = _acp()
         from .. import __version__
 
-        self.process = process = AgentProcess(self.command, env=self.env, cwd=self.cwd)
-        await process.start()
+        self.process = process = AgentProcess(self.command, env=self.env, cwd=self.cwd, kill_grace=self.kill_grace)
+        await process.start(self.timeout)
         self.pids.append(process.pid)
         self.transport = ProcessTransport(process.proc.stdin, process.proc.stdout)
         self.conn = acp.connect_to_agent(_Handler(self), self.transport)
@@ -250,8 +277,8 @@ class AgentLink:
         that does not settle is disposed (the next turn starts a new process)."""
         grace = min(self.timeout, CANCEL_GRACE)
         try:
-            await asyncio.wait_for(self.conn.cancel(session_id=self.session_id), grace)
-            response = await asyncio.wait_for(asyncio.shield(call), grace)
+            await self._watched(self.conn.cancel(session_id=self.session_id), grace)
+            response = await self._watched(asyncio.shield(call), grace)
             self.record("cancelled", {"stopReason": response.stop_reason})
         except (asyncio.TimeoutError, ConnectionError, Exception):
             call.cancel()
