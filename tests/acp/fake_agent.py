@@ -10,6 +10,9 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 - ``WRITE <path> <text>``: asks permission (edit), then ``fs/write_text_file`` if allowed;
 - ``READ <path>``: ``fs/read_text_file``; the answer is the content or the error message;
 - ``GRANDCHILD``: starts ``sleep 300`` in its process group and answers its pid;
+- ``HELPERS``: starts ``setsid sleep 1000`` (holding stdout) and a double-forked daemon; answers both pids;
+- ``ABANDON``: starts ``setsid sleep 1000`` holding stdout, names its pid on stderr and exits 5 mid-turn;
+- ``HANG-HELD``: starts ``setsid sleep 1000`` holding stdout and never answers;
 - ``ENV <name>``: answers the variable's value and the process's working directory;
 - ``HISTORY``: answers the prompts this session has seen (kept in ``<cwd>/.fake-acp/<sid>.json``, so a
   session loads in a new process).
@@ -137,6 +140,18 @@ class FakeAgent:
             child = subprocess.Popen(["sleep", "300"])
             await self.say(sid, str(child.pid))
             return acp.PromptResponse(stop_reason="end_turn")
+        if word == "HELPERS":
+            helper = subprocess.Popen(["setsid", "sleep", "1000"])
+            await self.say(sid, f"{helper.pid} {daemonize(['sleep', '1001'])}")
+            return acp.PromptResponse(stop_reason="end_turn")
+        if word == "ABANDON":
+            helper = subprocess.Popen(["setsid", "sleep", "1000"])
+            print(f"fake agent: helper {helper.pid} holds my stdout; dying", file=sys.stderr, flush=True)
+            os._exit(5)
+        if word == "HANG-HELD":
+            helper = subprocess.Popen(["setsid", "sleep", "1000"])
+            await self.say(sid, str(helper.pid))
+            await asyncio.Event().wait()
         if word == "ENV":
             await self.say(sid, f"{rest}={os.environ.get(rest, '<unset>')} cwd={os.getcwd()}")
             return acp.PromptResponse(stop_reason="end_turn")
@@ -149,6 +164,23 @@ class FakeAgent:
         await self.say(sid, "echo: ")
         await self.say(sid, text)
         return acp.PromptResponse(stop_reason="end_turn")
+
+
+def daemonize(argv: list) -> int:
+    """Run ``argv`` as a classic double-forked daemon (its own session, re-parented away from us); its pid."""
+    read, write = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(write, str(os.getpid()).encode())
+            os.execvp(argv[0], argv)
+        os._exit(0)
+    os.waitpid(first, 0)
+    os.close(write)
+    pid = int(os.read(read, 64))
+    os.close(read)
+    return pid
 
 
 async def main() -> None:

@@ -69,7 +69,7 @@ def test_the_model_delegates_through_a_subagent_tool_and_reads_the_usual_result_
     seen = asyncio.run(main())
     assert seen[1] == "TOOL-RESULT c1: echo: fix the bug"
     assert seen[2].startswith("TOOL-RESULT c2 (isError): Error: subagent run failed\nDiagnostic: ACP agent `")
-    assert seen[2].endswith("fake_agent.py` closed the connection during session/prompt; exit code 3\n"
+    assert seen[2].endswith("fake_agent.py` exited during session/prompt; exit code 3\n"
                             "stderr (last lines):\nfake agent: fatal: out of cheese")
 
 
@@ -204,7 +204,7 @@ def test_crash_garbage_missing_and_hang_end_the_turn_with_a_diagnostic_and_spare
 
     crash, garbage, missing, hang, after, pids = asyncio.run(main())
     assert [r.stop_reason for r in (crash, garbage, missing, hang)] == ["error"] * 4
-    assert crash.diagnostic == (f"ACP agent `{command}` closed the connection during session/prompt; exit code 3\n"
+    assert crash.diagnostic == (f"ACP agent `{command}` exited during session/prompt; exit code 3\n"
                                 "stderr (last lines):\nfake agent: fatal: out of cheese")
     assert garbage.diagnostic.startswith(f"ACP agent `{command}` wrote non-protocol output to stdout during "
                                          "session/prompt: 'Welcome to fake agent v1 (not JSON)'; exit code ")

@@ -175,6 +175,8 @@ class AgentLink:
             garbage = self.transport.garbage if self.transport is not None else None
             if garbage is not None:
                 raise await self._fail(f"wrote non-protocol output to stdout during {name}: {garbage!r}") from None
+            if self.process is not None and await self.process.exited(EXIT_GRACE):  # the usual end of a crash
+                raise await self._fail(f"exited during {name}") from None
             raise await self._fail(f"closed the connection during {name}") from None
         except acp.RequestError as error:
             detail = f" ({error.data})" if error.data else ""
