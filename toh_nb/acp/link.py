@@ -301,4 +301,7 @@ class AgentLink:
     async def close(self) -> None:
         """Release everything (the plan's ``close``): the process is gone when this returns."""
         self.closed = True
-        await self._discard(self.eof_grace)
+        try:
+            await self._discard(self.eof_grace)
+        finally:
+            self.workspace.close()
