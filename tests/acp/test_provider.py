@@ -341,3 +341,21 @@ def test_a_message_the_agent_never_got_is_sent_with_the_next_one(tmp_path):
     same = asyncio.run(main())
     assert same[0].startswith("error: ACP agent `") and " did not answer initialize within 1 s" in same[0]
     assert same[1:] == ["echo: first\n\nsecond", "completed"]
+
+
+def test_temporary_workspaces_are_removed_when_their_child_is_done():
+    """``cwd=None``: a one-shot child's workspace goes at the end of its run, a continuable child's stays
+    for its follow-ups and goes at ``hub.close()``."""
+    async def main():
+        agent = tn.AcpAgent(fake())
+        async with tn.AsyncHub(ids="sequential", providers={"t": agent}) as h:
+            one = (await h.spawn("ENV HOME", provider="t")).text.rsplit("cwd=", 1)[1]
+            one_left = os.path.exists(one)
+            kid = await h.start("ENV HOME", label="kept", provider="t")
+            kept = (await kid.wait(timeout=30)).rsplit("cwd=", 1)[1]
+            await h.send(kid.id, "HISTORY")  # the follow-up reloads its session from the same workspace
+            history = await kid.wait(timeout=30)
+            kept_there = os.path.isdir(kept)
+        return one_left, kept_there, history, os.path.exists(kept), agent.temp_dirs
+
+    assert asyncio.run(main()) == (False, True, "ENV HOME | HISTORY", False, set())
