@@ -16,7 +16,7 @@ from .subagents import descriptor as descriptors
 JOB_COLUMNS = ["id", "label", "status", "detail", "owner", "started", "finished", "elapsed_s"]
 AGENT_COLUMNS = ["id", "parent", "depth", "label", "mode", "status", "turns", "input_tokens", "output_tokens",
                  "subtree_tokens", "token_budget", "tokens_left", "cost", "subtree_cost", "started", "elapsed_s",
-                 "stop_reason"]
+                 "stop_reason", "denied"]
 TRANSCRIPT_COLUMNS = ["turn", "kind", "role", "source", "text", "tool", "is_error"]
 #: one status vocabulary for agents and jobs: a finished one-shot agent's status says how it ended, in
 #: the words a job uses (running | stopping | idle | ready | completed | failed | killed | corrupt)
@@ -55,7 +55,8 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
             rows.append({"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
                          "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
                          "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
-                         "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None})
+                         "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None,
+                         "denied": None})
             continue
         header = summary.header
         record = descriptors.identity(summary.descriptor) if summary.descriptor is not None else None
@@ -74,7 +75,9 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
                      "label": label, "mode": mode, "status": status, "turns": turns, "input_tokens": inp,
                      "output_tokens": out, "subtree_tokens": inp + out, "token_budget": runtime.budgets.get(agent_id),
                      "tokens_left": None, "cost": None, "subtree_cost": None, "started": header.created, "elapsed_s": max(0.0, end - header.created),
-                     "stop_reason": TURN_TO_STOP.get(reason) if reason else None})
+                     "stop_reason": TURN_TO_STOP.get(reason) if reason else None,
+                     # the permissions refused to an external (ACP) agent: a quiet "completed" may hide them
+                     "denied": "; ".join(summary.denied) or None})
         children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
         for child in reversed(children):
             stack.append((child.id, depth + 1))

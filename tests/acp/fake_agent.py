@@ -8,6 +8,7 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 - ``CRASH``: writes to stderr and exits 3; ``GARBAGE``: prints a banner line on stdout;
 - ``STOP <reason>``: ends the turn with that stop reason;
 - ``WRITE <path> <text>``: asks permission (edit), then ``fs/write_text_file`` if allowed;
+- ``QUIET <path>``: like ``WRITE`` but says nothing when refused (an empty answer, ``end_turn``);
 - ``READ <path>``: ``fs/read_text_file``; the answer is the content or the error message;
 - ``GRANDCHILD``: starts ``sleep 300`` in its process group and answers its pid;
 - ``HELPERS``: starts ``setsid sleep 1000`` (holding stdout) and a double-forked daemon; answers both pids;
@@ -110,7 +111,7 @@ class FakeAgent:
         if word == "STOP":
             await self.say(sid, "partial")
             return acp.PromptResponse.model_construct(stop_reason=rest)  # unchecked: unknown reasons too
-        if word == "WRITE":
+        if word in ("WRITE", "QUIET"):
             path, _, content = rest.partition(" ")
             call = acp.start_edit_tool_call("w1", f"Write {path}", path, content)
             await self.conn.session_update(session_id=sid, update=call)
@@ -126,7 +127,7 @@ class FakeAgent:
                     await self.say(sid, f"write failed: {error}")
                     return acp.PromptResponse(stop_reason="end_turn")
                 await self.say(sid, f"wrote {path}")
-            else:
+            elif word == "WRITE":
                 await self.say(sid, "permission refused")
             return acp.PromptResponse(stop_reason="end_turn")
         if word == "READ":

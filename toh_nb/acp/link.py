@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable
 
 from ..core.errors import ModelError
 from ..core.model import ModelResponse
-from .permissions import PermissionPolicy, PermissionRequest
+from ..core.session import permission_label
+from .permissions import PermissionPolicy, PermissionRequest, denied_line
 from .process import AgentProcess
 from .stops import response_for
 from .transport import ProcessTransport
@@ -72,17 +73,17 @@ class _Handler:
         request = PermissionRequest(session_id=session_id, title=tool_call.title or "",
                                     kind=tool_call.kind or "other", tool_call_id=tool_call.tool_call_id,
                                     options=offered, raw_input=tool_call.raw_input)
+        asked = {"toolCallId": request.tool_call_id, "title": request.title, "kind": request.kind}
         try:
             decision = await self.link.policy.decide(  # "ask": announced in the child's log and stream
                 request, self.link.agent_id, lambda ask: self.link.record("permission_request", ask))
         except Exception as error:  # a failing policy refuses; the failure is on record
-            self.link.record("permission", {"toolCallId": request.tool_call_id, "title": request.title,
-                                            "kind": request.kind, "allowed": False,
-                                            "error": f"{type(error).__name__}: {error}"})
+            self.link.denied.append(permission_label(asked))
+            self.link.record("permission", {**asked, "allowed": False, "error": f"{type(error).__name__}: {error}"})
             return acp.RequestPermissionResponse(outcome=acp.schema.DeniedOutcome(outcome="cancelled"))
-        self.link.record("permission", {"toolCallId": request.tool_call_id, "title": request.title,
-                                        "kind": request.kind, "allowed": decision.allowed,
-                                        "optionId": decision.option_id})
+        if not decision.allowed:
+            self.link.denied.append(permission_label(asked))
+        self.link.record("permission", {**asked, "allowed": decision.allowed, "optionId": decision.option_id})
         if decision.option_id is None:
             return acp.RequestPermissionResponse(outcome=acp.schema.DeniedOutcome(outcome="cancelled"))
         return acp.RequestPermissionResponse(
@@ -135,6 +136,8 @@ class AgentLink:
         self.conn: Any = None
         self.replaying = False
         self.answer: list[str] = []
+        #: the permissions refused during the current prompt ("title (kind)" each)
+        self.denied: list[str] = []
         #: whether the current turn's prompt went out (a start failure leaves its text undelivered)
         self.delivered = False
         self.closed = False
@@ -262,6 +265,7 @@ class AgentLink:
         if self.conn is None:
             await self.open()
         self.answer = []
+        self.denied = []
         call = asyncio.ensure_future(self.conn.prompt(session_id=self.session_id, prompt=[acp.text_block(text)]))
         self.delivered = True
         try:
@@ -272,7 +276,10 @@ class AgentLink:
         except BaseException:
             call.cancel()
             raise
-        return response_for(response.stop_reason, "".join(self.answer), self.display)
+        text = "".join(self.answer)
+        if self.denied:  # a refusal must not read as a quiet success
+            text = f"{text}\n\n{denied_line(self.denied)}" if text else denied_line(self.denied)
+        return response_for(response.stop_reason, text, self.display)
 
     async def _cancel(self, call: asyncio.Future) -> None:
         """``session/cancel``, then the prompt's own answer (``cancelled``) within the timeout; an agent
