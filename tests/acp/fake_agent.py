@@ -6,6 +6,8 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 - ``SLOW``: streams ``working`` and waits for ``session/cancel`` (answers ``cancelled``);
 - ``DEAF``: streams ``not listening`` and never answers, not even a cancel;
 - ``CRASH``: writes to stderr and exits 3; ``GARBAGE``: prints a banner line on stdout;
+- ``NONOBJECT``: prints a JSON array on stdout; ``HUGE``: prints one 60 MB line; ``FLOOD``: streams
+  3000 chunks, then answers;
 - ``STOP <reason>``: ends the turn with that stop reason;
 - ``WRITE <path> <text>``: asks permission (edit), then ``fs/write_text_file`` if allowed;
 - ``QUIET <path>``: like ``WRITE`` but says nothing when refused (an empty answer, ``end_turn``);
@@ -108,6 +110,19 @@ class FakeAgent:
         if word == "GARBAGE":
             print("Welcome to fake agent v1 (not JSON)", flush=True)
             await asyncio.Event().wait()
+        if word == "NONOBJECT":
+            print('[1, 2, 3]', flush=True)
+            await asyncio.Event().wait()
+        if word == "HUGE":
+            os.set_blocking(1, True)  # the SDK made it non-blocking; this line must go out whole
+            data = memoryview(b"x" * (60 * 1024 * 1024) + b"\n")
+            while data:
+                data = data[os.write(1, data):]
+            await asyncio.Event().wait()
+        if word == "FLOOD":
+            for _ in range(3000):
+                await self.say(sid, ".")
+            return acp.PromptResponse(stop_reason="end_turn")
         if word == "STOP":
             await self.say(sid, "partial")
             return acp.PromptResponse.model_construct(stop_reason=rest)  # unchecked: unknown reasons too

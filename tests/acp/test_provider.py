@@ -359,3 +359,22 @@ def test_temporary_workspaces_are_removed_when_their_child_is_done():
         return one_left, kept_there, history, os.path.exists(kept), agent.temp_dirs
 
     assert asyncio.run(main()) == (False, True, "ENV HOME | HISTORY", False, set())
+
+
+def test_a_hostile_stdout_ends_the_turn_with_a_diagnostic_and_spares_the_hub(tmp_path):
+    command = " ".join(fake())
+
+    async def main():
+        agent = tn.AcpAgent(fake(), cwd=str(tmp_path), eof_grace=0.5, kill_grace=0.5)
+        async with tn.AsyncHub(ids="sequential", providers={"coder": agent}) as h:
+            results = [await h.spawn(prompt, provider="coder") for prompt in ("NONOBJECT", "HUGE", "FLOOD")]
+            return results, agent
+
+    (nonobject, huge, flood), agent = asyncio.run(main())
+    assert nonobject.stop_reason == huge.stop_reason == "error"
+    assert nonobject.diagnostic.startswith(f"ACP agent `{command}` wrote non-protocol output to stdout during "
+                                           "session/prompt: '[1, 2, 3]'; exit code ")
+    assert huge.diagnostic.startswith(f"ACP agent `{command}` wrote non-protocol output to stdout during "
+                                      "session/prompt: '(a line longer than the protocol limit)'; exit code ")
+    assert flood.text == "." * 3000
+    assert not any(alive(pid) for link in agent.links for pid in (*link.pids, link.process.launcher_pid))

@@ -224,7 +224,7 @@ class AgentLink:
         from .. import __version__
 
         self.process = process = AgentProcess(self.command, env=self.env, cwd=self.cwd, kill_grace=self.kill_grace)
-        await process.start(self.timeout)
+        await process.start()  # its own bound: the launcher is ours, the step timeouts are the agent's
         self.pids.append(process.pid)
         self.transport = ProcessTransport(process.proc.stdin, process.proc.stdout)
         self.conn = acp.connect_to_agent(_Handler(self), self.transport)
