@@ -16,7 +16,7 @@ from .subagents import descriptor as descriptors
 JOB_COLUMNS = ["id", "label", "status", "detail", "owner", "started", "finished", "elapsed_s"]
 AGENT_COLUMNS = ["id", "parent", "depth", "label", "mode", "status", "turns", "input_tokens", "output_tokens",
                  "subtree_tokens", "token_budget", "tokens_left", "cost", "subtree_cost", "started", "elapsed_s",
-                 "stop_reason", "abandoned_tools"]
+                 "stop_reason", "abandoned_tools", "denied"]
 TRANSCRIPT_COLUMNS = ["turn", "kind", "role", "source", "text", "tool", "is_error"]
 #: one status vocabulary for agents and jobs: a finished one-shot agent's status says how it ended, in
 #: the words a job uses (running | stopping | idle | ready | completed | failed | killed | corrupt)
@@ -58,7 +58,7 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
                          "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
                          "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
                          "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None,
-                         "abandoned_tools": abandoned.get(agent_id, 0)})
+                         "abandoned_tools": abandoned.get(agent_id, 0), "denied": None})
             continue
         header = summary.header
         record = descriptors.identity(summary.descriptor) if summary.descriptor is not None else None
@@ -78,7 +78,9 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
                      "output_tokens": out, "subtree_tokens": inp + out, "token_budget": runtime.budgets.get(agent_id),
                      "tokens_left": None, "cost": None, "subtree_cost": None, "started": header.created, "elapsed_s": max(0.0, end - header.created),
                      "stop_reason": TURN_TO_STOP.get(reason) if reason else None,
-                     "abandoned_tools": abandoned.get(agent_id, 0)})
+                     "abandoned_tools": abandoned.get(agent_id, 0),
+                     # the permissions refused to an external (ACP) agent: a quiet "completed" may hide them
+                     "denied": "; ".join(summary.denied) or None})
         children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
         for child in reversed(children):
             stack.append((child.id, depth + 1))

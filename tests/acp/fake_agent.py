@@ -6,10 +6,16 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 - ``SLOW``: streams ``working`` and waits for ``session/cancel`` (answers ``cancelled``);
 - ``DEAF``: streams ``not listening`` and never answers, not even a cancel;
 - ``CRASH``: writes to stderr and exits 3; ``GARBAGE``: prints a banner line on stdout;
+- ``NONOBJECT``: prints a JSON array on stdout; ``HUGE``: prints one 60 MB line; ``FLOOD``: streams
+  3000 chunks, then answers;
 - ``STOP <reason>``: ends the turn with that stop reason;
 - ``WRITE <path> <text>``: asks permission (edit), then ``fs/write_text_file`` if allowed;
+- ``QUIET <path>``: like ``WRITE`` but says nothing when refused (an empty answer, ``end_turn``);
 - ``READ <path>``: ``fs/read_text_file``; the answer is the content or the error message;
 - ``GRANDCHILD``: starts ``sleep 300`` in its process group and answers its pid;
+- ``HELPERS``: starts ``setsid sleep 1000`` (holding stdout) and a double-forked daemon; answers both pids;
+- ``ABANDON``: starts ``setsid sleep 1000`` holding stdout, names its pid on stderr and exits 5 mid-turn;
+- ``HANG-HELD``: starts ``setsid sleep 1000`` holding stdout and never answers;
 - ``ENV <name>``: answers the variable's value and the process's working directory;
 - ``HISTORY``: answers the prompts this session has seen (kept in ``<cwd>/.fake-acp/<sid>.json``, so a
   session loads in a new process).
@@ -104,10 +110,23 @@ class FakeAgent:
         if word == "GARBAGE":
             print("Welcome to fake agent v1 (not JSON)", flush=True)
             await asyncio.Event().wait()
+        if word == "NONOBJECT":
+            print('[1, 2, 3]', flush=True)
+            await asyncio.Event().wait()
+        if word == "HUGE":
+            os.set_blocking(1, True)  # the SDK made it non-blocking; this line must go out whole
+            data = memoryview(b"x" * (60 * 1024 * 1024) + b"\n")
+            while data:
+                data = data[os.write(1, data):]
+            await asyncio.Event().wait()
+        if word == "FLOOD":
+            for _ in range(3000):
+                await self.say(sid, ".")
+            return acp.PromptResponse(stop_reason="end_turn")
         if word == "STOP":
             await self.say(sid, "partial")
             return acp.PromptResponse.model_construct(stop_reason=rest)  # unchecked: unknown reasons too
-        if word == "WRITE":
+        if word in ("WRITE", "QUIET"):
             path, _, content = rest.partition(" ")
             call = acp.start_edit_tool_call("w1", f"Write {path}", path, content)
             await self.conn.session_update(session_id=sid, update=call)
@@ -123,7 +142,7 @@ class FakeAgent:
                     await self.say(sid, f"write failed: {error}")
                     return acp.PromptResponse(stop_reason="end_turn")
                 await self.say(sid, f"wrote {path}")
-            else:
+            elif word == "WRITE":
                 await self.say(sid, "permission refused")
             return acp.PromptResponse(stop_reason="end_turn")
         if word == "READ":
@@ -137,6 +156,18 @@ class FakeAgent:
             child = subprocess.Popen(["sleep", "300"])
             await self.say(sid, str(child.pid))
             return acp.PromptResponse(stop_reason="end_turn")
+        if word == "HELPERS":
+            helper = subprocess.Popen(["setsid", "sleep", "1000"])
+            await self.say(sid, f"{helper.pid} {daemonize(['sleep', '1001'])}")
+            return acp.PromptResponse(stop_reason="end_turn")
+        if word == "ABANDON":
+            helper = subprocess.Popen(["setsid", "sleep", "1000"])
+            print(f"fake agent: helper {helper.pid} holds my stdout; dying", file=sys.stderr, flush=True)
+            os._exit(5)
+        if word == "HANG-HELD":
+            helper = subprocess.Popen(["setsid", "sleep", "1000"])
+            await self.say(sid, str(helper.pid))
+            await asyncio.Event().wait()
         if word == "ENV":
             await self.say(sid, f"{rest}={os.environ.get(rest, '<unset>')} cwd={os.getcwd()}")
             return acp.PromptResponse(stop_reason="end_turn")
@@ -149,6 +180,23 @@ class FakeAgent:
         await self.say(sid, "echo: ")
         await self.say(sid, text)
         return acp.PromptResponse(stop_reason="end_turn")
+
+
+def daemonize(argv: list) -> int:
+    """Run ``argv`` as a classic double-forked daemon (its own session, re-parented away from us); its pid."""
+    read, write = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(write, str(os.getpid()).encode())
+            os.execvp(argv[0], argv)
+        os._exit(0)
+    os.waitpid(first, 0)
+    os.close(write)
+    pid = int(os.read(read, 64))
+    os.close(read)
+    return pid
 
 
 async def main() -> None:

@@ -98,9 +98,9 @@ def test_permission_granted_and_refused_through_the_agent(tmp_path):
                     permission_rows(h, "agent-2"))
 
     refused, granted, asked, denied_rows, granted_rows = asyncio.run(main())
-    assert refused == "permission refused"
+    assert refused == f"permission refused\n\nPermission denied: Write {target} (edit)"
     assert granted == f"wrote {target}" and target.read_text() == "hello"
-    assert asked == "permission refused" and not (tmp_path / "other.txt").exists()
+    assert asked == f"permission refused\n\nPermission denied: Write {tmp_path / 'other.txt'} (edit)" and not (tmp_path / "other.txt").exists()
     assert seen == [("edit", f"Write {tmp_path / 'other.txt'}", ["allow_once", "reject_once"])]
     assert denied_rows == [{"toolCallId": "w1", "title": f"Write {target}", "kind": "edit", "allowed": False,
                             "optionId": "no"}]
@@ -135,3 +135,40 @@ def test_file_requests_are_served_only_inside_the_workspace(tmp_path):
                    "refused": f"{outside}{work / '..' / 'secret.txt'}"}]
     assert (tmp_path / "secret.txt").read_text() == "top secret" and not (tmp_path / "pwned.txt").exists()
     assert set(os.listdir(work)) == {"notes.txt", "escape", ".fake-acp"}
+
+
+@pytest.mark.slow
+def test_a_refused_permission_is_said_to_the_delegating_model_the_notice_and_the_tables(tmp_path):
+    """Under the default deny policy an agent whose write was refused may end ``completed`` saying
+    nothing: the result, the settlement notice and ``hub.agents()`` still say what was denied."""
+    from toh_nb.core.content import ToolCall
+    from toh_nb.snapshots import agent_rows
+
+    from ..helpers import seen_by_model
+
+    target = tmp_path / "out.txt"
+
+    async def model(req):
+        if req.step == 1:
+            return tn.ModelResponse(tool_calls=[ToolCall("coder", {"description": "fix", "prompt": f"QUIET {target} x"},
+                                                         id="c1")])
+        return "root done"
+
+    async def main():
+        agent = tn.AcpAgent(fake(), cwd=str(tmp_path))
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", providers={"acp": agent},
+                               tools=[tn.SubagentTool(name="coder", provider="acp")]) as h:
+            assert (await h.run("go")).text == "root done"
+            seen = seen_by_model(h.runtime.store.open("root"))
+            kid = await h.start(f"QUIET {target} y", label="bg", provider="acp")
+            closing = await kid.wait(timeout=30)
+            rows = {row["id"]: row for row in agent_rows(h.runtime, "root")}
+            return seen, closing, rows
+
+    seen, closing, rows = asyncio.run(main())
+    line = f"Permission denied: Write {target} (edit)"
+    assert seen[1] == f"TOOL-RESULT c1: {line}"
+    assert closing == line
+    assert (rows["agent-1"]["stop_reason"], rows["agent-1"]["denied"]) == ("completed", line.split(": ", 1)[1])
+    assert rows["agent-2"]["denied"] == f"Write {target} (edit)" and rows["root"]["denied"] is None
+    assert not target.exists()

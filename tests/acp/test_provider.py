@@ -69,7 +69,7 @@ def test_the_model_delegates_through_a_subagent_tool_and_reads_the_usual_result_
     seen = asyncio.run(main())
     assert seen[1] == "TOOL-RESULT c1: echo: fix the bug"
     assert seen[2].startswith("TOOL-RESULT c2 (isError): Error: subagent run failed\nDiagnostic: ACP agent `")
-    assert seen[2].endswith("fake_agent.py` closed the connection during session/prompt; exit code 3\n"
+    assert seen[2].endswith("fake_agent.py` exited during session/prompt; exit code 3\n"
                             "stderr (last lines):\nfake agent: fatal: out of cheese")
 
 
@@ -204,7 +204,7 @@ def test_crash_garbage_missing_and_hang_end_the_turn_with_a_diagnostic_and_spare
 
     crash, garbage, missing, hang, after, pids = asyncio.run(main())
     assert [r.stop_reason for r in (crash, garbage, missing, hang)] == ["error"] * 4
-    assert crash.diagnostic == (f"ACP agent `{command}` closed the connection during session/prompt; exit code 3\n"
+    assert crash.diagnostic == (f"ACP agent `{command}` exited during session/prompt; exit code 3\n"
                                 "stderr (last lines):\nfake agent: fatal: out of cheese")
     assert garbage.diagnostic.startswith(f"ACP agent `{command}` wrote non-protocol output to stdout during "
                                          "session/prompt: 'Welcome to fake agent v1 (not JSON)'; exit code ")
@@ -357,3 +357,40 @@ def test_env_values_are_held_out_of_http_logs_until_the_last_hub_closes():
 
     assert asyncio.run(main()) == ("sk-acp-held-0123456789",)
     assert secrets.held() == ()
+
+
+def test_temporary_workspaces_are_removed_when_their_child_is_done():
+    """``cwd=None``: a one-shot child's workspace goes at the end of its run, a continuable child's stays
+    for its follow-ups and goes at ``hub.close()``."""
+    async def main():
+        agent = tn.AcpAgent(fake())
+        async with tn.AsyncHub(ids="sequential", providers={"t": agent}) as h:
+            one = (await h.spawn("ENV HOME", provider="t")).text.rsplit("cwd=", 1)[1]
+            one_left = os.path.exists(one)
+            kid = await h.start("ENV HOME", label="kept", provider="t")
+            kept = (await kid.wait(timeout=30)).rsplit("cwd=", 1)[1]
+            await h.send(kid.id, "HISTORY")  # the follow-up reloads its session from the same workspace
+            history = await kid.wait(timeout=30)
+            kept_there = os.path.isdir(kept)
+        return one_left, kept_there, history, os.path.exists(kept), agent.temp_dirs
+
+    assert asyncio.run(main()) == (False, True, "ENV HOME | HISTORY", False, set())
+
+
+def test_a_hostile_stdout_ends_the_turn_with_a_diagnostic_and_spares_the_hub(tmp_path):
+    command = " ".join(fake())
+
+    async def main():
+        agent = tn.AcpAgent(fake(), cwd=str(tmp_path), eof_grace=0.5, kill_grace=0.5)
+        async with tn.AsyncHub(ids="sequential", providers={"coder": agent}) as h:
+            results = [await h.spawn(prompt, provider="coder") for prompt in ("NONOBJECT", "HUGE", "FLOOD")]
+            return results, agent
+
+    (nonobject, huge, flood), agent = asyncio.run(main())
+    assert nonobject.stop_reason == huge.stop_reason == "error"
+    assert nonobject.diagnostic.startswith(f"ACP agent `{command}` wrote non-protocol output to stdout during "
+                                           "session/prompt: '[1, 2, 3]'; exit code ")
+    assert huge.diagnostic.startswith(f"ACP agent `{command}` wrote non-protocol output to stdout during "
+                                      "session/prompt: '(a line longer than the protocol limit)'; exit code ")
+    assert flood.text == "." * 3000
+    assert not any(alive(pid) for link in agent.links for pid in (*link.pids, link.process.launcher_pid))

@@ -19,7 +19,7 @@ AGENT_DTYPES = {"id": "object", "parent": "object", "depth": "int64", "label": "
                 "status": "object", "turns": "int64", "input_tokens": "int64", "output_tokens": "int64",
                 "subtree_tokens": "int64", "token_budget": "Int64", "tokens_left": "Int64", "cost": "float64",
                 "subtree_cost": "float64", "started": UTC_TIME, "elapsed_s": "float64", "stop_reason": "object",
-                "abandoned_tools": "int64"}
+                "abandoned_tools": "int64", "denied": "object"}
 TRANSCRIPT_DTYPES = {"turn": "Int64", "kind": "object", "role": "object", "source": "object", "text": "object",
                      "tool": "object", "is_error": "bool"}
 EVENT_DTYPES = {"time": UTC_TIME, **{c: "object" for c in EVENT_COLUMNS if c != "time"}}

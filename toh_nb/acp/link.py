@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable
 
 from ..core.errors import ModelError
 from ..core.model import ModelResponse
-from .permissions import PermissionPolicy, PermissionRequest
+from ..core.session import permission_label
+from .permissions import PermissionPolicy, PermissionRequest, denied_line
 from .process import AgentProcess
 from .stops import response_for
 from .transport import ProcessTransport
@@ -24,6 +25,8 @@ from .workspace import Workspace, WorkspaceError
 SESSION_RECORD = "session"
 #: seconds the agent gets to exit after a failure (stdin closed) before SIGTERM
 FAILURE_EOF_GRACE = 1.0
+#: seconds an exited agent's last answer gets to arrive before the step fails (it is already in the pipe)
+EXIT_GRACE = 0.5
 #: at most this many seconds for an agent to acknowledge session/cancel (real ones take milliseconds);
 #: an interrupt or ``hub.close()`` never waits longer before the process is disposed
 CANCEL_GRACE = 10.0
@@ -39,6 +42,10 @@ def _acp():
         raise UsageError("ACP needs the optional extra: pip install 'toh-nb[acp]' "
                          "(PyPI agent-client-protocol; not the unrelated PyPI package 'acp')") from None
     return acp
+
+
+class _AgentExited(Exception):
+    """The agent process exited while a request to it was pending."""
 
 
 class _Handler:
@@ -66,17 +73,17 @@ class _Handler:
         request = PermissionRequest(session_id=session_id, title=tool_call.title or "",
                                     kind=tool_call.kind or "other", tool_call_id=tool_call.tool_call_id,
                                     options=offered, raw_input=tool_call.raw_input)
+        asked = {"toolCallId": request.tool_call_id, "title": request.title, "kind": request.kind}
         try:
             decision = await self.link.policy.decide(  # "ask": announced in the child's log and stream
                 request, self.link.agent_id, lambda ask: self.link.record("permission_request", ask))
         except Exception as error:  # a failing policy refuses; the failure is on record
-            self.link.record("permission", {"toolCallId": request.tool_call_id, "title": request.title,
-                                            "kind": request.kind, "allowed": False,
-                                            "error": f"{type(error).__name__}: {error}"})
+            self.link.denied.append(permission_label(asked))
+            self.link.record("permission", {**asked, "allowed": False, "error": f"{type(error).__name__}: {error}"})
             return acp.RequestPermissionResponse(outcome=acp.schema.DeniedOutcome(outcome="cancelled"))
-        self.link.record("permission", {"toolCallId": request.tool_call_id, "title": request.title,
-                                        "kind": request.kind, "allowed": decision.allowed,
-                                        "optionId": decision.option_id})
+        if not decision.allowed:
+            self.link.denied.append(permission_label(asked))
+        self.link.record("permission", {**asked, "allowed": decision.allowed, "optionId": decision.option_id})
         if decision.option_id is None:
             return acp.RequestPermissionResponse(outcome=acp.schema.DeniedOutcome(outcome="cancelled"))
         return acp.RequestPermissionResponse(
@@ -129,6 +136,8 @@ class AgentLink:
         self.conn: Any = None
         self.replaying = False
         self.answer: list[str] = []
+        #: the permissions refused during the current prompt ("title (kind)" each)
+        self.denied: list[str] = []
         #: whether the current turn's prompt went out (a start failure leaves its text undelivered)
         self.delivered = False
         self.closed = False
@@ -160,21 +169,44 @@ class AgentLink:
     async def _step(self, name: str, call: Awaitable, timeout: float | None) -> Any:
         acp = _acp()
         try:
-            if timeout is None:
-                return await call
-            return await asyncio.wait_for(call, timeout)
+            return await self._watched(call, timeout)
         except asyncio.TimeoutError:
             raise await self._fail(f"did not answer {name} within {timeout:g} s") from None
+        except _AgentExited:
+            raise await self._fail(f"exited during {name}") from None
         except ConnectionError:
             garbage = self.transport.garbage if self.transport is not None else None
             if garbage is not None:
                 raise await self._fail(f"wrote non-protocol output to stdout during {name}: {garbage!r}") from None
+            if self.process is not None and await self.process.exited(EXIT_GRACE):  # the usual end of a crash
+                raise await self._fail(f"exited during {name}") from None
             raise await self._fail(f"closed the connection during {name}") from None
         except acp.RequestError as error:
             detail = f" ({error.data})" if error.data else ""
             raise await self._fail(f"refused {name}: {error}{detail}") from None
         except (ValueError, TypeError) as error:  # a malformed answer (pydantic validation)
             raise await self._fail(f"sent an invalid answer to {name}: {error}") from None
+
+    async def _watched(self, call: Awaitable, timeout: float | None) -> Any:
+        """``call``'s answer, watching the process itself rather than its stdout: a helper the agent
+        started may hold the pipe open after the agent died, so end of file alone would never come.
+        Raises ``asyncio.TimeoutError`` after ``timeout`` and :class:`_AgentExited` when the agent has
+        exited without answering (what it wrote before exiting still counts)."""
+        future = asyncio.ensure_future(call)
+        ended = asyncio.ensure_future(self.process.ended.wait())
+        try:
+            done, _ = await asyncio.wait({future, ended}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if future not in done and ended in done:
+                done, _ = await asyncio.wait({future}, timeout=EXIT_GRACE)  # its last lines, already in the pipe
+                if future not in done:
+                    raise _AgentExited()
+            if future not in done:
+                raise asyncio.TimeoutError()
+            return future.result()
+        finally:
+            ended.cancel()
+            if not future.done():
+                future.cancel()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -191,8 +223,8 @@ class AgentLink:
         acp = _acp()
         from .. import __version__
 
-        self.process = process = AgentProcess(self.command, env=self.env, cwd=self.cwd)
-        await process.start()
+        self.process = process = AgentProcess(self.command, env=self.env, cwd=self.cwd, kill_grace=self.kill_grace)
+        await process.start()  # its own bound: the launcher is ours, the step timeouts are the agent's
         self.pids.append(process.pid)
         self.transport = ProcessTransport(process.proc.stdin, process.proc.stdout)
         self.conn = acp.connect_to_agent(_Handler(self), self.transport)
@@ -233,6 +265,7 @@ class AgentLink:
         if self.conn is None:
             await self.open()
         self.answer = []
+        self.denied = []
         call = asyncio.ensure_future(self.conn.prompt(session_id=self.session_id, prompt=[acp.text_block(text)]))
         self.delivered = True
         try:
@@ -243,15 +276,18 @@ class AgentLink:
         except BaseException:
             call.cancel()
             raise
-        return response_for(response.stop_reason, "".join(self.answer), self.display)
+        text = "".join(self.answer)
+        if self.denied:  # a refusal must not read as a quiet success
+            text = f"{text}\n\n{denied_line(self.denied)}" if text else denied_line(self.denied)
+        return response_for(response.stop_reason, text, self.display)
 
     async def _cancel(self, call: asyncio.Future) -> None:
         """``session/cancel``, then the prompt's own answer (``cancelled``) within the timeout; an agent
         that does not settle is disposed (the next turn starts a new process)."""
         grace = min(self.timeout, CANCEL_GRACE)
         try:
-            await asyncio.wait_for(self.conn.cancel(session_id=self.session_id), grace)
-            response = await asyncio.wait_for(asyncio.shield(call), grace)
+            await self._watched(self.conn.cancel(session_id=self.session_id), grace)
+            response = await self._watched(asyncio.shield(call), grace)
             self.record("cancelled", {"stopReason": response.stop_reason})
         except (asyncio.TimeoutError, ConnectionError, Exception):
             call.cancel()
@@ -272,4 +308,7 @@ class AgentLink:
     async def close(self) -> None:
         """Release everything (the plan's ``close``): the process is gone when this returns."""
         self.closed = True
-        await self._discard(self.eof_grace)
+        try:
+            await self._discard(self.eof_grace)
+        finally:
+            self.workspace.close()

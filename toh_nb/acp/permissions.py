@@ -25,6 +25,14 @@ from typing import Any, Callable, Iterable
 from ..core.checks import check_number
 from ..core.errors import UsageError
 
+def denied_line(labels: list[str]) -> str:
+    """The line a turn's answer gains when permissions were refused to the agent (``labels``: "title
+    (kind)" each): under the default deny policy a refused tool call often ends in a quiet, empty
+    "completed", and whoever delegated must be able to tell that from success."""
+    noun = "Permission" if len(labels) == 1 else "Permissions"
+    return f"{noun} denied: " + "; ".join(labels)
+
+
 #: ACP's tool kinds (``schema.ToolKind``)
 TOOL_KINDS = ("read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other")
 

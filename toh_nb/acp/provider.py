@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import tempfile
 from typing import Any, Mapping, Sequence
 
@@ -81,7 +82,9 @@ class AcpAgent:
     - ``env``: variables added to (``inherit_env=True``, default) or replacing the environment; values
       never appear in reprs, logs or diagnostics.
     - ``cwd``: the agent's workspace, an absolute directory path. ``None``: each child gets a fresh
-      temporary directory (never the notebook's working directory by accident).
+      temporary directory (never the notebook's working directory by accident), removed when the child
+      is done: a one-shot child's at the end of its run, a continuable child's at ``hub.close()`` (it
+      stays for follow-ups until then; a later hub cannot resume that child: its workspace is gone).
     - ``permissions``: ``"deny"`` (default), ``"allow"``, a collection of ACP tool kinds to allow
       (``{"read", "edit"}``), a callable ``(PermissionRequest) -> bool | option id`` (sync or async), or
       ``"ask"`` / ``AskUser(timeout)``: the notebook user answers in ``hub.tree()`` (denied on timeout).
@@ -119,6 +122,8 @@ class AcpAgent:
         self.name = name  # the hub names it after its registration key when None
         #: every link opened, newest last (tests and diagnostics read pids from here)
         self.links: list[AgentLink] = []
+        #: temporary workspaces made for ``cwd=None`` children and not removed yet
+        self.temp_dirs: set[str] = set()
         self._hubs = 0
         self._secrets: Any = None  # releases the env values (toh_nb.core.secrets)
 
@@ -154,14 +159,38 @@ class AcpAgent:
                          kill_grace=self.kill_grace, record=child.record, session_id=session_id,
                          agent_id=child.id)
         self.links.append(link)
-        return ChildPlan(model=AcpModel(link, already_sent), own_tools=True, close=link.close)
+        close = link.close
+        if cwd in self.temp_dirs and child.mode == "one-shot":  # nobody comes back to a one-shot's workspace
+            async def close() -> None:
+                try:
+                    await link.close()
+                finally:
+                    self._remove_temp(cwd)
+        return ChildPlan(model=AcpModel(link, already_sent), own_tools=True, close=close)
 
     async def plan(self, child: ChildInfo) -> ChildPlan:
         if self.cwd is not None:
             cwd = checked_directory(self.cwd)  # it may have gone since construction
         else:
             cwd = tempfile.mkdtemp(prefix=f"toh_nb-acp-{child.id}-")
+            self.temp_dirs.add(cwd)
         return self._link(child, cwd)
+
+    def _remove_temp(self, path: str) -> None:
+        self.temp_dirs.discard(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+    def attach(self) -> None:
+        """A hub registered this provider (a provider shared by hubs cleans up at the last close)."""
+        self._hubs += 1
+
+    async def aclose(self) -> None:
+        """At ``hub.close()`` (every child disposed): remove the temporary workspaces still kept for
+        continuable children, once the last hub using this provider closes."""
+        self._hubs = max(0, self._hubs - 1)
+        if self._hubs == 0:
+            for path in sorted(self.temp_dirs):
+                self._remove_temp(path)
 
     def _resume_refusal(self, record: dict) -> str | None:
         """Why a child with this session record cannot resume (None: it can)."""

@@ -27,8 +27,17 @@ from .states import TurnEnd
 
 TURN_END_REASONS = tuple(TurnEnd)
 __all__ = ["TURN_START", "TURN_END", "USER_MESSAGE", "ASSISTANT_MESSAGE", "TOOL_CALL", "TOOL_RESULT", "DESCRIPTOR",
-           "TURN_END_REASONS", "SharedData", "turn_end_data", "Event", "SessionHeader", "Session", "LogSummary",
-           "summarize", "conversation_of", "last_turn_number"]
+           "EXTERNAL_PERMISSION", "TURN_END_REASONS", "permission_label", "SharedData", "turn_end_data", "Event",
+           "SessionHeader", "Session", "LogSummary", "summarize", "conversation_of", "last_turn_number"]
+
+#: an external agent's permission request and how it was answered (``data``: title, kind, allowed …)
+EXTERNAL_PERMISSION = "external/permission"
+
+
+def permission_label(data: dict) -> str:
+    """How a permission request is named in results and tables: its tool title and kind."""
+    title = data.get("title") or "untitled tool call"
+    return f"{title} ({data.get('kind') or 'other'})"
 
 
 class SharedData(dict):
@@ -231,12 +240,15 @@ class LogSummary:
     output_tokens: int
     last_reason: str | None
     last_time: float | None
+    #: the permissions refused to an external agent (:func:`permission_label` of each), oldest first
+    denied: tuple[str, ...] = ()
 
 
 def summarize(session: Session) -> LogSummary:
     """One pass over a session's own events (after its seed)."""
     turns = inp = out = 0
     reason = None
+    denied: list[str] = []
     for event in session.own_events():
         kind = event.kind
         if kind == TURN_START:
@@ -246,8 +258,10 @@ def summarize(session: Session) -> LogSummary:
         elif kind == ASSISTANT_MESSAGE and event.message is not None and event.message.usage is not None:
             inp += event.message.usage.input_tokens
             out += event.message.usage.output_tokens
+        elif kind == EXTERNAL_PERMISSION and isinstance(event.data, dict) and event.data.get("allowed") is False:
+            denied.append(permission_label(event.data))
     last = session.events[-1].time if session.events else None
-    return LogSummary(session.header, session.descriptor, turns, inp, out, reason, last)
+    return LogSummary(session.header, session.descriptor, turns, inp, out, reason, last, tuple(denied))
 
 
 def conversation_of(events: Iterable[Event]) -> list[Message]:

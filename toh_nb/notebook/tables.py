@@ -44,7 +44,7 @@ AGENT_TYPES = {"id": TEXT, "parent": TEXT, "depth": INT, "label": TEXT, "mode": 
                "turns": INT, "input_tokens": INT, "output_tokens": INT, "subtree_tokens": INT,
                "token_budget": NULLABLE_INT, "tokens_left": NULLABLE_INT, "cost": FLOAT, "subtree_cost": FLOAT,
                "started": TIME, "elapsed_s": FLOAT,
-               "stop_reason": TEXT, "abandoned_tools": INT}
+               "stop_reason": TEXT, "abandoned_tools": INT, "denied": TEXT}
 TRANSCRIPT_TYPES = {"turn": NULLABLE_INT, "kind": TEXT, "role": TEXT, "source": TEXT, "text": TEXT, "tool": TEXT,
                     "is_error": BOOL}
 EVENT_TYPES = {"time": TIME, "kind": TEXT, "id": TEXT, "parent": TEXT, "label": TEXT, "provider": TEXT,
@@ -161,7 +161,8 @@ def jobs_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
 def agents_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
     """``hub.agents()``: id, parent, depth, label, mode, status, turns, tokens (own, subtree, budget and what
     is left of it), cost and subtree_cost (from ``Hub(prices=...)``; NaN when unknown), started, elapsed_s,
-    stop_reason, abandoned_tools (sync calls still running after their turn ended)."""
+    stop_reason, abandoned_tools (sync calls still running after their turn ended), denied (permissions refused
+    to an external agent: "title (kind); …")."""
     return frame(rows, AGENT_COLUMNS, AGENT_TYPES)
 
 

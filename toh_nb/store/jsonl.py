@@ -215,19 +215,24 @@ def _parse_event(line: bytes) -> Event:
 
 
 def _summary_to_json(summary: LogSummary) -> list:
-    return [summary.turns, summary.input_tokens, summary.output_tokens, summary.last_reason, summary.last_time]
+    data = [summary.turns, summary.input_tokens, summary.output_tokens, summary.last_reason, summary.last_time]
+    return data + [list(summary.denied)] if summary.denied else data  # the sixth only when there is one
 
 
 def _summary_from_json(header: SessionHeader, descriptor: Any, data: Any) -> LogSummary | None:
     """A summary kept in the index, or ``None`` when it is not one (a foreign or damaged index)."""
-    if not isinstance(data, list) or len(data) != 5:
+    if not isinstance(data, list) or len(data) not in (5, 6):
         return None
-    turns, inp, out, reason, last = data
+    turns, inp, out, reason, last = data[:5]
+    denied = data[5] if len(data) == 6 else []
+    if not isinstance(denied, list) or not all(isinstance(label, str) for label in denied):
+        return None
     if not all(type(n) is int for n in (turns, inp, out)) or not (reason is None or isinstance(reason, str)):
         return None
     if not (last is None or type(last) in (int, float)):
         return None
-    return LogSummary(header, descriptor if isinstance(descriptor, dict) else None, turns, inp, out, reason, last)
+    return LogSummary(header, descriptor if isinstance(descriptor, dict) else None, turns, inp, out, reason, last,
+                      tuple(denied))
 
 
 #: what :func:`_seed_descriptor` answers when the line is not complete in the bytes it was given
