@@ -139,19 +139,6 @@ class AcpAgent:
 
     # -- the Provider protocol -------------------------------------------------------------------
 
-    def attach(self) -> None:
-        """A hub registered this agent: its ``env`` values stay out of the HTTP libraries' logs until the
-        last such hub closes (``aclose``)."""
-        self._hubs += 1
-        if self._secrets is None:
-            self._secrets = hold_secrets(self._env.values())
-
-    async def aclose(self) -> None:
-        self._hubs = max(0, self._hubs - 1)
-        if self._hubs == 0 and self._secrets is not None:
-            self._secrets()
-            self._secrets = None
-
     def _link(self, child: ChildInfo, cwd: str, session_id: str | None = None,
               already_sent: Sequence[Any] = ()) -> ChildPlan:
         link = AgentLink(command=self.command, env=self.environment(), cwd=cwd, policy=self.policy,
@@ -181,16 +168,22 @@ class AcpAgent:
         shutil.rmtree(path, ignore_errors=True)
 
     def attach(self) -> None:
-        """A hub registered this provider (a provider shared by hubs cleans up at the last close)."""
+        """A hub registered this agent. A provider shared by hubs cleans up at the last close; until then
+        its ``env`` values stay out of the HTTP libraries' logs (toh_nb.core.secrets)."""
         self._hubs += 1
+        if self._secrets is None:
+            self._secrets = hold_secrets(self._env.values())
 
     async def aclose(self) -> None:
-        """At ``hub.close()`` (every child disposed): remove the temporary workspaces still kept for
-        continuable children, once the last hub using this provider closes."""
+        """At ``hub.close()`` (every child disposed), once the last hub using this provider closes: remove
+        the temporary workspaces still kept for continuable children and release the ``env`` values."""
         self._hubs = max(0, self._hubs - 1)
         if self._hubs == 0:
             for path in sorted(self.temp_dirs):
                 self._remove_temp(path)
+            if self._secrets is not None:
+                self._secrets()
+                self._secrets = None
 
     def _resume_refusal(self, record: dict) -> str | None:
         """Why a child with this session record cannot resume (None: it can)."""
