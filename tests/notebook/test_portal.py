@@ -49,6 +49,19 @@ def test_errors_raised_on_the_loop_reach_the_caller_unchanged():
     assert portals.call(_double, 1) == 2  # still serving
 
 
+def test_work_cancelled_on_the_loop_by_something_else_is_a_toh_error_never_a_bare_cancelled_error():
+    async def cancelled_elsewhere():
+        asyncio.current_task().cancel()  # as a close or an internal stop would
+        await asyncio.sleep(0)
+
+    with pytest.raises(tn.TohError) as caught:
+        portals.call(cancelled_elsewhere)
+    assert not isinstance(caught.value, asyncio.CancelledError)
+    assert str(caught.value) == ("the call cancelled_elsewhere() was cancelled on the hub's event loop before it "
+                                 "finished; what it started may still be running (see hub.agents())")
+    assert portals.call(_double, 1) == 2  # still serving
+
+
 def test_a_call_from_the_portal_thread_raises_usage_error_instead_of_deadlocking():
     portal = portals.get_portal()
 

@@ -91,3 +91,39 @@ def _tasks_created(delegations: int) -> int:
 
 def test_a_foreground_delegation_creates_one_task_the_childs_driver():
     assert _tasks_created(3) - _tasks_created(1) == 2
+
+
+def test_a_run_whose_turn_is_cancelled_from_outside_ends_error_never_a_bare_cancelled_error(monkeypatch):
+    """A turn's future cancelled by something other than an interrupt, a kill or a limit (the task of a
+    crashed provider, a loop shutting down): the foreground spawn and the delegating model get a run that
+    ended ``error`` and says why, never a ``CancelledError``."""
+    from toh_nb.core.agent import Agent
+    from toh_nb.subagents import texts
+
+    turns = []
+    submit = Agent.submit
+
+    def recording_submit(self, message):
+        future = submit(self, message)
+        turns.append(future)
+        return future
+
+    monkeypatch.setattr(Agent, "submit", recording_submit)
+
+    async def main():
+        started = asyncio.Event()
+
+        async def reply(request):
+            if request.depth == 1:
+                started.set()
+                await asyncio.sleep(30)
+            return "never"
+
+        async with tn.AsyncHub(tn.FunctionModel(reply), ids="sequential") as hub:
+            spawn = asyncio.create_task(hub.spawn("work", label="w"))
+            await started.wait()
+            turns[-1].cancel()  # the child's turn outcome, cancelled from outside the turn
+            return await asyncio.wait_for(spawn, 10)
+
+    result = asyncio.run(main())
+    assert (result.stop_reason, result.diagnostic) == ("error", texts.TURN_CANCELLED)

@@ -38,7 +38,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from ..core.errors import ClosedError, UsageError
+from ..core.errors import ClosedError, TohError, UsageError
 
 #: seconds a KeyboardInterrupted caller waits for its call's cancellation to land on the loop
 CANCEL_GRACE = 2.0
@@ -147,8 +147,9 @@ class Portal:
                 call.error = KeyboardInterrupt()
             elif self._stopping:
                 call.error = ClosedError("the toh_nb portal loop was stopped while this call was running")
-            else:
-                call.error = asyncio.CancelledError()
+            else:  # cancelled on the loop by something else: never a bare CancelledError at a cell
+                call.error = TohError(f"{_name_of(call.fn)} was cancelled on the hub's event loop before it "
+                                      "finished; what it started may still be running (see hub.agents())")
         else:
             error = task.exception()
             if error is not None:
@@ -300,6 +301,12 @@ class Portal:
 
     def __repr__(self) -> str:
         return f"Portal({self.name}, {'running' if self.running else 'stopped'}, users={self._users})"
+
+
+def _name_of(fn: Callable[..., Any]) -> str:
+    """How a submitted call is named in an error: its function's name (``spawn``, ``run`` …)."""
+    name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", None)
+    return f"the call {name}()" if name else "the call"
 
 
 def _release(call: _Call) -> None:

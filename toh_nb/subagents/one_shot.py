@@ -205,7 +205,11 @@ class OneShotRuns:
         """The run's outcome from its turn's outcome (a callback on the turn's future: no task per run)."""
         try:
             try:
-                outcome = turn.result()
+                if turn.cancelled():  # never a bare CancelledError at the caller: the run ends and says why
+                    outcome = TurnOutcome(run.agent.turns if run.agent is not None else 0, "error",
+                                          texts.TURN_CANCELLED)
+                else:
+                    outcome = turn.result()
                 stop = TURN_TO_STOP.get(outcome.reason, "error")
                 if run.cancelled and stop != "completed":
                     stop = "aborted"

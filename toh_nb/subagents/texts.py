@@ -303,3 +303,7 @@ DRAINING = "continuable subagents are draining; the operation was not admitted"
 def unknown_tool_filter_names(names: list[str]) -> str:
     quoted = ", ".join(f'"{n}"' for n in names)
     return f"tool filter names unknown tool(s) {quoted}; the child was not started"
+
+#: the diagnostic of a one-shot run whose turn was cancelled from outside the turn (not by an interrupt,
+#: a kill or a limit, which end it with their own stop reasons)
+TURN_CANCELLED = "the child's turn was cancelled before it ended (its task was cancelled on the hub's loop)"
