@@ -33,12 +33,13 @@ def test_a_queued_follow_up_round_trips_with_its_content_and_source_and_is_not_c
     relayed = user_message("from the parent", id="m2", source=relay_source("coordinator", "root"))
     blocks = Message("user", [Text("one"), Text("two")], id="m3", source=Source("user"))
     events = log(("q", plain), ("q", relayed), ("q", blocks))
-    assert events[0].to_json()["data"] == {"id": "m1", "content": "hello", "source": {"kind": "user"}}
+    assert events[0].to_json()["data"] == {"id": "m1", "content": "hello"}  # no source: the user's
     assert events[1].to_json()["data"]["source"] == {"kind": "coordinator", "form": "relay", "sender": "root"}
     assert described(pending_messages(events)) == [
         ("m1", "hello", Source("user")), ("m2", "from the parent", Source("coordinator", "relay", "root")),
         ("m3", "one\ntwo", Source("user"))]
     assert [b.text for b in pending_messages(events)[2].content] == ["one", "two"]
+    assert events[2].to_json()["data"]["source"] == {"kind": "user"}  # an equal source of its own: written
     assert conversation_of(events) == []  # a queued record joins the conversation only when its turn logs it
 
 

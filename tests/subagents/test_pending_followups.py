@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import toh_nb as tn
-from toh_nb.core.session import MESSAGE_DISCARDED, MESSAGE_QUEUED, USER_MESSAGE
+from toh_nb.core.session import MESSAGE_DISCARDED, MESSAGE_QUEUED, USER_MESSAGE, conversation_of
 
 from ..helpers import until
 
@@ -52,8 +52,7 @@ def test_each_follow_up_is_logged_when_accepted_and_consumed_once_by_its_turn_in
             assert kinds_and_ids(session) == [(USER_MESSAGE, "msg-1")] + [(MESSAGE_QUEUED, i) for i in ids] + \
                 [(USER_MESSAGE, i) for i in ids]
             # each follow-up is one turn, and the conversation holds it once (a queued record is not conversation)
-            conversation = [m.text for m in hub.runtime.store.open(kid.id).events and
-                            [e.message for e in session.events if e.message is not None]]
+            conversation = [m.text for m in conversation_of(session.events)]
             assert conversation == ["block task", "did block task", "m0", "did m0", "m1", "did m1", "m2", "did m2"]
 
     asyncio.run(main())
@@ -67,7 +66,8 @@ def test_a_kill_drops_queued_follow_ups_for_good_and_logs_it(tmp_path):
             assert kid.kill() is True
             await until(lambda: kid.status == "ready", "the killed child to settle")
             session = hub.store.open(kid.id)
-            assert kinds_and_ids(session)[-3:] == [(MESSAGE_QUEUED, b), (MESSAGE_QUEUED, c), (MESSAGE_DISCARDED, (b, c))]
+            assert kinds_and_ids(session)[-3:] == [(MESSAGE_QUEUED, b), (MESSAGE_QUEUED, c),
+                                                   (MESSAGE_DISCARDED, (b, c))]
         async with tn.AsyncHub(blocking_model(), store=str(tmp_path), ids="sequential") as hub:
             d = await hub.send(kid.id, "D")  # a cold resume after a reopen: B and C stay dropped
             await hub.child(kid.id).wait()

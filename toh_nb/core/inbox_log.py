@@ -26,7 +26,7 @@ import functools
 from collections import deque
 from typing import Iterable
 
-from .content import Message, Source, content_from_json, content_to_json, source_to_json
+from .content import USER_SOURCE, Message, Source, content_from_json, content_to_json, source_to_json
 from .records import MESSAGE_DISCARDED, MESSAGE_QUEUED, USER_MESSAGE
 from .session import SharedData
 
@@ -40,18 +40,24 @@ def _source_json(source: Source) -> dict:
 
 
 def queued_data(message: Message) -> dict:
-    """The ``message/queued`` data of ``message`` (its id, its content in compact form, its source)."""
+    """The ``message/queued`` data of ``message``: its id, its content in compact form (a text as a
+    string) and its source, left out when it is the user's own (``hub.send``, the common case).
+
+    Why left out: a dict that holds only strings is one the garbage collector stops tracking, and a
+    child keeps one such record per follow-up it was sent."""
     data = {"id": message.id, "content": content_to_json(message)}
-    if message.source is not None:
-        data["source"] = _source_json(message.source)
+    source = message.source
+    if source is not USER_SOURCE and source is not None:
+        data["source"] = _source_json(source)
     return data
 
 
 def queued_message(data: dict) -> Message:
-    """The follow-up a ``message/queued`` event records (its shape checked by ``toh_nb.core.records``)."""
+    """The follow-up a ``message/queued`` event records (its shape checked by ``toh_nb.core.records``;
+    no source: the user's)."""
     source = data.get("source")
     return Message("user", content_from_json(data["content"]), id=data["id"],
-                   source=Source(**source) if source else None)
+                   source=Source(**source) if source else USER_SOURCE)
 
 
 def discarded_data(ids: Iterable[str]) -> dict:

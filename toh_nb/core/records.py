@@ -214,7 +214,7 @@ def _check_source(source: object, field: str) -> None:
 
 def _check_queued(data: dict) -> None:
     """A ``message/queued`` payload: the message id, its content (a text, or an array of blocks) and
-    its source."""
+    its source (absent: the user's)."""
     message_id = data.get("id")
     if type(message_id) is not str or not message_id:
         raise _wrong("data.id", "a message id", message_id) if "id" in data else _missing("data.id", "a message id")
