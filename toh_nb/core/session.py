@@ -31,8 +31,8 @@ from .states import TurnEnd
 
 TURN_END_REASONS = tuple(TurnEnd)
 __all__ = ["TURN_START", "TURN_END", "USER_MESSAGE", "ASSISTANT_MESSAGE", "TOOL_CALL", "TOOL_RESULT", "DESCRIPTOR",
-           "MESSAGE_QUEUED", "MESSAGE_DISCARDED", "TURN_END_REASONS", "SharedData", "turn_end_data", "Event", "SessionHeader", "Session", "LogSummary",
-           "summarize", "conversation_of", "last_turn_number"]
+           "MESSAGE_QUEUED", "MESSAGE_DISCARDED", "TURN_END_REASONS", "SharedData", "turn_end_data", "Event",
+           "SessionHeader", "Session", "LogSummary", "summarize", "conversation_of", "last_turn_number"]
 
 
 class SharedData(dict):
