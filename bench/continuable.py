@@ -7,7 +7,9 @@ Phases (each timed; ``seconds`` is their sum, ``ops`` counts N starts + 10·N se
 2. ``settle``: wait until every child has settled (``child.wait()``): each ran its first turn and,
    its activation disposed, now lists as ``ready``;
 3. ``send``: ``hub.send(child, message)`` 10 times per child (the first cold-resumes the settled
-   child, the next 9 queue behind it as FIFO turns);
+   child, the next 9 queue behind it as FIFO turns); each returns once its ``message/queued`` record
+   is acknowledged by the store (free in memory; with ``--store`` one writer round trip per send, an
+   fdatasync under ``--fsync always``, during which the child's turns already run);
 4. ``settle2``: wait until every child has settled again (11 turns each in all);
 5. ``list``: ``hub.list_agents()`` returns N entries, all ``ready`` (checked).
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, USER_MESSAGE, summarize
+from .core.inbox_log import queued_message
+from .core.session import (ASSISTANT_MESSAGE, MESSAGE_DISCARDED, MESSAGE_QUEUED, TOOL_CALL, TOOL_RESULT, TURN_END,
+                           USER_MESSAGE, summarize)
 from .results import TURN_TO_STOP
 from .subagents import descriptor as descriptors
 
@@ -127,6 +129,13 @@ def transcript_rows(session: Any) -> list[dict]:
             row["text"] = event.data.get("reason")
             if event.data.get("error"):
                 row["text"] += f": {event.data['error']}"
+        elif kind == MESSAGE_QUEUED:  # a follow-up accepted for a later turn (its turn logs it again)
+            queued = queued_message(event.data)
+            row["role"] = "user"
+            row["source"] = queued.source.kind if queued.source is not None else None
+            row["text"] = queued.text
+        elif kind == MESSAGE_DISCARDED:  # follow-ups a kill dropped unread
+            row["text"] = ", ".join(event.data["ids"])
         elif event.data is not None:
             row["text"] = _json(event.data)
         rows.append(row)

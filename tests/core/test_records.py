@@ -23,6 +23,11 @@ GOOD_EVENTS = [
      "data": {"version": 2, "mode": "continuable", "provider": "spawn", "label": "x"}},
     {"seq": 7, "kind": "subagent/descriptor", "time": 2.0, "data": {"version": 1, "anything": True}},
     {"seq": 8, "kind": "external/plan", "time": 2.0, "data": {"free": ["form"]}, "future_key": 1},
+    {"seq": 9, "kind": "message/queued", "time": 2.0, "data": {"id": "m2", "content": "again"}},
+    {"seq": 10, "kind": "message/queued", "time": 2.0, "data": {
+        "id": "m3", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        "source": {"kind": "coordinator", "form": "relay", "sender": "root"}}},
+    {"seq": 11, "kind": "message/discarded", "time": 2.0, "data": {"ids": ["m2", "m3"]}},
 ]
 
 
@@ -58,6 +63,24 @@ def test_every_record_the_engine_writes_passes_and_round_trips(record):
     ({"seq": 0, "kind": "subagent/descriptor", "time": 1.0, "data": {"version": 2, "mode": "continuable",
                                                                      "provider": "spawn"}},
      "data: persisted subagent descriptor label must be a string"),
+    ({"seq": 0, "kind": "message/queued", "time": 1.0}, "data: expected the data of a message/queued event, "
+                                                        "but it is missing"),
+    ({"seq": 0, "kind": "message/queued", "time": 1.0, "data": {"content": "x"}},
+     "data.id: expected a message id, but it is missing"),
+    ({"seq": 0, "kind": "message/queued", "time": 1.0, "data": {"id": "", "content": "x"}},
+     "data.id: expected a message id, got a string ('')"),
+    ({"seq": 0, "kind": "message/queued", "time": 1.0, "data": {"id": "m"}},
+     "data.content: expected a string or an array of blocks, but it is missing"),
+    ({"seq": 0, "kind": "message/queued", "time": 1.0, "data": {"id": "m", "content": {"text": "x"}}},
+     "data.content: expected a string or an array of blocks, got an object"),
+    ({"seq": 0, "kind": "message/queued", "time": 1.0, "data": {"id": "m", "content": [{"type": "text"}]}},
+     "data.content[0].text: expected a string, got null"),
+    ({"seq": 0, "kind": "message/queued", "time": 1.0, "data": {"id": "m", "content": "x", "source": {"who": 1}}},
+     'data.source: unknown field "who"'),
+    ({"seq": 0, "kind": "message/discarded", "time": 1.0, "data": {"ids": "m1"}},
+     "data.ids: expected an array of message ids, got a string ('m1')"),
+    ({"seq": 0, "kind": "message/discarded", "time": 1.0, "data": {"ids": ["m1", 2]}},
+     "data.ids: expected an array of message ids, got an array"),
 ])
 def test_a_wrong_shape_is_named(record, problem):
     with pytest.raises(RecordError) as caught:

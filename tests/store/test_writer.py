@@ -110,6 +110,37 @@ def test_appends_from_the_loop_return_before_the_disk_write(tmp_path, disk):
     assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START]
 
 
+@pytest.mark.parametrize("fsync", ["batch", "always"])
+def test_send_returns_only_once_the_follow_up_is_written(tmp_path, disk, fsync):
+    """Issue 26.2: the id ``send`` returns names a message already in the child's log (a running
+    child's queue and an idle one's next turn alike)."""
+    async def main():
+        gate = asyncio.Event()
+
+        async def model(request):
+            if request.last_user_text == "wait":
+                await gate.wait()
+            return f"echo {request.last_user_text}"
+
+        async with tn.AsyncHub(tn.FunctionModel(model), store=str(tmp_path), ids="sequential", fsync=fsync) as hub:
+            kid = await hub.start("wait", label="kid")
+            await until(lambda: kid.status == "running", "the first turn")
+            disk.stall()
+            sending = asyncio.ensure_future(kid.send("queued behind the running turn"))
+            await until(disk.stalled.is_set, "the writer to block on the stalled disk")
+            await asyncio.sleep(0.05)
+            assert not sending.done()  # not acknowledged before the log holds it
+            disk.release()
+            assert await sending == "msg-2"
+            queued = [json.loads(line) for line in (tmp_path / "agent-1.jsonl").read_bytes().splitlines()
+                      if b'"message/queued"' in line]
+            assert [e["data"] for e in queued] == [{"id": "msg-2", "content": "queued behind the running turn"}]
+            gate.set()
+            assert await kid.wait() == "echo queued behind the running turn"
+
+    asyncio.run(main())
+
+
 # -- a full disk surfaces, loses nothing acknowledged, and recovers -------------------------------------
 
 

@@ -311,6 +311,18 @@ def message_to_json(message: Message) -> dict:
     return data
 
 
+def content_to_json(message: Message) -> "str | list[dict]":
+    """A message's content in its compact stored form: the text of a one-text message as a string,
+    else its blocks (what a queued follow-up's record holds, ``toh_nb.core.inbox_log``)."""
+    packed = message._content  # noqa: SLF001  (this module's class)
+    return packed if type(packed) is str else [block_to_json(b) for b in message.content]
+
+
+def content_from_json(data: "str | list[dict]") -> "str | list[Block]":
+    """The inverse of :func:`content_to_json` (for a shape already checked by ``toh_nb.core.records``)."""
+    return data if type(data) is str else [block_from_json(b) for b in data]
+
+
 def message_from_json(data: dict) -> Message:
     source = data.get("source")
     usage = data.get("usage")

@@ -30,6 +30,10 @@ ASSISTANT_MESSAGE = "assistant/message"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 DESCRIPTOR = "subagent/descriptor"
+#: a follow-up accepted into an agent's inbox (``data``: ``id``, ``content``, ``source``) and ids
+#: dropped from it unread (``data``: ``ids``): see :mod:`toh_nb.core.inbox_log`
+MESSAGE_QUEUED = "message/queued"
+MESSAGE_DISCARDED = "message/discarded"
 
 #: the descriptor version this package writes and validates strictly (another version is not classified)
 DESCRIPTOR_VERSION = 2
@@ -39,6 +43,7 @@ _CONTINUABLE_KEYS = _ONE_SHOT_KEYS | {"agentProvider", "agentModel", "persona", 
 _ROLES = ("user", "assistant", "tool")
 _MESSAGE_KINDS = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 _SOURCE_KEYS = ("kind", "form", "sender", "summary", "plugin")
+_DATA_KINDS = frozenset({TURN_END, TOOL_CALL, DESCRIPTOR, MESSAGE_QUEUED, MESSAGE_DISCARDED})
 
 
 class RecordError(ValueError):
@@ -162,7 +167,13 @@ def check_event(data: object) -> dict:
                 check_descriptor(payload)
             except DescriptorError as error:
                 raise DescriptorError(f"data: {error}") from None
-    elif kind == TURN_END or kind == TOOL_CALL or kind == DESCRIPTOR:
+        elif kind == MESSAGE_QUEUED:
+            _check_queued(payload)
+        elif kind == MESSAGE_DISCARDED:
+            ids = payload.get("ids")
+            if type(ids) is not list or not all(type(i) is str and i for i in ids):
+                raise _wrong("data.ids", "an array of message ids", ids)
+    elif kind in _DATA_KINDS:
         raise _missing("data", f"the data of a {kind} event")
     return data
 
@@ -180,14 +191,7 @@ def check_message(data: object, field: str = "message") -> dict:
     for position, block in enumerate(content):
         _check_block(block, f"{field}.content[{position}]")
     _optional_str(data, "id", field + ".")
-    source = data.get("source")
-    if source is not None:
-        if type(source) is not dict:
-            raise _wrong(field + ".source", "an object", source)
-        for key in source:
-            if key not in _SOURCE_KEYS:
-                raise RecordError(f'{field}.source: unknown field "{key}"')
-            _optional_str(source, key, field + ".source.")
+    _check_source(data.get("source"), field + ".source")
     usage = data.get("usage")
     if usage is not None:
         if type(usage) is not dict:
@@ -196,6 +200,32 @@ def check_message(data: object, field: str = "message") -> dict:
             if not _is_int(usage.get(key)):
                 raise _wrong(f"{field}.usage.{key}", "an integer >= 0", usage.get(key))
     return data
+
+
+def _check_source(source: object, field: str) -> None:
+    if source is not None:
+        if type(source) is not dict:
+            raise _wrong(field, "an object", source)
+        for key in source:
+            if key not in _SOURCE_KEYS:
+                raise RecordError(f'{field}: unknown field "{key}"')
+            _optional_str(source, key, field + ".")
+
+
+def _check_queued(data: dict) -> None:
+    """A ``message/queued`` payload: the message id, its content (a text, or an array of blocks) and
+    its source (absent: the user's)."""
+    message_id = data.get("id")
+    if type(message_id) is not str or not message_id:
+        raise _wrong("data.id", "a message id", message_id) if "id" in data else _missing("data.id", "a message id")
+    content = data.get("content")
+    if type(content) is list:
+        for position, block in enumerate(content):
+            _check_block(block, f"data.content[{position}]")
+    elif type(content) is not str:
+        expected = "a string or an array of blocks"
+        raise _wrong("data.content", expected, content) if "content" in data else _missing("data.content", expected)
+    _check_source(data.get("source"), "data.source")
 
 
 def _check_block(block: object, field: str) -> None:

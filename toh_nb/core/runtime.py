@@ -79,9 +79,9 @@ class Runtime:
         store: written, and fsynced under ``fsync="always"``); ``StoreError`` when it could not.
 
         What every call that hands out an id or a result awaits before it returns (a turn's end, a
-        continuable child's start, a job's start, a cold resume): after a crash that follows the
-        return, what it acknowledged is in the log. One acknowledgement of the store's writer: the
-        writer's round trip, nothing when the store records at once (memory)."""
+        continuable child's start, a job's start, a ``send``'s follow-up, a cold resume): after a
+        crash that follows the return, what it acknowledged is in the log. One acknowledgement of the
+        store's writer: the writer's round trip, nothing when the store records at once (memory)."""
         acknowledged = getattr(self.store, "acknowledged", None)
         pending = acknowledged(session) if acknowledged is not None else None
         if pending is not None:

@@ -9,6 +9,10 @@ Event kinds (the ``kind`` strings are the interface stores, tables and the widge
   role ``tool``)
 - ``subagent/descriptor`` (``data``: the versioned descriptor of a child, see
   ``toh_nb.subagents.descriptor``)
+- ``message/queued`` (``data``: ``id``, ``content``, ``source`` of a follow-up accepted into the inbox,
+  logged before ``send`` returns) and ``message/discarded`` (``data["ids"]``: follow-ups dropped
+  unread by a kill); a turn consumes a queued follow-up by logging it as its ``user/message`` (same
+  id). See :mod:`toh_nb.core.inbox_log`.
 
 The log is the source of truth: an agent's conversation is a projection of it
 (:func:`conversation_of`), which is what makes cold resume possible.
@@ -21,14 +25,15 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .content import Message, message_from_json, message_to_json
-from .records import (ASSISTANT_MESSAGE, DESCRIPTOR, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE,
-                      check_event, check_header)
+from .records import (ASSISTANT_MESSAGE, DESCRIPTOR, MESSAGE_DISCARDED, MESSAGE_QUEUED, TOOL_CALL, TOOL_RESULT,
+                      TURN_END, TURN_START, USER_MESSAGE, check_event, check_header)
 from .states import TurnEnd
 
 TURN_END_REASONS = tuple(TurnEnd)
 __all__ = ["TURN_START", "TURN_END", "USER_MESSAGE", "ASSISTANT_MESSAGE", "TOOL_CALL", "TOOL_RESULT", "DESCRIPTOR",
-           "EXTERNAL_PERMISSION", "TURN_END_REASONS", "permission_label", "SharedData", "turn_end_data", "Event",
-           "SessionHeader", "Session", "LogSummary", "summarize", "conversation_of", "last_turn_number"]
+           "EXTERNAL_PERMISSION", "MESSAGE_QUEUED", "MESSAGE_DISCARDED", "TURN_END_REASONS", "permission_label",
+           "SharedData", "turn_end_data", "Event", "SessionHeader", "Session", "LogSummary", "summarize",
+           "conversation_of", "last_turn_number"]
 
 #: an external agent's permission request and how it was answered (``data``: title, kind, allowed …)
 EXTERNAL_PERMISSION = "external/permission"

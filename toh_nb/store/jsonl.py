@@ -31,14 +31,15 @@ append/``create`` returns. Every call that hands out an id or a result awaits it
 acknowledges: a turn's end (``await kid.wait()``, a ``RunResult``, a settlement notice: every event of
 that turn, and the header and descriptor before it); ``hub.start``/the delegation tool's continuable
 start (the child's header and descriptor); a background job's start (its in-process child's header and
-descriptor); a ``send`` that cold-resumes a child (the records closing the turn a crash left open).
-``send`` to a child acknowledges acceptance into the child's inbox, as the reference does: the message
-itself is logged when its turn starts and acknowledged when that turn ends. A write that fails
-(disk full, I/O error) keeps the unwritten events in order and retries them on every later
-operation of the store; until a retry succeeds, acknowledgements of that session fail with a
-:class:`~toh_nb.core.errors.StoreError` naming the file and the OS error, and the engine ends the
-turn ``error`` with that text as its diagnostic (a start raises it). Once space is freed the next
-operation writes the backlog, so nothing is lost.
+descriptor); ``send`` to a continuable child, resident or cold-resumed (the message's
+``message/queued`` record, and for a cold resume the records closing the turn a crash left open: see
+:mod:`toh_nb.core.inbox_log`), so that a message whose id was returned is delivered after a crash by
+the next ``send`` that resumes the child. A write that fails (disk full, I/O error) keeps the
+unwritten events in order and retries them on every later operation of the store; until a retry
+succeeds, acknowledgements of that session fail with a :class:`~toh_nb.core.errors.StoreError`
+naming the file and the OS error, and the engine ends the turn ``error`` with that text as its
+diagnostic (a start raises it; a ``send`` returns its id, and the turn that runs the message ends
+``error``). Once space is freed the next operation writes the backlog, so nothing is lost.
 
 Durability (``fsync=``):
 

@@ -76,6 +76,12 @@ class Activations:
 
     def _submit(self, act: Activation, content: str | list, source: Source) -> str:
         message = user_message(content, id=self.runtime.ids.message(), source=source)
+        self._queue(act, message)
+        return message.id
+
+    def _queue(self, act: Activation, message: Message) -> None:
+        """Accept ``message`` into the child's inbox as a later FIFO turn (the activation's first
+        message: its current turn)."""
         act.accepted.add(message.id)
         if not act.announced:  # the activation's first prompt is its current turn, never a parked follow-up
             act.child.opening = message.id
@@ -85,7 +91,6 @@ class Activations:
             act.accepted.discard(message.id)
             raise
         act.announced = True
-        return message.id
 
     def _activation_of(self, agent: Agent | None) -> Activation | None:
         if agent is None:

@@ -13,15 +13,18 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..core.agent import Agent
-from ..core.content import USER_SOURCE, Source, relay_source
+from ..core.content import USER_SOURCE, Message, Source, relay_source, user_message
 from ..core.threads import run_engine
 from ..core.errors import StoreError, SubagentError, UsageError
 from ..core.events import Interrupted
 from ..core.ids import is_valid_id
-from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, last_turn_number
+from ..core.inbox_log import discarded_data, pending_messages, queued_data
+from ..core.session import (DESCRIPTOR, MESSAGE_DISCARDED, MESSAGE_QUEUED, Event, SessionHeader, conversation_of,
+                            last_turn_number)
 from ..core.session_repair import repair_tail
 from . import descriptor as descriptors
 from . import texts
+from .activations import Activation
 from .arguments import StartRequest, child_depth, model_name
 from .authorization import authorized_target
 from .provider import ChildPlan
@@ -125,8 +128,32 @@ class ContinuableChildren(Settlement):
             self._acquire(parent, child_id)
             if act.wake_parent is False and not source.kind == "user":
                 act.wake_parent = True
-            return self._submit(act, content, source)
+            return await self._send(act, content, source)
         return await self._cold_resume(parent, child_id, content, source)
+
+    async def _send(self, act: Activation, content: str | list, source: Source,
+                    pending: list[Message] | None = None) -> str:
+        """Queue a follow-up (after ``pending``, the follow-ups a cold resume found unconsumed in the
+        log) and return its id once the store has recorded it (``toh_nb.core.inbox_log``): logged
+        as ``message/queued`` in the same synchronous span that puts it into the inbox, so before its
+        turn can log it. A store that cannot write (disk full) does not fail the send: the message is
+        queued, the store keeps its record and retries it, and the turn that runs it ends ``error``
+        naming the failed write, as every turn whose records could not be written does."""
+        message = user_message(content, id=self.runtime.ids.message(), source=source)
+        session = act.child.session
+        for queued in pending or ():
+            self._queue(act, queued)
+        session.append(MESSAGE_QUEUED, data=queued_data(message))
+        try:
+            self._queue(act, message)
+        except BaseException:
+            session.append(MESSAGE_DISCARDED, data=discarded_data((message.id,)))
+            raise
+        try:
+            await self.runtime.recorded(session)
+        except StoreError:
+            pass  # reported by the turn that runs the message (see above)
+        return message.id
 
     async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
         runtime = self.runtime
@@ -164,7 +191,6 @@ class ContinuableChildren(Settlement):
         if resume_now is None and (child_id in runtime.agents or not runtime.is_live(parent) or self.draining):
             await self._close_plan(plan)  # the world moved while the provider reconnected: start over
             return await self.followup(parent, child_id, content, source)
-        logged = len(session.events)
         repair_tail(session)
         try:
             child = self._materialize(session, record, parent, header.delegation_depth, options, plan)
@@ -175,10 +201,9 @@ class ContinuableChildren(Settlement):
             await self._close_plan(plan)
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
         act = self._activate(child, parent, record["provider"], wake_parent=source.kind != "user", close=plan.close)
-        message_id = self._submit(act, content, source)
-        if len(session.events) > logged:  # what the resume wrote (a crashed turn's closing records)
-            await runtime.recorded(session)
-        return message_id
+        # the follow-ups a previous residency acknowledged and never ran (a crash; a hub closed while
+        # they waited) run first, in their order: they were sent before this message
+        return await self._send(act, content, source, pending_messages(session.own_events()))
 
     # -- interrupt and kill ----------------------------------------------------------------------------
 

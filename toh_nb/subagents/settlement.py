@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from ..core.agent import Agent, TurnOutcome
 from ..core.content import Message, Source, Text, bound, text_of
 from ..core.events import ChildEnded
-from ..core.session import ASSISTANT_MESSAGE, TURN_END
+from ..core.inbox_log import discarded_data
+from ..core.session import ASSISTANT_MESSAGE, MESSAGE_DISCARDED, TURN_END
 from ..core.states import EPOCH_STOP
 from . import texts
 from .activations import Activation, Activations
@@ -66,8 +67,14 @@ class Settlement(Activations):
         act = self._activation_of(agent)
         if act is None:
             return
-        for message in messages:
-            act.accepted.discard(message.id)
+        dropped = [message.id for message in messages if message.id in act.accepted]
+        for message_id in dropped:
+            act.accepted.discard(message_id)
+        if dropped and not self.draining:
+            # a kill drops the queue for good: a resume after a crash must not run what it dropped. A
+            # hub that closes (drains) leaves its children's follow-ups pending in their logs instead:
+            # the next send after a reopen runs them first (toh_nb.core.inbox_log)
+            agent.session.append(MESSAGE_DISCARDED, data=discarded_data(dropped))
         act.dropped_unrun = True
         self._check(act)
 
