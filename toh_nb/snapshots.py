@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .core.inbox_log import queued_message
+from .core.inbox_log import queued_message, queued_outcomes
 from .core.session import (ASSISTANT_MESSAGE, MESSAGE_DISCARDED, MESSAGE_QUEUED, TOOL_CALL, TOOL_RESULT, TURN_END,
                            USER_MESSAGE, summarize)
 from .results import TURN_TO_STOP
@@ -105,8 +105,13 @@ def _subtree_totals(rows: list[dict]) -> None:
 
 def transcript_rows(session: Any) -> list[dict]:
     rows = []
+    # a queued message its turn ran shows once, as that turn's user message; one still waiting, or one
+    # a kill dropped, shows as queued
+    consumed = {id(event) for event, fate in queued_outcomes(session.events) if fate == "consumed"}
     for event in session.events:
         kind = event.kind
+        if consumed and id(event) in consumed:
+            continue
         row = {"turn": event.turn, "kind": kind, "role": None, "source": None, "text": None, "tool": None,
                "is_error": False}
         message = event.message
@@ -129,7 +134,7 @@ def transcript_rows(session: Any) -> list[dict]:
             row["text"] = event.data.get("reason")
             if event.data.get("error"):
                 row["text"] += f": {event.data['error']}"
-        elif kind == MESSAGE_QUEUED:  # a follow-up accepted for a later turn (its turn logs it again)
+        elif kind == MESSAGE_QUEUED:  # a message accepted and not run (yet)
             queued = queued_message(event.data)
             row["role"] = "user"
             row["source"] = queued.source.kind if queued.source is not None else None

@@ -99,8 +99,9 @@ def test_a_follow_up_whose_send_returned_survives_a_kill_right_after_and_runs_in
         child_id, sent = _sent_and_killed(store_dir, fsync, rng)
         crashed = _log(store_dir, child_id)
         queued = _queued(crashed)
-        # every acknowledged follow-up is in the log, in the order the sends returned
-        assert queued[:len(sent)] == sent, (iteration, sent, queued)
+        # the start's first prompt is queued first (acknowledged by the start), then every acknowledged
+        # follow-up, in the order the sends returned
+        assert queued[1:len(sent) + 1] == sent, (iteration, sent, queued)
         consumed = set(_consumed(crashed))
         pending = [message_id for message_id in queued if message_id not in consumed]
         texts = {e["data"]["id"]: e["data"]["content"] for e in crashed if e["kind"] == "message/queued"}
@@ -126,7 +127,9 @@ def _scenario(store_dir: Path, scenario: str) -> tuple[str, list[str]]:
 def test_follow_ups_parked_by_an_interrupt_survive_a_crash_and_run_before_the_next_send(tmp_path):
     child_id, (b, c) = _scenario(tmp_path, "parked")
     crashed = _log(tmp_path, child_id)
-    assert _queued(crashed) == [b, c] and b not in _consumed(crashed) and c not in _consumed(crashed)
+    opening, *follow_ups = _queued(crashed)  # the start's first prompt, run by the first turn
+    assert opening in _consumed(crashed)
+    assert follow_ups == [b, c] and b not in _consumed(crashed) and c not in _consumed(crashed)
     written, d = _resume(tmp_path, child_id, "D")
     assert [(e["message"]["id"], e["message"]["content"][0]["text"]) for e in written if e["kind"] == "user/message"] \
         == [(b, "block B"), (c, "block C"), (d, "D")]

@@ -988,11 +988,19 @@ def test_a_child_whose_start_returned_survives_a_kill_right_after_and_resumes(tm
                 kid = hub.child(started[-1])
                 await hub.send(kid, "go on")
                 closing = await kid.wait(timeout=30)
-                return listing, closing, [h.id for h in hub.store.headers()]
+                prompts = {child_id: [row["text"] for row in hub.transcript(child_id)
+                                      if row["kind"] in ("message/queued", "user/message")]
+                           for child_id in started}
+                return listing, closing, [h.id for h in hub.store.headers()], prompts
 
-        listing, closing, stored = asyncio.run(reopened())
+        listing, closing, stored, prompts = asyncio.run(reopened())
         for number, child_id in enumerate(started, 1):
             assert f"{child_id} [ready] \u2014 kid " in listing, (iteration, child_id, listing)
+            label = listing.split(f"{child_id} [ready] \u2014 ", 1)[1].split("\n", 1)[0]
+            # the first prompt was acknowledged with the start: it is in the log, run or pending
+            assert f"task {label.split()[1]}" in prompts[child_id], (iteration, child_id, prompts[child_id])
+        # the resumed child ran its pending first prompt (if its turn had not logged it) before "go on"
+        assert prompts[started[-1]][-1] == "go on"
         assert closing == "resumed"
         assert set(jobs) <= set(stored), (iteration, jobs, stored)
 

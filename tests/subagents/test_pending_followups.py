@@ -46,10 +46,12 @@ def test_each_follow_up_is_logged_when_accepted_and_consumed_once_by_its_turn_in
             ids = await asyncio.gather(*(kid.send(f"m{i}") for i in range(3)))
             session = hub.runtime.agents[kid.id].session
             # logged at acceptance, while the first turn still runs: before any of their turns
-            assert kinds_and_ids(session) == [(USER_MESSAGE, "msg-1")] + [(MESSAGE_QUEUED, i) for i in ids]
+            # (the start's first prompt too: queued when the start accepted it, consumed by the first turn)
+            first = [(MESSAGE_QUEUED, "msg-1"), (USER_MESSAGE, "msg-1")]
+            assert kinds_and_ids(session) == first + [(MESSAGE_QUEUED, i) for i in ids]
             gates[kid.id].set()
             await kid.wait()
-            assert kinds_and_ids(session) == [(USER_MESSAGE, "msg-1")] + [(MESSAGE_QUEUED, i) for i in ids] + \
+            assert kinds_and_ids(session) == first + [(MESSAGE_QUEUED, i) for i in ids] + \
                 [(USER_MESSAGE, i) for i in ids]
             # each follow-up is one turn, and the conversation holds it once (a queued record is not conversation)
             conversation = [m.text for m in conversation_of(session.events)]
@@ -112,7 +114,7 @@ def test_interrupt_parked_follow_ups_stay_pending_in_the_log_and_run_in_order_on
             await until(lambda: hub.runtime.agents[kid.id].status == "idle", "the interrupted turn to end")
             session = hub.runtime.agents[kid.id].session
             # parked, not consumed (the first turn started after both sends returned: no await in memory)
-            parked = [(MESSAGE_QUEUED, b), (MESSAGE_QUEUED, c), (USER_MESSAGE, "msg-1")]
+            parked = [(MESSAGE_QUEUED, "msg-1"), (MESSAGE_QUEUED, b), (MESSAGE_QUEUED, c), (USER_MESSAGE, "msg-1")]
             assert kinds_and_ids(session) == parked
             d = await kid.send("D")
             await kid.wait()
@@ -133,7 +135,7 @@ def test_the_transcript_shows_queued_and_discarded_follow_ups_and_the_agents_tab
             kid.kill()
             await until(lambda: kid.status == "ready", "the killed child to settle")
             rows = [(r["turn"], r["kind"], r["role"], r["source"], r["text"]) for r in hub.transcript(kid)]
-            assert rows[1:] == [
+            assert rows[1:] == [  # the start's prompt shows once, as its turn's message (its queued record is hidden)
                 (1, "turn/start", None, None, None),
                 (1, "user/message", "user", "user", "block task"),
                 (None, "message/queued", "user", "user", "block B"),

@@ -64,28 +64,36 @@ def discarded_data(ids: Iterable[str]) -> dict:
     return {"ids": list(ids)}
 
 
-def pending_messages(events: Iterable) -> list[Message]:
-    """The follow-ups ``events`` (an agent's own events) queued and no turn consumed nor kill
-    discarded, oldest first."""
-    entries: list[dict | None] = []
-    waiting: dict[str, deque[int]] = {}  # message id -> its unconsumed entries, oldest first
+def queued_outcomes(events: Iterable) -> list[list]:
+    """Each ``message/queued`` event of ``events`` (an agent's own events) with what became of it, in log
+    order: ``[event, "pending" | "consumed" | "discarded"]`` — consumed by the turn that logged it as its
+    ``user/message``, discarded by a kill. Ids are matched in log order (sequential ids repeat after a
+    restart)."""
+    entries: list[list] = []
+    waiting: dict[str, deque[int]] = {}  # message id -> its pending entries, oldest first
     for event in events:
         kind = event.kind
         if kind == MESSAGE_QUEUED:
             message_id = event.data["id"]
             waiting.setdefault(message_id, deque()).append(len(entries))
-            entries.append(event.data)
+            entries.append([event, "pending"])
         elif not waiting:
             continue
         elif kind == USER_MESSAGE:
             message_id = event.message.id
             queue = waiting.get(message_id) if message_id is not None else None
             if queue:
-                entries[queue.popleft()] = None
+                entries[queue.popleft()][1] = "consumed"
                 if not queue:
                     del waiting[message_id]
         elif kind == MESSAGE_DISCARDED:
             for message_id in event.data["ids"]:
                 for index in waiting.pop(message_id, ()):
-                    entries[index] = None
-    return [queued_message(data) for data in entries if data is not None]
+                    entries[index][1] = "discarded"
+    return entries
+
+
+def pending_messages(events: Iterable) -> list[Message]:
+    """The follow-ups ``events`` (an agent's own events) queued and no turn consumed nor kill
+    discarded, oldest first."""
+    return [queued_message(event.data) for event, fate in queued_outcomes(events) if fate == "pending"]

@@ -87,11 +87,12 @@ class ContinuableChildren(Settlement):
             self._options[child_id] = options  # kept only when it differs from the defaults (memory per child)
         child = self._materialize(session, record, parent, depth, options, plan)
         act = self._activate(child, parent, provider.name, wake_parent=not request.by_user, close=plan.close)
-        message_id = self._submit(act, request.prompt, USER_SOURCE)
-        # the id handed out names a child that survives a crash from now on: its header and descriptor
-        # are in the log (written; fsynced under "always"). The child's first turn already runs meanwhile.
+        message = self._queue_logged(act, request.prompt, USER_SOURCE)
+        # the id handed out names a child that survives a crash from now on: its header, descriptor and
+        # first prompt are in the log (written; fsynced under "always"); a crash before its turn logged
+        # the prompt leaves it pending, run at the next send. The first turn already runs meanwhile.
         await runtime.recorded(session)
-        return child_id, message_id
+        return child_id, message.id
 
     def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
                      plan: ChildPlan) -> Agent:
@@ -139,21 +140,27 @@ class ContinuableChildren(Settlement):
         turn can log it. A store that cannot write (disk full) does not fail the send: the message is
         queued, the store keeps its record and retries it, and the turn that runs it ends ``error``
         naming the failed write, as every turn whose records could not be written does."""
-        message = user_message(content, id=self.runtime.ids.message(), source=source)
-        session = act.child.session
         for queued in pending or ():
             self._queue(act, queued)
+        message = self._queue_logged(act, content, source)
+        try:
+            await self.runtime.recorded(act.child.session)
+        except StoreError:
+            pass  # reported by the turn that runs the message (see above)
+        return message.id
+
+    def _queue_logged(self, act: Activation, content: str | list, source: Source) -> Message:
+        """Log a new message as ``message/queued`` and queue it, in one synchronous span (so the record
+        precedes the turn's own log of it); the caller awaits the store's acknowledgement."""
+        message = user_message(content, id=self.runtime.ids.message(), source=source)
+        session = act.child.session
         session.append(MESSAGE_QUEUED, data=queued_data(message))
         try:
             self._queue(act, message)
         except BaseException:
             session.append(MESSAGE_DISCARDED, data=discarded_data((message.id,)))
             raise
-        try:
-            await self.runtime.recorded(session)
-        except StoreError:
-            pass  # reported by the turn that runs the message (see above)
-        return message.id
+        return message
 
     async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
         runtime = self.runtime
