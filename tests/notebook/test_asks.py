@@ -39,7 +39,9 @@ def permission_rows(hub, agent_id, kind="external/permission"):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("click", "result"), [("allow", "wrote {target}"), ("deny", "permission refused")])
+@pytest.mark.parametrize(("click", "result"), [
+    ("allow", "wrote {target}"),
+    ("deny", "permission refused\n\nPermission denied: Write {target} (edit)")])  # a refusal is said (issue 26.13)
 def test_an_asked_permission_is_a_prompt_in_the_tree_answered_by_its_button(tmp_path, click, result):
     target = tmp_path / "out.txt"
     coder = tn.AcpAgent(fake(), cwd=str(tmp_path), permissions="ask")
@@ -73,7 +75,8 @@ def test_an_unanswered_permission_is_denied_after_its_timeout(tmp_path):
     with tn.Hub(ids="sequential", providers={"coder": coder}) as hub:
         tree = hub.tree()
         try:
-            assert hub.spawn(f"WRITE {target} hello", provider="coder").text == "permission refused"
+            assert hub.spawn(f"WRITE {target} hello", provider="coder").text == \
+                f"permission refused\n\nPermission denied: Write {target} (edit)"
             assert not target.exists()
             assert pending(tree) == []
             assert [row["allowed"] for row in permission_rows(hub, "agent-1")] == [False]
