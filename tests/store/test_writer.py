@@ -134,7 +134,8 @@ def test_send_returns_only_once_the_follow_up_is_written(tmp_path, disk, fsync):
             assert await sending == "msg-2"
             queued = [json.loads(line) for line in (tmp_path / "agent-1.jsonl").read_bytes().splitlines()
                       if b'"message/queued"' in line]
-            assert [e["data"] for e in queued] == [{"id": "msg-2", "content": "queued behind the running turn"}]
+            assert [e["data"] for e in queued] == [{"id": "msg-1", "content": "wait"},  # the start's own prompt
+                                                   {"id": "msg-2", "content": "queued behind the running turn"}]
             gate.set()
             assert await kid.wait() == "echo queued behind the running turn"
 
