@@ -75,8 +75,9 @@ class RunResult:
 
     def __repr__(self) -> str:
         extra = f", diagnostic={self.diagnostic!r}" if self.diagnostic else ""
+        estimated = " (estimated)" if self.usage.estimated else ""
         return (f"RunResult(agent={self.agent_id}, stop_reason={self.stop_reason}, text={self.text!r}, "
-                f"tokens={self.usage.input_tokens}/{self.usage.output_tokens}{extra})")
+                f"tokens={self.usage.input_tokens}/{self.usage.output_tokens}{estimated}{extra})")
 
     def _repr_html_(self) -> str:
         colour = "#2e7d32" if self.ok else "#c62828"
@@ -84,7 +85,8 @@ class RunResult:
         label = f" \u2014 {html.escape(self.label)}" if self.label else ""
         return (f"<div class='toh-run'><div>{id_html(self.agent_id)}{label} "
                 f"<span style='color:{colour}'>[{html.escape(self.stop_reason)}]</span> "
-                f"<small>{self.usage.input_tokens} in / {self.usage.output_tokens} out tokens</small></div>"
+                f"<small>{self.usage.input_tokens} in / {self.usage.output_tokens} out tokens"
+                f"{' (estimated)' if self.usage.estimated else ''}</small></div>"
                 f"<pre style='white-space:pre-wrap'>{html.escape(self.text)}</pre>{diag}</div>")
 
 
