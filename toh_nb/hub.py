@@ -32,7 +32,7 @@ from .core.tools import FunctionTool, Tool, ToolContext, ToolResult, dispatch
 from .costs import CostBook
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
-from .results import AgentListing, RunResult, item_html, run_result
+from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
 from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
 from .store import open_store, reserved_ids
 from .store.base import SessionStore
@@ -169,17 +169,35 @@ class AsyncJob(JobFacts):
 
     async def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s
-        (a ``timeout`` without ``wait=True`` is a UsageError: it would silently read ``""``)."""
+        (a ``timeout`` without ``wait=True`` is a UsageError: it would silently read ``""``).
+
+        A job that did not complete (``failed``: e.g. its child hit ``max_tokens``; ``killed``) returns
+        what a foreground delegation returns for the same run — ``Error: <headline>``, ``Diagnostic: …``
+        and ``Partial output before the run ended:`` with the child's text — and a last line naming
+        ``hub.transcript(child_id)``, where its whole run is. (The model's ``job_output`` tool keeps the
+        reference's rule: a failed job has no output there.) :meth:`result` gives the same as a
+        :class:`~toh_nb.results.RunResult`."""
+        await self._settled("output", wait, timeout)
+        return job_output(self._job, self._jobs.read(self._job.id, self._root))
+
+    async def result(self, wait: bool = False, timeout: float | None = None) -> RunResult | None:
+        """The settled job's :class:`~toh_nb.results.RunResult` (``.stop_reason``, ``.diagnostic``,
+        ``.text``, ``.usage``, ``.agent_id``: the child's id), None while it runs; ``wait`` and
+        ``timeout`` as for :meth:`output`."""
+        await self._settled("result", wait, timeout)
+        self._jobs.get(self._job.id, self._root)  # the owner fence, as for output()
+        return job_result(self._job)
+
+    async def _settled(self, method: str, wait: bool, timeout: float | None) -> None:
         timeout = check_timeout(timeout)
         if timeout is not None and not wait:
-            raise UsageError(f"timeout only applies when waiting: job.output(wait=True, timeout={timeout!r}) "
-                             f"waits up to {timeout!r} s; job.output() reads the result now")
+            raise UsageError(f"timeout only applies when waiting: job.{method}(wait=True, timeout={timeout!r}) "
+                             f"waits up to {timeout!r} s; job.{method}() reads the result now")
         if wait and not self._job.done:
             try:
                 await asyncio.wait_for(asyncio.shield(self._job.task), timeout)
             except asyncio.TimeoutError:
                 pass
-        return self._jobs.read(self._job.id, self._root)
 
     def kill(self, reason: str | None = None) -> str:
         if reason is not None and not isinstance(reason, str):

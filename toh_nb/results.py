@@ -13,6 +13,8 @@ from typing import Any
 
 from .core.content import Usage, text_of
 
+from .core.tools import error_text
+from .subagents import texts as subagent_texts
 from .subagents.listing import AgentList
 from .subagents.settlement import EPOCH_TURN_TO_STOP as TURN_TO_STOP  # a root turn maps like an epoch
 
@@ -75,8 +77,9 @@ class RunResult:
 
     def __repr__(self) -> str:
         extra = f", diagnostic={self.diagnostic!r}" if self.diagnostic else ""
+        estimated = " (estimated)" if self.usage.estimated else ""
         return (f"RunResult(agent={self.agent_id}, stop_reason={self.stop_reason}, text={self.text!r}, "
-                f"tokens={self.usage.input_tokens}/{self.usage.output_tokens}{extra})")
+                f"tokens={self.usage.input_tokens}/{self.usage.output_tokens}{estimated}{extra})")
 
     def _repr_html_(self) -> str:
         colour = "#2e7d32" if self.ok else "#c62828"
@@ -84,7 +87,8 @@ class RunResult:
         label = f" \u2014 {html.escape(self.label)}" if self.label else ""
         return (f"<div class='toh-run'><div>{id_html(self.agent_id)}{label} "
                 f"<span style='color:{colour}'>[{html.escape(self.stop_reason)}]</span> "
-                f"<small>{self.usage.input_tokens} in / {self.usage.output_tokens} out tokens</small></div>"
+                f"<small>{self.usage.input_tokens} in / {self.usage.output_tokens} out tokens"
+                f"{' (estimated)' if self.usage.estimated else ''}</small></div>"
                 f"<pre style='white-space:pre-wrap'>{html.escape(self.text)}</pre>{diag}</div>")
 
 
@@ -99,6 +103,34 @@ def run_result(outcome, agent_id: str, label: str | None = None) -> RunResult:
         diagnostic = outcome.error
         usage = outcome.usage
     return RunResult(text_of(outcome.output), list(outcome.output), stop, agent_id, usage, diagnostic, label)
+
+
+def job_result(job: Any) -> "RunResult | None":
+    """A settled background subagent job's :class:`RunResult` (None while it runs): the child's stop
+    reason, diagnostic, partial text and usage, as a foreground run of the same child returns them. A
+    job whose child never ran (its start failed; a kill before it started) is an ``error`` / ``aborted``
+    result carrying the job's detail."""
+    if job.status not in ("completed", "killed", "failed"):
+        return None
+    if job.result is not None:
+        return run_result(job.result, job.child_id or "", job.label)
+    stop = "aborted" if job.status == "killed" else "error" if job.status == "failed" else "completed"
+    return RunResult(job.output, [], stop, job.child_id or "", Usage(), job.detail, job.label)
+
+
+def job_output(job: Any, output: str) -> str:
+    """What the notebook's ``job.output()`` returns for a settled job whose registry output is ``output``:
+    that text for a completed job; for any other, what the foreground delegation renders for the same
+    run (``Error: <headline>``, its ``Diagnostic:`` and ``Partial output before the run ended:``) and
+    where the child's whole run is, so a failed job never reads like an empty success."""
+    result = job_result(job)
+    if result is None or result.ok:
+        return output
+    if job.result is None and result.diagnostic:  # the child never ran: the job's own detail says why
+        text = error_text(result.diagnostic)
+    else:
+        text = error_text(subagent_texts.failure_text(result.stop_reason, result.diagnostic, result.text))
+    return f"{text}\n{subagent_texts.whole_run_at(job.child_id)}" if job.child_id else text
 
 
 class AgentListing(AgentList):

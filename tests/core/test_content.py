@@ -111,3 +111,21 @@ def test_message_still_answers_as_the_dataclass_it_was():
     assert changed.text == "hi\nthere" and changed.id == "msg-1" and message.text == "hi"
     assert dataclasses.replace(message, role="assistant") == Message("assistant", "hi", id="msg-1",
                                                                      source=Source("coordinator"))
+
+
+@pytest.mark.parametrize("usage, stored", [
+    (Usage(3, 4), {"input_tokens": 3, "output_tokens": 4}),
+    (Usage(3, 4, estimated=True), {"input_tokens": 3, "output_tokens": 4, "estimated": True})])
+def test_usage_is_stored_with_its_estimated_mark_only_when_estimated(usage, stored):
+    message = Message("assistant", "x", usage=usage)
+    data = message_to_json(message)
+    assert data["usage"] == stored
+    assert message_from_json(json.loads(json.dumps(data))).usage == usage
+
+
+def test_a_sum_of_usages_is_estimated_when_any_part_was():
+    total = Usage(1, 1)
+    total.add(Usage(2, 2))
+    assert total == Usage(3, 3)
+    total.add(Usage(1, 1, estimated=True))
+    assert total == Usage(4, 4, estimated=True)

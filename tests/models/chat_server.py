@@ -20,7 +20,8 @@ Usage (see the ``chat_server`` fixture in the tests)::
 Strict like the servers people run, so adapter regressions cannot hide here (each rule below was
 measured on llama-cpp-python's server, see the adapter's profiles module):
 
-- always: an assistant message with ``"content": null`` is an HTTP 500 with llama-cpp-python's pydantic
+- always: a stream ends with its usage chunk only when ``stream_options.include_usage`` is true (as
+  OpenAI streams do); an assistant message with ``"content": null`` is an HTTP 500 with llama-cpp-python's pydantic
   message; ``max_tokens`` (or ``max_completion_tokens``) is honoured on scripted JSON replies, one
   character being one token: longer text or tool arguments are cut, the usage says ``max_tokens``
   tokens and ``finish_reason`` becomes ``"length"`` (``"tool_calls"`` for a cut call in the llama.cpp
@@ -31,7 +32,7 @@ measured on llama-cpp-python's server, see the adapter's profiles module):
   with an empty message; a forced ``{"type": "function", ...}`` choice always yields a call to that
   function (the scripted one, or one with ``server.forced_arguments[name]``); in ``"auto"`` mode a text
   reply comes back empty and a streamed tool call is a 200 with an empty body; ``stream_options`` and
-  ``max_completion_tokens`` are ignored;
+  ``max_completion_tokens`` are ignored (a stream never ends with a usage chunk);
 - ``flavour="chatml-function-calling"``: the llama.cpp rules, plus tool messages reach responders with
   empty content (the template drops it) and the conversation they see is HTML-escaped.
 
@@ -153,6 +154,14 @@ def stream_tool_calls(calls: list[tuple[str, str, list[str]]], *, content: list[
     return Reply(events=events)
 
 
+def _without_usage_chunk(reply: Reply) -> Reply:
+    """A stream as sent without ``stream_options.include_usage``: its usage chunk left out."""
+    if reply.events is None:
+        return reply
+    events = [e for e in reply.events if not (isinstance(e, dict) and e.get("usage") and not e.get("choices"))]
+    return Reply(reply.status, reply.body, reply.headers, events, reply.delay, reply.content_type, reply.done)
+
+
 def stream_cut(pieces: list[str], *, done: bool = True) -> Reply:
     """A text stream that ends without a finish_reason: with ``[DONE]`` or (``done=False``) a bare close."""
     events = [_chunk({"role": "assistant", "content": ""})] + [_chunk({"content": piece}) for piece in pieces]
@@ -270,7 +279,14 @@ class ChatServer:
         limit = body.get("max_tokens")
         if limit is None and not self.llama:
             limit = body.get("max_completion_tokens")
-        return _cut(reply, limit, "tool_calls" if self.llama else "length")
+        reply = _cut(reply, limit, "tool_calls" if self.llama else "length")
+        return reply if self._sends_usage(body) else _without_usage_chunk(reply)
+
+    def _sends_usage(self, body: dict) -> bool:
+        """Whether a stream ends with a usage chunk: as OpenAI, only when ``stream_options.include_usage``
+        asks for it; never in the llama.cpp flavours (they ignore ``stream_options``)."""
+        options = body.get("stream_options")
+        return not self.llama and isinstance(options, dict) and options.get("include_usage") is True
 
     def _tool_rules(self, reply: Reply, choice: Any, stream: bool) -> Reply:
         message = _message(reply)
@@ -383,8 +399,6 @@ class ChatServer:
                             if server._stopping.wait(event):
                                 return
                             continue
-                        if server.llama and event.get("usage") and not event.get("choices"):
-                            continue  # stream_options is ignored: no usage chunk
                         self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
                         self.wfile.flush()
                     if reply.done:

@@ -267,3 +267,51 @@ def test_call_grammar_constrains_to_the_offered_tools_with_bounded_strings():
     assert not any(line.startswith("root ::=") for line in lines[1:])
     both = call_grammar([SUBAGENT, LIST])
     assert "call ::= alternative-0 | alternative-1" in both.splitlines()
+
+
+def test_a_none_step_keeps_the_tool_list_so_each_prompt_extends_the_previous_one(engine):
+    """Issue 32 item 6: the tutorial's recipe forces `subagent` at the root's first step and asks for text
+    with "none" afterwards. Dropping the tools at the "none" step rewrote the system message, so the
+    whole prompt (tool list included) was evaluated again; every request must extend the previous one."""
+    sent = []
+
+    def complete(job):
+        sent.append((job.mode, job.messages))
+        if job.mode == "required":
+            return Completion("", '{"name": "subagent", "arguments": {"description": "capital", "prompt": '
+                                  '"Capital?"}}\n</tool_call>', "stop", 50, 12)
+        return Completion("Paris.", None, "stop", 60, 2)
+
+    engine.complete = complete
+
+    async def main():
+        model = tn.LocalModel(tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none")
+        async with tn.AsyncHub(model, ids="sequential") as hub:
+            return await hub.run("Find the capital of France. Delegate it.")
+
+    result = asyncio.run(main())
+    assert result.text == "Paris."
+    root = [(mode, messages) for mode, messages in sent if "Delegate it." in messages[1]["content"]]
+    assert [mode for mode, _ in root] == ["required", "none"]
+    (_, first), (_, second) = root
+    assert second[: len(first)] == first and len(second) > len(first)
+    assert first[0]["content"].startswith(TOOLS_HEADER)
+    child = next(messages for mode, messages in sent if mode == "none" and messages[-1]["content"] == "Capital?")
+    assert child[0]["content"].startswith(TOOLS_HEADER)  # a "none" child lists its tools too
+
+
+def test_a_none_step_ends_its_text_where_the_model_starts_a_tool_call():
+    """With the tools listed, a "none" step may begin a call; generation stops there (no call is made)."""
+    engine = Engine.__new__(Engine)
+    runs = []
+
+    def run(prompt, job, *, grammar, budget, watch, stream):
+        runs.append(watch)
+        return "Let me ask.", "call", 4
+
+    engine.load, engine.prompt_text, engine._tokens, engine._run = (lambda: None), (lambda m: "p"), (lambda t: [1, 2]), run
+    engine.running = None
+    job = local_engine.Generation(messages=[], max_tokens=20, temperature=0.0, seed=0, cancel=threading.Event(),
+                                  mode="none")
+    assert engine.complete(job) == Completion("Let me ask.", None, "stop", 2, 4)
+    assert runs == [True]

@@ -179,10 +179,76 @@ def test_finish_reasons(server, finish, expected):
     assert response.stop_reason == expected and response.text == "partial"
 
 
-def test_missing_usage_is_zero(server):
-    server.push(text("x", usage=None))
-    usage = call(make(server), req()).usage
-    assert (usage.input_tokens, usage.output_tokens) == (0, 0)
+def _estimate(text: str) -> int:
+    return -(-len(text) // 4)  # four characters per token, rounded up
+
+
+def _prompt_estimate(body: dict) -> int:
+    return _estimate(json.dumps([body["messages"], body.get("tools", [])], ensure_ascii=False))
+
+
+def test_missing_usage_is_estimated_never_zero(server):
+    """A completion without ``usage`` is counted: about four characters per token, marked estimated."""
+    server.push(text("four score", usage=None))
+    usage = call(make(server), req(tools=[SEARCH])).usage
+    body = server.bodies[-1]
+    assert usage == tn.Usage(_prompt_estimate(body), _estimate("four score"), estimated=True)
+    assert usage.input_tokens > 30 and usage.output_tokens == 3
+
+
+def test_reported_usage_is_kept_and_not_estimated(server):
+    server.push(text("four score", usage=(7, 2)))
+    assert call(make(server), req()).usage == tn.Usage(7, 2)
+
+
+@pytest.mark.parametrize("flavour, options", [("openai", {"stream_usage": False}), ("llama.cpp", {}),
+                                              ("llama.cpp", {"stream_usage": True})])
+def test_stream_without_a_usage_chunk_is_estimated(flavour, options):
+    """The stand-in streams usage only when ``stream_options.include_usage`` asks (as OpenAI does; the
+    llama.cpp flavour never does, as llama-cpp-python's server): without it the turn is still counted."""
+    with ChatServer(flavour=flavour) as server:
+        server.push(stream_text(["Hel", "lo ", "world"], usage=(12, 3)))
+        model = make(server, stream=True, profile=flavour, **options)
+        usage = call(model, req()).usage
+        body = server.bodies[-1]
+    assert usage == tn.Usage(_prompt_estimate(body), _estimate("Hello world"), estimated=True)
+
+
+def test_stream_with_include_usage_reports_the_servers_count(server):
+    server.push(stream_text(["Hel", "lo"], usage=(12, 3)))
+    assert call(make(server, stream=True), req()).usage == tn.Usage(12, 3)
+    assert server.bodies[-1]["stream_options"] == {"include_usage": True}
+
+
+def test_cut_answer_without_usage_counts_its_whole_limit(server):
+    """A call cut by max_tokens is dropped, but its tokens were generated: the estimate is the limit."""
+    server.push(tool_calls([("c1", "search", '{"q": "cut mid-')], usage=None))
+    response = call(make(server), req(tools=[SEARCH], max_tokens=40))
+    assert response.stop_reason == "max_tokens" and response.tool_calls == []
+    assert response.usage.output_tokens == 40 and response.usage.estimated
+
+
+def test_streamed_turns_without_usage_spend_the_token_budget(server):
+    """The bypass of issue 32: a streaming model whose server sends no usage ran every step of a turn
+    past its budget, and hub.agents() showed 0 tokens. The estimate is charged: the next step is refused."""
+    server.push(stream_tool_calls([("c1", "job_list", ["{}"])]))
+    server.push(stream_text(["never reached"]))
+    model = make(server, stream=True, stream_usage=False)
+
+    async def main():
+        async with tn.AsyncHub(model, ids="sequential", token_budget=50) as hub:
+            result = await hub.run("list your jobs")
+            return result, hub.agents()
+
+    result, rows = asyncio.run(main())
+    spent = result.usage.input_tokens + result.usage.output_tokens
+    assert result.stop_reason == "token-budget" and result.text == ""
+    assert result.diagnostic == f"its token budget is spent: {spent} of 50 tokens used (token_budget=50)"
+    assert len(server.requests) == 1
+    assert result.usage.estimated and spent > 50
+    assert rows[0]["input_tokens"] + rows[0]["output_tokens"] == spent
+    assert repr(result).endswith(f"tokens={result.usage.input_tokens}/{result.usage.output_tokens} (estimated), "
+                                 f"diagnostic={result.diagnostic!r})")
 
 
 def test_malformed_tool_arguments_name_the_tool(server):
@@ -791,3 +857,23 @@ def test_without_listeners_requests_carry_no_delta_publisher(server):
     asyncio.run(main())
     assert seen == [None]  # nobody listens: nothing is built per piece
     assert call(model, req()).text == "ok"
+
+
+def test_a_none_step_keeps_the_tools_and_extends_the_previous_request(server):
+    """Issue 32 item 6: "none" is sent as ``tool_choice`` with the tool list kept, so each request of an
+    agent extends the previous one (a server's prompt cache reuses the tools and the conversation)."""
+    server.push(tool_calls([("c1", "search", {"q": "capital"})]), text("Paris."))
+    model = make(server, tool_choice=lambda r: "search" if r.step == 1 else "none")
+
+    async def main():
+        async with tn.AsyncHub(model, ids="sequential", tools=[tn.Tool(lambda q: f"found {q}", name="search")],
+                               delegation_tools=[]) as hub:
+            return await hub.run("Find the capital.")
+
+    assert asyncio.run(main()).text == "Paris."
+    first, second = server.bodies
+    assert (first["tool_choice"], second["tool_choice"]) == ({"type": "function", "function": {"name": "search"}},
+                                                             "none")
+    assert second["tools"] == first["tools"] and "search" in [t["function"]["name"] for t in first["tools"]]
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert len(second["messages"]) == len(first["messages"]) + 2  # the call, then its result

@@ -124,7 +124,8 @@ def test_llama_cpp_sends_max_tokens_and_no_stream_options(llama):
     body = llama.bodies[0]
     assert body["max_tokens"] == 9 and "max_completion_tokens" not in body
     assert body["stream"] is True and "stream_options" not in body
-    assert (response.text, response.usage.output_tokens) == ("hi", 0)  # the server sends no usage
+    # the server sends no usage: the turn is counted all the same, marked as an estimate
+    assert (response.text, response.usage.output_tokens, response.usage.estimated) == ("hi", 1, True)
 
 
 def test_max_completion_tokens_is_ignored_by_llama_cpp(llama):
@@ -236,3 +237,28 @@ def test_without_tool_choice_llama_cpp_never_sees_the_tools(llama):
     # the model wrote its call as text, since the tools were dropped from its prompt
     assert result.text == 'functions.subagent:\n{"description": "sum", "prompt": "add 2+2"}'
     assert len(llama.requests) == 1 and "tools" not in llama.requests[0].seen
+
+
+def test_small_model_server_recipe_mounts_the_delegation_tool_without_background_mode():
+    """Issue 32 item 3: the README's server recipe lost the child's answer 3 runs in 5 because the model
+    set ``run_in_background: true``. The recipe mounts ``subagent`` with ``enable_run_in_background=False``
+    (the reference's ``enableRunInBackground: false``): the schema has no such field, a forced call always
+    waits for the child, and the root's next request carries the child's answer."""
+    import toh_nb as tn
+
+    with ChatServer(flavour="llama.cpp") as server:
+        server.forced_arguments["subagent"] = {"description": "sum", "prompt": "add 2+2"}
+        server.responder = delegation_reply
+        model = make(server, profile="llama.cpp",
+                     tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none")
+
+        async def main():
+            async with AsyncHub(model, ids="sequential", max_tokens=128,
+                                delegation_tools=[tn.SubagentTool(enable_run_in_background=False)]) as hub:
+                return await hub.run("Ask a subagent: add 2+2"), hub.jobs()
+
+        result, jobs = asyncio.run(main())
+        first = server.bodies[0]
+    subagent = next(t for t in first["tools"] if t["function"]["name"] == "subagent")
+    assert "run_in_background" not in subagent["function"]["parameters"]["properties"]
+    assert len(jobs) == 0 and result.text == "child said: 4"  # the answer came back in the foreground

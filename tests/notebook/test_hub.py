@@ -132,8 +132,10 @@ def test_background_children_progress_while_the_caller_sleeps(hub):
 def test_job_kill(hub):
     job = hub.spawn("never ends", label="slow job", background=True)
     assert job.kill("not needed") == "requested"
-    assert job.output(wait=True, timeout=5) == ""
-    assert job.status == "killed"
+    # a killed job never reads like an empty success: the foreground rendering of the aborted run
+    assert job.output(wait=True, timeout=5) == ('Error: subagent run was cancelled\n'
+                                                'The child\'s whole run: hub.transcript("agent-1")')
+    assert job.status == "killed" and job.result().stop_reason == "aborted"
     assert job.kill() == "already-finished"
     jobs = hub.jobs()
     assert jobs.loc[0, "status"] == "killed"

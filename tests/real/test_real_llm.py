@@ -114,6 +114,13 @@ def test_streamed_deltas_join_to_the_final_text(backend):
             assert len(deltas) >= 2
             assert {agent_id for agent_id, _ in deltas} == {hub.root}
             assert "".join(text for _, text in deltas) == result.text
+            # issue 32: a streamed turn is counted (llama-cpp-python's server sends no usage in a stream:
+            # estimated there; LocalModel counts with the model's tokenizer)
+            usage = result.usage
+            assert usage.input_tokens > 0 and usage.output_tokens > 0
+            assert usage.estimated == (backend.name == "server")
+            row = hub.agents()[0]
+            assert row["input_tokens"] + row["output_tokens"] == usage.input_tokens + usage.output_tokens
 
     asyncio.run(main())
 

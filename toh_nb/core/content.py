@@ -55,13 +55,19 @@ Block = Union[Text, ToolCallBlock, ToolResultBlock]
 
 @dataclass(slots=True)
 class Usage:
+    """Tokens of a model call (or a sum of calls). ``estimated`` is True when a count was not the
+    server's but estimated by the adapter (a stream that reported no usage: about four characters per
+    token), so a budget still counts the call; a sum is estimated when any part of it was."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    estimated: bool = False
 
     def add(self, other: "Usage | None") -> None:
         if other is not None:
             self.input_tokens += other.input_tokens
             self.output_tokens += other.output_tokens
+            self.estimated = self.estimated or other.estimated
 
     @property
     def total_tokens(self) -> int:
@@ -307,8 +313,20 @@ def message_to_json(message: Message) -> dict:
     if message.source is not None:
         data["source"] = source_to_json(message.source)
     if message.usage is not None:
-        data["usage"] = {"input_tokens": message.usage.input_tokens, "output_tokens": message.usage.output_tokens}
+        data["usage"] = usage_to_json(message.usage)
     return data
+
+
+def usage_to_json(usage: Usage) -> dict:
+    """``{"input_tokens", "output_tokens"}``, plus ``"estimated": true`` for an estimated count."""
+    data: dict[str, Any] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    if usage.estimated:
+        data["estimated"] = True
+    return data
+
+
+def usage_from_json(data: dict) -> Usage:
+    return Usage(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), data.get("estimated") is True)
 
 
 def content_to_json(message: Message) -> "str | list[dict]":
@@ -331,5 +349,5 @@ def message_from_json(data: dict) -> Message:
         [block_from_json(b) for b in data.get("content", [])],
         id=data.get("id"),
         source=Source(**source) if source else None,
-        usage=Usage(usage["input_tokens"], usage["output_tokens"]) if usage else None,
+        usage=usage_from_json(usage) if usage else None,
     )

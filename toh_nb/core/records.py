@@ -199,6 +199,8 @@ def check_message(data: object, field: str = "message") -> dict:
         for key in ("input_tokens", "output_tokens"):
             if not _is_int(usage.get(key)):
                 raise _wrong(f"{field}.usage.{key}", "an integer >= 0", usage.get(key))
+        if "estimated" in usage and type(usage["estimated"]) is not bool:
+            raise _wrong(f"{field}.usage.estimated", "true or false", usage["estimated"])
     return data
 
 

@@ -35,12 +35,16 @@ class JobOutcome:
     status: str  # completed | killed | failed
     detail: str | None = None
     output: str = ""
+    #: the producer's own record of how the work ended (a subagent job: the child's ``SubagentResult``,
+    #: with its stop reason, diagnostic and partial text). Never read by the ``job_output`` tool, which
+    #: keeps the reference's rule that a failed job has no output; the notebook's job handle shows it.
+    result: Any = None
 
 
 class Job:
     """One background job (a snapshot of it is what tools and tables show)."""
 
-    __slots__ = ("id", "kind", "label", "owner", "status", "detail", "output", "started", "finished",
+    __slots__ = ("id", "kind", "label", "owner", "status", "detail", "output", "result", "started", "finished",
                  "reported", "task", "by_user", "kill_reason", "child_id", "cleanup", "_waiters")
 
     def __init__(self, id: str, kind: str, label: str, owner: Any, by_user: bool) -> None:
@@ -51,6 +55,8 @@ class Job:
         self.status = "running"
         self.detail: str | None = None
         self.output = ""
+        #: how the work ended, in the producer's terms (:attr:`JobOutcome.result`), once settled
+        self.result: Any = None
         self.started = time.time()
         self.finished: float | None = None
         self.reported = False
@@ -174,6 +180,7 @@ class JobRegistry(RuntimeObserver):
         job.status = outcome.status if outcome.status in TERMINAL else "failed"
         job.detail = outcome.detail
         job.output = outcome.output or ""
+        job.result = outcome.result
         job.finished = time.time()
         active = self._active.get(job.owner)
         if active is not None:

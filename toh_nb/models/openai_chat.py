@@ -39,6 +39,12 @@ server's message — never the API key, which is also kept out of ``repr()``/``s
 bounds each attempt (for streams: the wait for each chunk). Cancelling the awaiting task (interrupt,
 kill) cancels the HTTP request at once and never triggers a retry.
 
+Usage is never lost: a completion or stream that reports no token counts (a server that ignores
+``stream_options``, as llama-cpp-python's does, or an older one that sends no ``usage``) gets an
+estimate of about four characters per token, of the request's messages and tools and of the answer's
+text and tool calls, marked ``Usage(..., estimated=True)``; so ``token_budget`` counts every call and a
+turn that produced tokens never records 0.
+
 Streaming (``stream=True``) asks for ``stream_options={"include_usage": True}`` (unless the profile
 says the server ignores it), assembles text and
 tool-call deltas into the same ``ModelResponse`` as a plain call, and passes each text delta to
@@ -368,8 +374,9 @@ class OpenAIChatModel:
             # the server chose to answer in text but its "auto" mode cannot produce the text: ask for it
             first = response.usage
             response = await self._call(client, {**params, "tool_choice": "none"}, request, limit)
-            response.usage = Usage(first.input_tokens + response.usage.input_tokens,
-                                   first.output_tokens + response.usage.output_tokens)
+            total = Usage(first.input_tokens, first.output_tokens, first.estimated)
+            total.add(response.usage)
+            response.usage = total
         return response
 
     async def _call(self, client: Any, params: dict, request: ModelRequest, limit: int | None) -> ModelResponse:
@@ -382,9 +389,9 @@ class OpenAIChatModel:
             shown = [False]  # did a streamed text delta reach on_delta during this attempt?
             try:
                 if params.get("stream"):
-                    return await self._streamed(client, params, request, shown, limit)
+                    return counted(await self._streamed(client, params, request, shown, limit), params, limit)
                 completion = await client.chat.completions.create(**params)
-                response = self._from_completion(completion, limit)
+                response = counted(self._from_completion(completion, limit), params, limit)
                 if self.stream and response.text:  # streaming was off for this request (tools): show it whole
                     await self._deltas.emit(request, response.text, self.on_delta)
                 return response
@@ -600,6 +607,36 @@ def _hit_limit(arguments: str, usage: Usage, limit: int | None) -> bool:
     if usage.output_tokens:
         return limit is not None and usage.output_tokens >= limit
     return is_cut_json(arguments)
+
+
+#: characters per token of an estimated count (the usual rule of thumb for English text and JSON)
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """About how many tokens ``text`` is (rounded up: any text is at least one token)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def counted(response: ModelResponse, params: dict, limit: int | None = None) -> ModelResponse:
+    """``response`` with its usage filled in when the server reported none (``Usage(estimated=True)``).
+
+    Each side the server left at 0 is estimated: the prompt from the request's messages and tools as
+    sent, the answer from its text and tool calls — or the whole ``limit`` when the answer stopped at
+    it (a call cut there is dropped, but its tokens were generated). A count the server gave is kept."""
+    usage = response.usage
+    prompt = usage.input_tokens or estimate_tokens(json.dumps(
+        [params.get("messages", []), params.get("tools", [])], ensure_ascii=False))
+    answer = usage.output_tokens
+    if not answer:
+        produced = response.text + "".join(
+            call.name + json.dumps(call.arguments, ensure_ascii=False) for call in response.tool_calls)
+        answer = estimate_tokens(produced)
+        if response.stop_reason == "max_tokens" and limit is not None:
+            answer = max(answer, limit)
+    if (prompt, answer) != (usage.input_tokens, usage.output_tokens):
+        response.usage = Usage(prompt, answer, estimated=True)
+    return response
 
 
 def _usage(usage: Any) -> Usage:

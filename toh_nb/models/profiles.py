@@ -48,7 +48,10 @@ The rows, and how each quirk was verified:
   ``max_tokens`` holds), and a forced call cut by ``max_tokens`` still says
   ``finish_reason: "tool_calls"`` (the adapter turns cut arguments into a ``max_tokens`` stop). The
   input side of the HTML escaping cannot be undone either: the model reads ``I&#39;m`` in earlier
-  turns. llama.cpp's own ``llama-server --jinja`` accepts null content, tool messages and
+  turns; nor can the prompt cache across a ``"none"`` step: the adapter sends the tools with
+  ``tool_choice="none"`` as on every server, but that template renders a ``"none"`` request without
+  its functions block and without the ``message:`` prefixes of earlier answers (read in
+  ``chatml_function_calling``), so that request shares only the system text with a forced one. llama.cpp's own ``llama-server --jinja`` accepts null content, tool messages and
   ``max_completion_tokens`` (measured in the 2026-11-30 report): use ``"openai"`` there.
   Measured on 2026-12-01 (``--chat_format chatml-function-calling --n_ctx 4096``; that build needed
   ``--n_batch 1 --n_ubatch 1``, it crashed on multi-token batches): null assistant content → HTTP 500

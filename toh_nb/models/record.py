@@ -40,7 +40,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..core.content import ToolCall, Usage, block_to_json
+from ..core.content import ToolCall, block_to_json, usage_from_json, usage_to_json
 from ..core.errors import ModelError, ReplayMissError, UsageError
 from ..core.threads import run_engine
 from ..core.model import ModelRequest, ModelResponse, call_off_loop
@@ -93,7 +93,7 @@ def response_to_json(response: ModelResponse) -> dict:
     return {
         "text": response.text,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls],
-        "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+        "usage": usage_to_json(response.usage),
         "stop_reason": response.stop_reason,
     }
 
@@ -103,7 +103,7 @@ def response_from_json(data: dict) -> ModelResponse:
     return ModelResponse(
         text=data.get("text", ""),
         tool_calls=[ToolCall(c["name"], dict(c.get("arguments") or {}), c.get("id")) for c in data.get("tool_calls", [])],
-        usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))),
+        usage=usage_from_json(usage),
         stop_reason=data.get("stop_reason"),
     )
 

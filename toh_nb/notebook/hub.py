@@ -544,11 +544,21 @@ class Job(JobFacts):
     def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` first waits for the job to
         settle, for at most ``timeout`` seconds (``None``: no limit). The job keeps running after a
-        timeout or a KeyboardInterrupt."""
+        timeout or a KeyboardInterrupt. A job that did not complete returns what a foreground delegation
+        returns for the same run (``Error: <headline>``, ``Diagnostic: …``, ``Partial output before the
+        run ended:`` …) and the ``hub.transcript(...)`` that holds the child's whole run."""
+        return self._read(self._inner.output, wait, timeout)
+
+    def result(self, wait: bool = False, timeout: float | None = None) -> "RunResult | None":
+        """The settled job's RunResult (``.stop_reason``, ``.diagnostic``, ``.text``, ``.usage``,
+        ``.agent_id``: the child's id), None while it runs; ``wait``/``timeout`` as for :meth:`output`."""
+        return self._read(self._inner.result, wait, timeout)
+
+    def _read(self, method: Callable[..., Any], wait: bool, timeout: float | None) -> Any:
         if not isinstance(wait, bool):
             raise UsageError(f"wait must be True or False, got {wait!r}")
         check_timeout(timeout)
-        call = functools.partial(self._inner.output, wait=wait, timeout=timeout)
+        call = functools.partial(method, wait=wait, timeout=timeout)
         if not wait:
             return self._call(call)
         with explained(self._stopped_waiting):

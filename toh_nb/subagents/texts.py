@@ -86,6 +86,12 @@ def failure_text(stop_reason: str, diagnostic: str | None, partial: str) -> str:
     return text
 
 
+def whole_run_at(child_id: str) -> str:
+    """Where the notebook user finds everything a background child did (its job handle's output of a
+    run that did not complete ends with this line)."""
+    return f'The child\'s whole run: hub.transcript("{child_id}")'
+
+
 def run_and_dispose_failed(result_error: str, dispose_error: str) -> str:
     return f"subagent run failed: {result_error}; dispose failed: {dispose_error}"
 

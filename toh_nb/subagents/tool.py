@@ -246,14 +246,23 @@ async def _cancelled_result(run: Any) -> ToolResult:
 
 
 def settle_run_outcome(result: SubagentResult) -> JobOutcome:
+    """The job's outcome from its run's (the run's result travels along for the notebook's handle)."""
     if result.stop_reason == "completed":
-        return JobOutcome("completed", output=result.text)
+        return JobOutcome("completed", output=result.text, result=result)
     if result.stop_reason == "aborted":
-        return JobOutcome("killed")
+        return JobOutcome("killed", result=result)
     detail = result.stop_reason
     if result.diagnostic:
         detail += f"; diagnostic: {result.diagnostic}"
-    return JobOutcome("failed", detail)
+    return JobOutcome("failed", detail, result=result)
+
+
+def _recorded(run: Any) -> SubagentResult | None:
+    """The run's outcome once it is in (after a dispose), else None."""
+    outcome = run.result
+    if outcome.done() and not outcome.cancelled() and outcome.exception() is None:
+        return outcome.result()
+    return None
 
 
 def background_starter(service: SubagentService, provider: str, request: StartRequest) -> Callable[[Any], Any]:
@@ -285,9 +294,10 @@ async def _collect(service: SubagentService, provider: str, request: StartReques
             job.child_id = run.id
         result = await run.result
     except asyncio.CancelledError:
-        if run is not None:
-            await run.dispose()
-        return JobOutcome("killed")
+        if run is None:
+            return JobOutcome("killed")
+        await run.dispose()
+        return JobOutcome("killed", result=_recorded(run))  # what the child wrote before the kill
     except Exception as error:
         if run is not None:
             try:
