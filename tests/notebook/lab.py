@@ -202,9 +202,20 @@ def run_all(page) -> None:
 
 
 def run_cell(page, index: int) -> None:
-    """Select cell ``index`` and run it (``notebook:run-cell``)."""
+    """Select cell ``index`` and run it (``notebook:run-cell``), waiting until it finished (the command's
+    promise settles when the cell's execution ends: :func:`start_cell` does not wait)."""
     page.evaluate("""(index) => {
         const nb = window.jupyterapp.shell.currentWidget.content;
         nb.activeCellIndex = index;
         return window.jupyterapp.commands.execute('notebook:run-cell');
+    }""", index)
+
+
+def start_cell(page, index: int) -> None:
+    """Select cell ``index`` and start running it without waiting for it to finish (the page stays
+    usable while the kernel runs it)."""
+    page.evaluate("""(index) => {
+        const nb = window.jupyterapp.shell.currentWidget.content;
+        nb.activeCellIndex = index;
+        window.jupyterapp.commands.execute('notebook:run-cell');
     }""", index)

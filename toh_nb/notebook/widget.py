@@ -79,6 +79,8 @@ LIVE = ("running", "stopping", "idle")
 STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
 ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript",
            "allow", "deny")
+#: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
+KERNEL_ROUTING_HOOK = "_reply_subshell_for"
 #: where ACP permission requests asked with ``permissions="ask"`` wait (loaded only when ACP is in use)
 PERMISSIONS_MODULE = "toh_nb.acp.permissions"
 
@@ -92,8 +94,8 @@ def _keep_frontend_routing(comm: Any) -> None:
     """Undo ipykernel 7.4's reply routing for this comm (see the module docstring): its messages are
     handled on the subshell the front-end addressed, not on the busy main shell. A comm without the
     hook (ipykernel < 7.4, the ``comm`` package's own) already routes that way."""
-    if comm is not None and callable(getattr(comm, "_reply_subshell_for", None)):
-        comm._reply_subshell_for = _route_to_sender
+    if comm is not None and callable(getattr(comm, KERNEL_ROUTING_HOOK, None)):
+        setattr(comm, KERNEL_ROUTING_HOOK, _route_to_sender)  # on this comm only: ipykernel looks it up per comm
 
 
 def pending_asks(agent_ids: Any) -> list[dict]:
@@ -378,8 +380,8 @@ class AgentTree(anywidget.AnyWidget):
         try:
             self.send({"type": "outcome", "request": request, "action": action, "id": node_id, "text": text,
                        "error": bool(error)})
-        except Exception as error:  # the comm is gone: nothing to tell
-            self.errors.append(f"{type(error).__name__}: {error}")
+        except Exception as problem:  # the comm is gone: nothing to tell
+            self.errors.append(f"{type(problem).__name__}: {problem}")
 
     def act(self, action: str, node_id: str | None = None, text: str | None = None) -> Any:
         """Do what a click in the page does: ``interrupt``/``send``/``kill``/``transcript``/
