@@ -2,8 +2,8 @@
 
 :func:`lab_page` writes a notebook of the given cells into a temp dir, starts ``jupyter lab`` from this
 interpreter on 127.0.0.1 (free port, no token, every Jupyter config/runtime/settings/workspaces dir in
-the temp dir), drives the system Chromium (``/usr/bin/chromium``; never a downloaded browser) through
-Playwright to open the notebook in a fresh workspace once its kernel is idle, records uncaught page
+the temp dir; the kernel imports ``toh_nb`` from this checkout through ``PYTHONPATH``), drives the
+system Chromium (``/usr/bin/chromium``; never a downloaded browser) through Playwright to open the notebook in a fresh workspace once its kernel is idle, records uncaught page
 errors in ``window.__pageErrors``, and stops the server by its own pid afterwards. :func:`missing` says
 why it cannot run here (no Chromium, no playwright/jupyterlab), or None.
 """
@@ -25,6 +25,8 @@ import uuid
 from typing import Iterator
 
 CHROMIUM = pathlib.Path("/usr/bin/chromium")
+#: the checkout whose toh_nb the notebook's kernel must import (the one these tests belong to)
+SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SERVER_START_TIMEOUT = 30.0  # s until /api/status answers
@@ -113,6 +115,8 @@ def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb") ->
         (tmp / sub).mkdir()
         env[var] = str(tmp / sub)
     env.pop("JUPYTER_TOKEN", None)
+    # the kernel imports the toh_nb under test (this checkout), not whichever one the venv has installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH", "")]))
     env["PATH"] = os.pathsep.join([str(pathlib.Path(sys.executable).parent), env.get("PATH", "")])
     # no "receive official Jupyter news?" toast over the page
     news = tmp / "lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
@@ -198,9 +202,20 @@ def run_all(page) -> None:
 
 
 def run_cell(page, index: int) -> None:
-    """Select cell ``index`` and run it (``notebook:run-cell``)."""
+    """Select cell ``index`` and run it (``notebook:run-cell``), waiting until it finished (the command's
+    promise settles when the cell's execution ends: :func:`start_cell` does not wait)."""
     page.evaluate("""(index) => {
         const nb = window.jupyterapp.shell.currentWidget.content;
         nb.activeCellIndex = index;
         return window.jupyterapp.commands.execute('notebook:run-cell');
+    }""", index)
+
+
+def start_cell(page, index: int) -> None:
+    """Select cell ``index`` and start running it without waiting for it to finish (the page stays
+    usable while the kernel runs it)."""
+    page.evaluate("""(index) => {
+        const nb = window.jupyterapp.shell.currentWidget.content;
+        nb.activeCellIndex = index;
+        window.jupyterapp.commands.execute('notebook:run-cell');
     }""", index)

@@ -171,3 +171,75 @@ def test_an_acp_permission_request_is_answered_with_its_allow_button(tmp_path):
         expect(ask).to_have_count(0)
         expect(tree.locator('.toh-row[data-id="subagent-1"] .toh-badge')).to_have_text("completed")
         assert (work / "out.txt").read_text() == "hello"
+
+
+def live_cells(work) -> list[str]:
+    from ..acp.helpers import fake
+
+    return [
+        "import asyncio\nimport toh_nb as tn",
+        ("async def slow(request):\n"
+         "    await asyncio.sleep(120)\n"
+         "    return 'slow answer'\n"
+         f"coder = tn.AcpAgent({fake()!r}, cwd={str(work)!r}, permissions='ask')\n"
+         "root = tn.ScriptedModel({'root': [[tn.ToolCall('coder', {'description': 'writer', "
+         f"'prompt': 'WRITE {work}/out.txt hello'}})], 'writer done', 'noted', 'noted', 'noted']}})\n"
+         "hub = tn.Hub(root, ids='sequential', providers={'coder': coder},\n"
+         "             tools=[tn.SubagentTool(name='coder', provider='coder')])\n"
+         "kid = hub.start('work', label='slow', model=tn.FunctionModel(slow))"),
+        "hub.tree()",
+        ("result = hub.run('go')\n"
+         f"print('cell done:', result.text, '|', kid.status, '|', open({str(work)!r} + '/out.txt').read())"),
+    ]
+
+
+CLICK_JS = """(button) => {
+    button.click();  // the state right after the click, before any answer from the kernel can arrive
+    return {pending: button.classList.contains('toh-pending'), disabled: button.disabled,
+            busy: button.getAttribute('aria-busy')};
+}"""
+
+
+def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(tmp_path):
+    """Issue 27 §1: while ``hub.run`` blocks the cell (its root waits for an ACP child that asks
+    permission), Interrupt on another child stops that child's turn and Allow answers the ask — both
+    before the cell ends. A click marks its button pending at once; its outcome shows in the row."""
+    reason = lab.missing()
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
+    from playwright.sync_api import expect
+
+    work = tmp_path / "work"
+    work.mkdir()
+    cells = live_cells(work)
+    shot = tmp_path / "agent-tree-live.png"
+    with lab.lab_page(tmp_path, cells) as (page, server), lab.reported(page, server, shot):
+        for index in range(3):
+            lab.run_cell(page, index)
+        notebook_cells = page.locator(".jp-Notebook .jp-CodeCell")
+        tree = notebook_cells.nth(2).locator(".jp-Cell-outputArea .toh-tree")
+        slow = tree.locator('.toh-row[data-id="agent-1"]')
+        expect(slow.locator(".toh-badge")).to_have_text("running")
+        lab.start_cell(page, 3)  # hub.run blocks this cell until the ask is answered
+        blocked = notebook_cells.nth(3)
+        ask = tree.locator(".toh-ask")
+        expect(ask).to_have_count(1)
+        expect(ask).to_contain_text(f"asks permission: Write {work}/out.txt (edit)")
+        expect(blocked.locator(".jp-InputPrompt")).to_have_text("[*]:")
+
+        state = page.evaluate(CLICK_JS, slow.locator("button.toh-interrupt").element_handle())
+        assert state == {"pending": True, "disabled": True, "busy": "true"}, state
+        expect(slow.locator(".toh-outcome")).to_have_text("interrupt requested for agent agent-1")
+        expect(tree.locator(".toh-message")).to_have_text("interrupt requested for agent agent-1")
+        expect(slow.locator(".toh-badge")).to_have_text("ready")  # its turn ended: it waits for a message
+        expect(slow.locator("button.toh-interrupt")).to_have_count(0)
+        page.screenshot(path=str(shot), full_page=True)
+        assert "cell done" not in blocked.locator(".jp-Cell-outputArea").inner_text()  # only its progress line
+        expect(blocked.locator(".jp-InputPrompt")).to_have_text("[*]:")
+
+        state = page.evaluate(CLICK_JS, ask.locator("button.toh-allow").element_handle())
+        assert state == {"pending": True, "disabled": True, "busy": "true"}, state
+        expect(tree.locator(".toh-message")).to_have_text(f"allowed: Write {work}/out.txt (agent-2)")
+        expect(blocked.locator(".jp-Cell-outputArea")).to_contain_text("cell done: writer done | ready | hello")
+        expect(blocked.locator(".jp-InputPrompt")).to_have_text("[4]:")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import pytest
 import toh_nb as tn
 from toh_nb.core.errors import ClosedError, UsageError
 from toh_nb.notebook import portal as portals
+
+from .lab import SOURCE_ROOT
 
 
 async def _double(x):
@@ -344,6 +347,13 @@ KERNEL_MODE_SCRIPT = textwrap.dedent('''
         print(job.output(wait=True, timeout=5), job.status)
         print(str(hub.list_agents()))
         print(len(hub.agents()))
+        handed = []  # a widget click arrives on a kernel subshell's thread: the work must still run on the loop
+        other = threading.Thread(target=lambda: handed.append(hub.portal.submit(
+            lambda: threading.current_thread() is threading.main_thread())))
+        other.start()
+        other.join()
+        await asyncio.sleep(0.05)
+        print("submitted from another thread, ran on the loop's thread:", handed[0].result(timeout=1))
         hub.close()
         print("portal threads:", [t.name for t in threading.enumerate() if t.name.startswith("toh_nb-portal")])
 
@@ -358,7 +368,9 @@ KERNEL_MODE_SCRIPT = textwrap.dedent('''
 def test_kernel_loop_mode_runs_on_the_callers_own_loop(tmp_path):
     script = tmp_path / "kernel_mode.py"
     script.write_text(KERNEL_MODE_SCRIPT)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    # the script imports this checkout's toh_nb, not whichever one the venv has installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "Hub(root=root, model=FunctionModel, loop=kernel, open)",
@@ -366,6 +378,7 @@ def test_kernel_loop_mode_runs_on_the_callers_own_loop(tmp_path):
         "kernel-mode bg completed",
         "(no subagents)",
         "3",
+        "submitted from another thread, ran on the loop's thread: True",
         "portal threads: []",
         "kernel-mode plain",
     ]

@@ -509,3 +509,84 @@ def test_a_row_shows_its_token_budget_and_what_is_left():
             assert "token budget 100 \u00b7 tokens left 60" in str(tree) or "tokens left 60" in tree._repr_mimebundle_()[0]["text/plain"]
         finally:
             tree.close()
+
+
+# -- clicks while a cell runs: the request/outcome protocol and the comm's routing -------------------
+
+
+def outcomes_of(tree, monkeypatch) -> list[dict]:
+    sent: list[dict] = []
+    monkeypatch.setattr(tree, "send", lambda message, buffers=None: sent.append(message))
+    return sent
+
+
+def test_a_click_with_a_request_number_gets_its_outcome(tree, hub, monkeypatch):
+    sent = outcomes_of(tree, monkeypatch)
+    kid = hub.start("dig", label="slow digger")
+    wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].can_interrupt, what="running node")
+    tree._handle_custom_msg({"action": "interrupt", "id": kid.id, "request": 7}, [])
+    wait_for(lambda: sent, what="the outcome message")
+    assert sent == [{"type": "outcome", "request": 7, "action": "interrupt", "id": kid.id,
+                     "text": f"interrupt requested for agent {kid.id}", "error": False}]
+    assert kid.wait(timeout=5) is None
+
+
+def test_a_click_that_cannot_run_says_why_at_once(tree, hub, monkeypatch):
+    sent = outcomes_of(tree, monkeypatch)
+    res = hub.spawn("once", label="once")
+    tree.refresh()
+    tree._handle_custom_msg({"action": "kill", "id": res.agent_id, "request": 1}, [])
+    tree._handle_custom_msg({"action": "interrupt", "id": "agent-99", "request": 2}, [])
+    tree._handle_custom_msg({"action": "allow", "id": "ask-9", "request": 3}, [])
+    tree._handle_custom_msg({"action": "send", "id": res.agent_id, "text": "hi", "request": 4}, [])
+    assert sent == [
+        {"type": "outcome", "request": 1, "action": "kill", "id": res.agent_id,
+         "text": f"Error: kill is not available for {res.agent_id} [completed]", "error": True},
+        {"type": "outcome", "request": 2, "action": "interrupt", "id": "agent-99",
+         "text": "Error: no row 'agent-99' in this tree", "error": True},
+        {"type": "outcome", "request": 3, "action": "allow", "id": "ask-9",
+         "text": "Error: no pending permission request 'ask-9' in this tree", "error": True},
+        {"type": "outcome", "request": 4, "action": "send", "id": res.agent_id,
+         "text": f"Error: send is not available for {res.agent_id} [completed]", "error": True}]
+    assert tree.message == f"Error: send is not available for {res.agent_id} [completed]" and tree.message_error
+
+
+def test_a_click_on_a_closed_hub_is_an_error_outcome(hub, monkeypatch):
+    tree = AgentTree(hub, interval=0.05)
+    sent = outcomes_of(tree, monkeypatch)
+    kid = hub.start("dig", label="slow digger")
+    wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].can_interrupt, what="running node")
+    hub.close()
+    tree._handle_custom_msg({"action": "interrupt", "id": kid.id, "request": 5}, [])
+    assert sent == [{"type": "outcome", "request": 5, "action": "interrupt", "id": kid.id,
+                     "text": f"Error: interrupt {kid.id}: the hub is closed", "error": True}]
+
+
+def test_a_click_without_a_request_number_gets_no_outcome_message(tree, hub, monkeypatch):
+    sent = outcomes_of(tree, monkeypatch)
+    tree._handle_custom_msg({"action": "toggle", "id": "root"}, [])
+    tree._handle_custom_msg({"action": "toggle", "id": "root", "request": 2}, [])
+    assert sent == [{"type": "outcome", "request": 2, "action": "toggle", "id": "root", "text": "",
+                     "error": False}]
+
+
+def test_the_trees_comm_keeps_the_subshell_the_front_end_chose(hub, monkeypatch):
+    """ipykernel 7.4 routes a comm's incoming messages to the subshell of the request that was the parent
+    of its last outgoing message; for a tree created and refreshed by a running cell that is the busy
+    main shell (None), so a click waited for the cell. The tree's comm keeps the front-end's subshell."""
+    ipykernel_comm = pytest.importorskip("ipykernel.comm.comm")
+    import comm
+
+    if not hasattr(ipykernel_comm.BaseComm, "_reply_subshell_for"):
+        pytest.skip("this ipykernel does not re-route comm messages (< 7.4)")
+    monkeypatch.setattr(comm, "create_comm", lambda **kwargs: ipykernel_comm.BaseComm(**kwargs))
+    plain = ipykernel_comm.BaseComm(target_name="jupyter.widget")
+    plain._reply_subshell_id = None  # what publishing from a cell's context records
+    assert plain._reply_subshell_for({"method": "custom"}, "subshell-1") is None  # the kernel's routing
+    tree = AgentTree(hub, interval=0.05)
+    try:
+        tree.comm._reply_subshell_id = None
+        assert tree.comm._reply_subshell_for({"method": "custom"}, "subshell-1") == "subshell-1"
+        assert tree.comm._reply_subshell_for({"method": "update"}, None) is None  # no subshell: the main shell
+    finally:
+        tree.close()

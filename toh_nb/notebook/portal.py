@@ -444,9 +444,18 @@ class KernelRunner:
             raise
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> "concurrent.futures.Future":
+        """Start ``fn(*args)`` on the loop without waiting. Safe from any thread: a widget click handled
+        on a kernel subshell's thread hands its work to the loop, which runs it the next time the
+        loop runs (between cells, or while a facade call runs it)."""
         future: concurrent.futures.Future = concurrent.futures.Future()
         future.set_running_or_notify_cancel()
-        _start_into(future, self.loop, fn, args)
+        if threading.get_ident() == self.thread_id:
+            _start_into(future, self.loop, fn, args)
+            return future
+        try:
+            self.loop.call_soon_threadsafe(_start_into, future, self.loop, fn, args)
+        except RuntimeError:
+            raise ClosedError("the hub's event loop is closed; create a new Hub to continue") from None
         return future
 
     def register_closer(self, key: int, closer: Callable[[], Any]) -> None:

@@ -67,12 +67,66 @@ function render({ model, el }) {
   function drawAsks() {  // ACP permission requests waiting for the user (permissions="ask")
     asks.replaceChildren(...model.get("asks").map((ask) => h("div", { class: "toh-ask", "data-ask": ask.id },
       h("b", { text: `${ask.agent} asks permission: ` }), h("span", { text: `${ask.title} (${ask.kind})` }),
-      actionButton("toh-allow", "Allow", `allow ${ask.title}`, () => model.send({ action: "allow", id: ask.id })),
-      actionButton("toh-deny", "Deny", `deny ${ask.title}`, () => model.send({ action: "deny", id: ask.id })))));
+      actionButton("toh-allow", "Allow", `allow ${ask.title}`, () => ({ action: "allow", id: ask.id })),
+      actionButton("toh-deny", "Deny", `deny ${ask.title}`, () => ({ action: "deny", id: ask.id })))));
   }
 
-  function actionButton(cls, text, title, onclick) {
-    return h("button", { class: `toh-action ${cls}`, text, title, onclick });
+  // Action buttons. A click sends {action, id, text, request} and marks its button pending at once
+  // (class toh-pending, disabled, aria-busy) until the kernel answers {type: "outcome", request, text,
+  // error}; the outcome then shows next to the row's buttons (.toh-outcome). Pending states and
+  // outcomes are kept by "action:id", so they survive the row being redrawn by a refresh.
+  const pending = new Map(); // request -> "action:id"
+  const outcomes = new Map(); // row id -> {text, error}
+  let requests = 0;
+  const keyOf = (msg) => `${msg.action}:${msg.id}`;
+  const isPending = (key) => [...pending.values()].includes(key);
+
+  function request(msg) {  // send one click; returns false when the same click is still pending
+    const key = keyOf(msg);
+    if (isPending(key)) return false;
+    requests += 1;
+    pending.set(requests, key);
+    model.send({ ...msg, request: requests });
+    markPending();
+    return true;
+  }
+
+  function markPending() {
+    for (const button of el.querySelectorAll("button.toh-action[data-action-key]")) {
+      const on = isPending(button.dataset.actionKey);
+      button.classList.toggle("toh-pending", on);
+      button.disabled = on;
+      if (on) button.setAttribute("aria-busy", "true"); else button.removeAttribute("aria-busy");
+    }
+  }
+
+  // message(): the click's {action, id}; onclick: instead of sending message() (Send adds its text)
+  function actionButton(cls, text, title, message, onclick) {
+    const key = keyOf(message());
+    const button = h("button", { class: `toh-action ${cls}`, text, title, "data-action-key": key,
+      onclick: onclick || (() => request(message())) });
+    if (isPending(key)) { button.classList.add("toh-pending"); button.disabled = true; button.setAttribute("aria-busy", "true"); }
+    return button;
+  }
+
+  function outcomeNote(id) {  // the last click outcome of row `id`, shown in the row
+    const note = outcomes.get(id);
+    return note ? h("span", { class: `toh-outcome${note.error ? " toh-error" : ""}`, role: "status", text: note.text }) : null;
+  }
+
+  function onOutcome(msg) {
+    pending.delete(msg.request);
+    if (msg.id !== undefined && msg.id !== null && msg.text) {
+      outcomes.set(String(msg.id), { text: msg.text, error: !!msg.error });
+      for (const row of el.querySelectorAll(".toh-row")) {
+        if (row.dataset.id !== String(msg.id)) continue;
+        const actions = row.querySelector(".toh-actions");
+        if (!actions) continue;
+        actions.querySelectorAll(".toh-outcome").forEach((old) => old.remove());
+        actions.append(outcomeNote(String(msg.id)));
+      }
+    }
+    markPending();
   }
 
   function drawRow(row) {
@@ -90,11 +144,11 @@ function render({ model, el }) {
     const info = h("span", { class: "toh-facts", text: facts.join(" · ") });
     const actions = h("span", { class: "toh-actions" });
     if (row.can_interrupt) actions.append(actionButton("toh-interrupt", "Interrupt", `stop the current turn of ${row.id}`,
-      () => model.send({ action: "interrupt", id: row.id })));
+      () => ({ action: "interrupt", id: row.id })));
     if (row.can_kill) actions.append(actionButton("toh-kill", "Kill", `kill job ${row.id}`,
-      () => model.send({ action: "kill", id: row.id })));
+      () => ({ action: "kill", id: row.id })));
     if (row.has_transcript) actions.append(actionButton("toh-transcript", "Transcript", `show the conversation of ${row.id}`,
-      () => model.send({ action: "transcript", id: row.id })));
+      () => ({ action: "transcript", id: row.id })));
     const line = h("div", { class: `toh-row toh-kind-${row.kind}`, "data-id": row.id, role: "treeitem",
       style: `padding-left:${row.level * 18}px` }, caret, name, ident, badge, info, actions);
     if (row.can_send) {
@@ -102,12 +156,14 @@ function render({ model, el }) {
       box.value = state.sendText.get(row.id) || "";
       box.addEventListener("input", () => state.sendText.set(row.id, box.value));
       const send = () => {
-        model.send({ action: "send", id: row.id, text: box.value });
-        box.value = ""; state.sendText.delete(row.id);
+        if (request({ action: "send", id: row.id, text: box.value })) { box.value = ""; state.sendText.delete(row.id); }
       };
       box.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
-      line.append(h("span", { class: "toh-send" }, box, actionButton("toh-send-button", "Send", `message ${row.id}`, send)));
+      line.append(h("span", { class: "toh-send" }, box,
+        actionButton("toh-send-button", "Send", `message ${row.id}`, () => ({ action: "send", id: row.id }), send)));
     }
+    const note = outcomeNote(row.id);
+    if (note) actions.append(note);
     return line;
   }
 
@@ -202,6 +258,7 @@ function render({ model, el }) {
   }
 
   const onMsg = (msg) => {
+    if (msg && msg.type === "outcome") { onOutcome(msg); return; }
     if (!msg || msg.type !== "download") return;
     const url = URL.createObjectURL(new Blob([msg.text], { type: msg.mime }));
     const a = h("a", { href: url, download: msg.filename });

@@ -26,6 +26,23 @@ second so elapsed times and the timeline move. Actions run on the kernel's threa
 the portal without waiting; the outcome (the same line a model would read, e.g. ``interrupt requested
 for agent agent-2``) appears in the tree's message line (``message``).
 
+Clicks while a cell runs. The tree exists to steer agents that are running, so a click must be handled
+while a cell blocks in ``hub.run(...)``, ``kid.wait()`` or ``time.sleep``. ipykernel handles shell
+messages on its main thread only between cells; JupyterLab >= 4.4 sends comm messages over a kernel
+*subshell* (ipykernel >= 7 runs each subshell on its own thread), which is what makes a live click
+possible. ipykernel 7.4 however re-routes a comm's incoming messages to the subshell of whatever request
+was the parent of the comm's last outgoing message (``Comm._reply_subshell_for``); the tree is created
+by a cell and refreshed from the portal thread, whose parent is a cell's ``execute_request``, so every
+click was sent back to the busy main shell and ran after the cell. The tree's comm therefore keeps the
+subshell the front-end chose (:func:`_keep_frontend_routing`), and its message handler is thread-safe
+(it only hands work to the portal and sets traits). Front-ends without subshells (JupyterLab < 4.4,
+Notebook 7 with ``commsOverSubshells`` off, VS Code, ipykernel 6) still deliver clicks only between
+cells; the button then stays pending until the kernel reads the click.
+
+Every click of an action button carries a ``request`` number; the page marks the button pending at
+once and the kernel answers ``{"type": "outcome", "request": n, "id", "action", "text", "error"}``
+when the action finished (or could not run: the row then says why).
+
 Displays: the live view plus a static snapshot of the whole tree (``text/plain`` and ``text/html`` from
 :mod:`toh_nb.notebook.treeview`), so nbconvert, GitHub and nbval show the tree without a kernel;
 ``close()`` (and ``hub.close()``) replaces the live view by the final snapshot.
@@ -62,8 +79,23 @@ LIVE = ("running", "stopping", "idle")
 STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
 ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript",
            "allow", "deny")
+#: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
+KERNEL_ROUTING_HOOK = "_reply_subshell_for"
 #: where ACP permission requests asked with ``permissions="ask"`` wait (loaded only when ACP is in use)
 PERMISSIONS_MODULE = "toh_nb.acp.permissions"
+
+
+def _route_to_sender(data: Any, default: Any) -> Any:
+    """Which subshell handles a front-end message of the tree's comm: the one the front-end sent it on."""
+    return default
+
+
+def _keep_frontend_routing(comm: Any) -> None:
+    """Undo ipykernel 7.4's reply routing for this comm (see the module docstring): its messages are
+    handled on the subshell the front-end addressed, not on the busy main shell. A comm without the
+    hook (ipykernel < 7.4, the ``comm`` package's own) already routes that way."""
+    if comm is not None and callable(getattr(comm, KERNEL_ROUTING_HOOK, None)):
+        setattr(comm, KERNEL_ROUTING_HOOK, _route_to_sender)  # on this comm only: ipykernel looks it up per comm
 
 
 def pending_asks(agent_ids: Any) -> list[dict]:
@@ -143,6 +175,16 @@ def widget_rows(rows: list[dict]) -> list[dict]:
             parent["subtree_tokens"] += item["subtree_tokens"]
             parent["children"] += 1
     return out
+
+
+def _outcome(future: Any, what: str) -> tuple[str, bool]:
+    """(the line, whether it is an error) for the finished future of action ``what``."""
+    if future.cancelled():
+        return f"Error: {what}: cancelled before it finished", True
+    error = future.exception()
+    if error is not None:
+        return (f"Error: {error}" if isinstance(error, TohError) else f"Error: {type(error).__name__}: {error}"), True
+    return str(future.result()), False
 
 
 def _extra_value(column: str, value: Any) -> Any:
@@ -252,6 +294,8 @@ class AgentTree(anywidget.AnyWidget):
         check_seconds(interval, "interval", positive=True, none=None)
         check_count(max_nodes, "max_nodes")
         super().__init__(**kwargs)
+        _keep_frontend_routing(self.comm)
+        self.observe(lambda change: _keep_frontend_routing(change["new"]), names=["comm"])
         self.hub = hub
         self._facade = facade
         self._hub = inner
@@ -264,6 +308,8 @@ class AgentTree(anywidget.AnyWidget):
         self.last_message = ""
         self.downloads: list[dict] = []  # what the export actions sent to the page (for tests)
         self._lock = threading.Lock()
+        self._filter_lock = threading.RLock()  # the portal thread and a subshell both recompute `visible`
+        self._local = threading.local()  # what _say said while one page request is handled
         self._dirty = False
         self._pending: Any = None
         self._heartbeat: Any = None
@@ -287,9 +333,10 @@ class AgentTree(anywidget.AnyWidget):
     # -- filtering and collapsing (state in traits; rules in visible_ids) ---------------------------
 
     def _refilter(self, change: Any = None) -> None:
-        visible = visible_ids(self.rows, self.query, self.status_filter, self.collapsed, self.collapse_finished)
-        if visible != self.visible:
-            self.visible = visible
+        with self._filter_lock:
+            visible = visible_ids(self.rows, self.query, self.status_filter, self.collapsed, self.collapse_finished)
+            if visible != self.visible:
+                self.visible = visible
 
     def toggle(self, node_id: str) -> None:
         """Collapse an expanded row, expand a collapsed one (what its caret does)."""
@@ -303,12 +350,38 @@ class AgentTree(anywidget.AnyWidget):
     # -- clicks from the page -------------------------------------------------------------------------
 
     def _on_message(self, widget: Any, content: Any, buffers: Any) -> None:
+        """A click from the page (on a subshell thread while a cell runs, see the module docstring)."""
         if not isinstance(content, dict):
             return
+        request = content.get("request")
+        action, node_id = content.get("action"), content.get("id")
+        self._local.said = self._local.what = None
         try:
-            self.act(content.get("action"), content.get("id"), content.get("text"))
+            result = self.act(action, node_id, content.get("text"))
         except Exception as error:  # a bad message from the page is shown, never raised into the kernel
             self._say(f"Error: {error}", error=True)
+            result = None
+        said, self._local.said = self._local.said, None
+        if request is None:
+            return
+        if isinstance(result, (concurrent.futures.Future, asyncio.Future)):
+            what = self._local.what
+            result.add_done_callback(lambda f: self._reply(request, action, node_id, *_outcome(f, what)))
+        elif said is not None:
+            self._reply(request, action, node_id, *said)
+        else:
+            self._reply(request, action, node_id, result if isinstance(result, str) else "", False)
+
+    def _reply(self, request: Any, action: Any, node_id: Any, text: str, error: bool) -> None:
+        """Tell the page that request ``request`` is over: its button leaves the pending state and the
+        row shows ``text``."""
+        if self._closed_tree:
+            return
+        try:
+            self.send({"type": "outcome", "request": request, "action": action, "id": node_id, "text": text,
+                       "error": bool(error)})
+        except Exception as problem:  # the comm is gone: nothing to tell
+            self.errors.append(f"{type(problem).__name__}: {problem}")
 
     def act(self, action: str, node_id: str | None = None, text: str | None = None) -> Any:
         """Do what a click in the page does: ``interrupt``/``send``/``kill``/``transcript``/
@@ -439,11 +512,12 @@ class AgentTree(anywidget.AnyWidget):
 
     def _submit(self, make: Callable[[], Any], what: str) -> concurrent.futures.Future | asyncio.Future | None:
         """Hand ``make()`` (a coroutine factory) to the portal and return at once; report the outcome."""
+        self._local.what = what
         if self._closed_tree:
-            self._say(f"{what}: this tree is closed")
+            self._say(f"Error: {what}: this tree is closed", error=True)
             return None
         if getattr(self._hub, "closed", False):
-            self._say(f"{what}: the hub is closed")
+            self._say(f"Error: {what}: the hub is closed", error=True)
             return None
         self._say(f"{what} \u2026")
         if self._portal is not None:
@@ -456,7 +530,7 @@ class AgentTree(anywidget.AnyWidget):
             return future
         loop = self._loop or _running_loop()
         if loop is None or not loop.is_running():
-            self._say(f"{what}: the hub's loop is not running")
+            self._say(f"Error: {what}: the hub's loop is not running", error=True)
             return None
         if _running_loop() is loop:
             future = loop.create_task(make())
@@ -466,22 +540,17 @@ class AgentTree(anywidget.AnyWidget):
         return future
 
     def _finished(self, future: Any, what: str) -> None:
-        if future.cancelled():
-            self._say(f"{what}: cancelled")
-            return
-        error = future.exception()
-        if error is not None:
-            self._say(f"Error: {error}" if isinstance(error, TohError) else f"Error: {type(error).__name__}: {error}",
-                      error=True)
-        else:
-            self._say(str(future.result()))
-        self._mark_dirty()
+        self._say(*_outcome(future, what))
+        if not future.cancelled():
+            self._mark_dirty()
 
     def _say(self, text: str, error: bool = False) -> None:
+        error = bool(error or text.startswith("Error:"))
         self.last_message = text
+        self._local.said = (text, error)
         with self.hold_sync():
             self.message = text
-            self.message_error = bool(error or text.startswith("Error:"))
+            self.message_error = error
 
     # -- actions (kernel thread: submit and return) ------------------------------------------------
 
