@@ -89,8 +89,8 @@ def test_abandoned_sync_calls_show_on_their_agent_only_when_there_are_some():
                      {"kind": "agent", "id": "agent-1", "tree_parent": "root", "mode": "one-shot",
                       "status": "finished", "stop_reason": "max-time", "abandoned_tools": 3}])
     assert tree_text(rows).splitlines()[1:] == [
-        "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out",
-        "\u2514\u2500\u2500 agent-1 \u00b7 one-shot \u00b7 completed \u00b7 turns 0 \u00b7 tokens 0 in / 0 out "
+        "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out \u00b7 1 failure below",
+        "\u2514\u2500\u2500 agent-1 \u00b7 one-shot \u00b7 completed \u00b7 max-time \u00b7 turns 0 \u00b7 tokens 0 in / 0 out "
         "\u00b7 abandoned tools 3"]
     assert "<th>abandoned tools</th>" in tree_html(rows) and "<td>3</td>" in tree_html(rows)
     assert "<th>abandoned tools</th>" not in tree_html(rows[:1])
