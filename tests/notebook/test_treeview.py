@@ -159,13 +159,13 @@ def test_the_html_snapshot_shows_outcomes_with_their_diagnostic_on_hover_and_fai
         {"kind": "agent", "id": "agent-2", "tree_parent": "root", "mode": "continuable", "status": "ready",
          "stop_reason": "completed", "denied": "rm -rf (execute)"}])
     page = tree_html(rows)
-    assert ("<span class='toh-failures-below' style='color:#c62828;font-size:85%'>\u26a0 1 failure below</span>"
+    assert ("<span class='toh-failures-below' style='color:var(--jp-error-color1, #c62828);font-size:85%'>\u26a0 1 failure below</span>"
             in page)
     assert ("<span class='toh-outcome' title='RuntimeError: &lt;no source&gt;\nat line 2' style='border:1px solid "
-            "#c62828;color:#c62828;border-radius:8px;padding:0 6px;font-size:85%'>error</span>") in page
+            "var(--jp-error-color1, #c62828);color:var(--jp-error-color1, #c62828);border-radius:8px;padding:0 6px;font-size:85%'>error</span>") in page
     assert ("<td style='text-align:left' title='RuntimeError: &lt;no source&gt;\nat line 2'>RuntimeError: "
             "&lt;no source&gt;\u2026</td>") in page and "<th>diagnostic</th>" in page
-    assert "<span class='toh-outcome' style='border:1px solid #6d4c41;color:#6d4c41;" in page  # not a failure
+    assert "<span class='toh-outcome' style='border:1px solid var(--jp-ui-font-color2, #6d4c41);" in page  # not a failure
     assert tree_text(rows).splitlines()[1:] == [
         "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out \u00b7 1 failure below",
         "\u251c\u2500\u2500 agent-1 \u00b7 one-shot \u00b7 failed \u00b7 error \u00b7 turns 0 \u00b7 tokens 0 in / 0 out "

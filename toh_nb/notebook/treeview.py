@@ -288,16 +288,21 @@ def status_badge(status: str) -> str:
             f"font-size:85%'>{html.escape(status)}</span>")
 
 
+#: the static snapshot's outcome marks follow the page's theme (JupyterLab's variables; light defaults)
+FAILURE_COLOUR = "var(--jp-error-color1, #c62828)"
+OUTCOME_COLOUR = "var(--jp-ui-font-color2, #6d4c41)"
+
+
 def outcome_html(row: dict) -> str:
     """The marks after a status badge: the outcome (its diagnostic on hover) and the failures below."""
     out = ""
     if row.get("outcome"):
         title = f" title='{html.escape(row['diagnostic'])}'" if row.get("diagnostic") else ""
-        colour = "#c62828" if row.get("failure") else "#6d4c41"
+        colour = FAILURE_COLOUR if row.get("failure") else OUTCOME_COLOUR
         out += (f" <span class='toh-outcome'{title} style='border:1px solid {colour};color:{colour};"
                 f"border-radius:8px;padding:0 6px;font-size:85%'>{html.escape(row['outcome'])}</span>")
     if row.get("failures_below"):
-        out += (f" <span class='toh-failures-below' style='color:#c62828;font-size:85%'>"
+        out += (f" <span class='toh-failures-below' style='color:{FAILURE_COLOUR};font-size:85%'>"
                 f"\u26a0 {html.escape(failures_text(row['failures_below']))}</span>")
     return out
 
