@@ -25,6 +25,7 @@ import uuid
 from typing import Iterator
 
 CHROMIUM = pathlib.Path("/usr/bin/chromium")
+REPO = pathlib.Path(__file__).resolve().parents[2]
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SERVER_START_TIMEOUT = 30.0  # s until /api/status answers
@@ -114,6 +115,8 @@ def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb") ->
         env[var] = str(tmp / sub)
     env.pop("JUPYTER_TOKEN", None)
     env["PATH"] = os.pathsep.join([str(pathlib.Path(sys.executable).parent), env.get("PATH", "")])
+    # the kernel imports the toh_nb under test (this checkout), not whichever one is installed
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     # no "receive official Jupyter news?" toast over the page
     news = tmp / "lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     news.parent.mkdir(parents=True)
