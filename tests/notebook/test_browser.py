@@ -120,7 +120,7 @@ def test_agent_tree_buttons_filters_and_timeline_in_jupyterlab(tmp_path):
         # the timeline: a lane and a bar per row
         tree.locator("button.toh-view-timeline").click()
         # the selected view stays readable under the pointer (white on dark blue, not the hover grey)
-        expect(tree.locator("button.toh-view-timeline")).to_have_css("background-color", "rgb(21, 101, 192)")
+        expect(tree.locator("button.toh-view-timeline")).to_have_css("background-color", "rgb(25, 118, 210)")  # --jp-brand-color1
         expect(tree.locator(".toh-lane")).to_have_count(5)
         expect(tree.locator(".toh-rows")).to_be_hidden()
         widths = page.evaluate("""(tree) => [...tree.querySelectorAll('.toh-bar')]
