@@ -40,7 +40,9 @@ def job_rows(jobs: Any) -> list[dict]:
 
 
 def agent_rows(runtime: Any, root_id: str) -> list[dict]:
-    """Every agent of the hub's tree (root first, then pre-order), live or stored."""
+    """Every agent of the hub's tree (root first, then pre-order), live or stored: the AGENT_COLUMNS,
+    plus ``diagnostic`` (what the tree shows of how the agent's last turn ended: the turn's error or
+    cause, a corrupt log's problem; None when there is none), which the table leaves out."""
     store = runtime.store
     # a store that keeps what it read of each stored log answers without parsing it again: the live
     # tree refreshes this table up to ten times a second
@@ -55,12 +57,13 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
         live = runtime.agents.get(agent_id)
         try:
             summary = summarize(live.session) if live is not None else summary_of(agent_id)
-        except Exception:
+        except Exception as error:
             rows.append({"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
                          "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
                          "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
                          "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None,
-                         "abandoned_tools": abandoned.get(agent_id, 0), "denied": None})
+                         "abandoned_tools": abandoned.get(agent_id, 0), "denied": None,
+                         "diagnostic": str(error) or type(error).__name__})
             continue
         header = summary.header
         record = descriptors.identity(summary.descriptor) if summary.descriptor is not None else None
@@ -82,7 +85,7 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
                      "stop_reason": TURN_TO_STOP.get(reason) if reason else None,
                      "abandoned_tools": abandoned.get(agent_id, 0),
                      # the permissions refused to an external (ACP) agent: a quiet "completed" may hide them
-                     "denied": "; ".join(summary.denied) or None})
+                     "denied": "; ".join(summary.denied) or None, "diagnostic": summary.last_error})
         children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
         for child in reversed(children):
             stack.append((child.id, depth + 1))

@@ -120,7 +120,7 @@ def test_agent_tree_buttons_filters_and_timeline_in_jupyterlab(tmp_path):
         # the timeline: a lane and a bar per row
         tree.locator("button.toh-view-timeline").click()
         # the selected view stays readable under the pointer (white on dark blue, not the hover grey)
-        expect(tree.locator("button.toh-view-timeline")).to_have_css("background-color", "rgb(21, 101, 192)")
+        expect(tree.locator("button.toh-view-timeline")).to_have_css("background-color", "rgb(25, 118, 210)")  # --jp-brand-color1
         expect(tree.locator(".toh-lane")).to_have_count(5)
         expect(tree.locator(".toh-rows")).to_be_hidden()
         widths = page.evaluate("""(tree) => [...tree.querySelectorAll('.toh-bar')]
@@ -230,7 +230,7 @@ def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(
 
         state = page.evaluate(CLICK_JS, slow.locator("button.toh-interrupt").element_handle())
         assert state == {"pending": True, "disabled": True, "busy": "true"}, state
-        expect(slow.locator(".toh-outcome")).to_have_text("interrupt requested for agent agent-1")
+        expect(slow.locator(".toh-click-result")).to_have_text("interrupt requested for agent agent-1")
         expect(tree.locator(".toh-message")).to_have_text("interrupt requested for agent agent-1")
         expect(slow.locator(".toh-badge")).to_have_text("ready")  # its turn ended: it waits for a message
         expect(slow.locator("button.toh-interrupt")).to_have_count(0)

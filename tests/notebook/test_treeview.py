@@ -89,8 +89,8 @@ def test_abandoned_sync_calls_show_on_their_agent_only_when_there_are_some():
                      {"kind": "agent", "id": "agent-1", "tree_parent": "root", "mode": "one-shot",
                       "status": "finished", "stop_reason": "max-time", "abandoned_tools": 3}])
     assert tree_text(rows).splitlines()[1:] == [
-        "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out",
-        "\u2514\u2500\u2500 agent-1 \u00b7 one-shot \u00b7 completed \u00b7 turns 0 \u00b7 tokens 0 in / 0 out "
+        "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out \u00b7 1 failure below",
+        "\u2514\u2500\u2500 agent-1 \u00b7 one-shot \u00b7 completed \u00b7 max-time \u00b7 turns 0 \u00b7 tokens 0 in / 0 out "
         "\u00b7 abandoned tools 3"]
     assert "<th>abandoned tools</th>" in tree_html(rows) and "<td>3</td>" in tree_html(rows)
     assert "<th>abandoned tools</th>" not in tree_html(rows[:1])
@@ -149,3 +149,32 @@ def test_static_snapshots_of_big_trees_end_with_a_count_of_the_rest(monkeypatch)
     assert lines[-2].startswith("\u251c\u2500\u2500 w2")  # still drawn as a middle sibling
     page = tree_html(rows)
     assert page.count("<tr>") == 4 and "\u2026 3 more rows" in page
+
+
+def test_the_html_snapshot_shows_outcomes_with_their_diagnostic_on_hover_and_failures_below():
+    rows = preorder([
+        {"kind": "agent", "id": "root", "tree_parent": None, "mode": "root", "status": "idle"},
+        {"kind": "agent", "id": "agent-1", "tree_parent": "root", "mode": "one-shot", "status": "failed",
+         "stop_reason": "error", "diagnostic": "RuntimeError: <no source>\nat line 2"},
+        {"kind": "agent", "id": "agent-2", "tree_parent": "root", "mode": "continuable", "status": "ready",
+         "stop_reason": "completed", "denied": "rm -rf (execute)"}])
+    page = tree_html(rows)
+    assert ("<span class='toh-failures-below' style='color:var(--jp-error-color1, #c62828);font-size:85%'>\u26a0 1 failure below</span>"
+            in page)
+    assert ("<span class='toh-outcome' title='RuntimeError: &lt;no source&gt;\nat line 2' style='border:1px solid "
+            "var(--jp-error-color1, #c62828);color:var(--jp-error-color1, #c62828);border-radius:8px;padding:0 6px;font-size:85%'>error</span>") in page
+    assert ("<td style='text-align:left' title='RuntimeError: &lt;no source&gt;\nat line 2'>RuntimeError: "
+            "&lt;no source&gt;\u2026</td>") in page and "<th>diagnostic</th>" in page
+    assert "<span class='toh-outcome' style='border:1px solid var(--jp-ui-font-color2, #6d4c41);" in page  # not a failure
+    assert tree_text(rows).splitlines()[1:] == [
+        "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out \u00b7 1 failure below",
+        "\u251c\u2500\u2500 agent-1 \u00b7 one-shot \u00b7 failed \u00b7 error \u00b7 turns 0 \u00b7 tokens 0 in / 0 out "
+        "\u00b7 diagnostic: RuntimeError: <no source>\u2026",
+        "\u2514\u2500\u2500 agent-2 \u00b7 continuable \u00b7 ready \u00b7 permission denied \u00b7 turns 0 "
+        "\u00b7 tokens 0 in / 0 out \u00b7 denied rm -rf (execute)"]
+    assert "<th>diagnostic</th>" not in tree_html(rows[2:])  # no empty column
+
+
+def test_a_long_diagnostic_is_cut_in_the_text_snapshot():
+    assert treeview.short_diagnostic("x" * 200) == "x" * 119 + "\u2026"
+    assert treeview.short_diagnostic("short") == "short"

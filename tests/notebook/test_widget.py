@@ -445,7 +445,7 @@ def test_repr_is_the_whole_tree_text():
     script = tn.ScriptedModel({
         "lead": [tn.ToolCall("subagent", {"description": "helper of the lead", "prompt": "help",
                                           "run_in_background": True}),
-                 "lead started a helper"],
+                 "lead started a helper", "lead read the helper's report"],  # turn 2: the settlement notice
         "helper of the lead": ["helped"],
         "second": ["second done"],
     })
@@ -590,3 +590,102 @@ def test_the_trees_comm_keeps_the_subshell_the_front_end_chose(hub, monkeypatch)
         assert tree.comm._reply_subshell_for({"method": "update"}, None) is None  # no subshell: the main shell
     finally:
         tree.close()
+
+
+# -- how things ended: outcome marks, diagnostics, failures kept in sight ----------------------------
+
+
+def failing_tree(request: tn.ModelRequest):
+    """A lead delegating to two checks (``check 1`` fails); ``hold…`` blocks until interrupted."""
+    label = request.label or "root"
+    if label.startswith("hold"):
+        return asyncio.sleep(GATE_SECONDS, result="late")
+    if label == "lead" and not any(m.role == "tool" for m in request.messages):
+        return [tn.ToolCall("subagent", {"description": f"check {c}", "prompt": "check"}) for c in range(2)]
+    if label == "check 1":
+        raise RuntimeError("the check could not reach its source")
+    return f"{label}: done"
+
+
+async def failing_model(request: tn.ModelRequest):
+    answer = failing_tree(request)
+    return await answer if asyncio.iscoroutine(answer) else answer
+
+
+@pytest.fixture
+def failing_hub():
+    with tn.Hub(model=tn.ScriptedModel(default=failing_model), ids="sequential") as h:
+        yield h
+
+
+def test_rows_say_how_each_agent_ended_and_mark_the_ancestors_of_failures(failing_hub):
+    hub = failing_hub
+    hub.start("lead it", label="lead").wait(timeout=5)
+    hold = hub.start("wait", label="hold on")
+    wait_for(lambda: ("agent-4", "running") in set(zip(hub.agents()["id"], hub.agents()["status"])),
+             what="hold runs")
+    hold.interrupt()
+    hold.wait(timeout=5)
+    tree = hub.tree()
+    nodes = tree.nodes
+    marks = {i: (nodes[i].status, nodes[i].outcome, nodes[i].diagnostic, nodes[i].failure, nodes[i].failures_below)
+             for i in ("root", "agent-1", "agent-2", "agent-3", "agent-4")}
+    assert marks == {
+        "root": ("idle", "", "", False, 1),
+        "agent-1": ("ready", "", "", False, 1),  # the lead carried on: not a failure, one below it
+        "agent-2": ("completed", "", "", False, 0),
+        "agent-3": ("failed", "error", "the check could not reach its source", True, 0),
+        "agent-4": ("ready", "aborted", "stopped by parent", False, 0)}  # interrupted: ready · aborted
+    assert tree.text().splitlines()[1:] == [
+        "root (you) \u00b7 idle \u00b7 turns 0 \u00b7 tokens 0 in / 0 out \u00b7 1 failure below",
+        "\u251c\u2500\u2500 lead \u00b7 agent-1 \u00b7 continuable \u00b7 ready \u00b7 turns 1 \u00b7 tokens 0 in / 0 out "
+        "\u00b7 1 failure below",
+        "\u2502   \u251c\u2500\u2500 check 0 \u00b7 agent-2 \u00b7 one-shot \u00b7 completed \u00b7 turns 1 "
+        "\u00b7 tokens 0 in / 0 out",
+        "\u2502   \u2514\u2500\u2500 check 1 \u00b7 agent-3 \u00b7 one-shot \u00b7 failed \u00b7 error \u00b7 turns 1 "
+        "\u00b7 tokens 0 in / 0 out \u00b7 diagnostic: the check could not reach its source",
+        "\u2514\u2500\u2500 hold on \u00b7 agent-4 \u00b7 continuable \u00b7 ready \u00b7 aborted \u00b7 turns 1 "
+        "\u00b7 tokens 0 in / 0 out \u00b7 diagnostic: stopped by parent"]
+    tree.close()
+
+
+def test_collapse_finished_keeps_failures_and_the_way_to_them_in_sight(failing_hub):
+    hub = failing_hub
+    hub.start("lead it", label="lead").wait(timeout=5)
+    tree = hub.tree()
+    assert tree.visible == ["root", "agent-1", "agent-2", "agent-3"] and tree.folded == []
+    tree.collapse_finished = True
+    # the lead (settled) folds: its finished check hides, the failed one stays under it
+    assert tree.visible == ["root", "agent-1", "agent-3"] and tree.folded == ["agent-1"]  # the caret shows ▸
+    tree.act("toggle", "agent-1")  # the caret of a row "collapse finished" folded opens it
+    assert tree.visible == ["root", "agent-1", "agent-2", "agent-3"] and tree.folded == []
+    assert tree.expanded == ["agent-1"] and tree.collapsed == []
+    tree.act("toggle", "agent-1")  # and folds it again, wholly: the user's own fold hides everything
+    assert tree.visible == ["root", "agent-1"] and tree.folded == ["agent-1"]
+    assert tree.expanded == [] and tree.collapsed == ["agent-1"]
+    tree.act("toggle", "agent-1")
+    tree.collapse_finished = False
+    assert tree.visible == ["root", "agent-1", "agent-2", "agent-3"] and tree.folded == []
+    tree.close()
+
+
+def test_visible_rows_under_a_finished_fold_are_failures_and_their_ancestors_only():
+    def row(ident, parent, level, status, children=0, failure=False, below=0):
+        return {"id": ident, "parent": parent, "level": level, "name": ident, "label": "", "status": status,
+                "children": children, "failure": failure, "failures_below": below}
+
+    rows = [row("root", None, 0, "idle", 2, below=1),
+            row("team", "root", 1, "ready", 2, below=1),
+            row("ok", "team", 2, "completed", 1),
+            row("ok-check", "ok", 3, "completed"),
+            row("worker", "team", 2, "completed", 2, below=1),
+            row("fine", "worker", 3, "completed"),
+            row("bad", "worker", 3, "failed", failure=True),
+            row("done", "root", 1, "completed", 1),
+            row("done-check", "done", 2, "completed")]
+    assert visible_ids(rows, collapse_finished=True) == ["root", "team", "worker", "bad", "done"]
+    assert visible_ids(rows, collapse_finished=True, expanded=["worker"]) == [
+        "root", "team", "worker", "fine", "bad", "done"]
+    assert visible_ids(rows, collapse_finished=True, expanded=["team"]) == [
+        "root", "team", "ok", "worker", "bad", "done"]
+    assert visible_ids(rows, collapse_finished=True, collapsed=["worker"]) == ["root", "team", "worker", "done"]

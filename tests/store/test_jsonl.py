@@ -1149,3 +1149,38 @@ def test_a_store_path_that_is_a_file_is_named(tmp_path):
         JsonlStore(path / "inner")
     assert str(caught.value) == f"store path {path / 'inner'} is not a directory (a parent of it is a file)"
     assert path.read_text() == "not a directory"
+
+
+def test_the_last_turns_diagnostic_is_summarised_and_kept_in_the_index(store_dir, monkeypatch):
+    with JsonlStore(store_dir) as store:
+        store.create(header("root", 0.5))
+        failed = store.create(header("agent-1", 1.0, "root"))
+        failed.append(TURN_START, turn=1)
+        failed.append(TURN_END, turn=1, data={"reason": "error", "error": "the first failure"})
+        failed.append(TURN_START, turn=2)
+        failed.append(TURN_END, turn=2, data={"reason": "error", "error": "RuntimeError: no source"})
+        stopped = store.create(header("agent-2", 1.0, "root"))
+        stopped.append(TURN_START, turn=1)
+        stopped.append(TURN_END, turn=1, data={"reason": "aborted", "cause": "parent"})
+        healed = store.create(header("agent-3", 1.0, "root"))
+        healed.append(TURN_START, turn=1)
+        healed.append(TURN_END, turn=1, data={"reason": "error", "error": "boom"})
+        healed.append(TURN_START, turn=2)
+        healed.append(TURN_END, turn=2, data={"reason": "completed"})
+        expected = {i: store.summary(f"agent-{i}") for i in (1, 2, 3)}
+    assert [expected[i].last_error for i in (1, 2, 3)] == [
+        "RuntimeError: no source", "stopped by parent", None]
+    logs = json.loads((store_dir / ".toh-index.json").read_bytes())["logs"]
+    # the seventh element only when there is a diagnostic; the sixth (denied) is then present, perhaps empty
+    assert logs["agent-1"][4][5:] == [[], "RuntimeError: no source"] and len(logs["agent-3"][4]) == 5
+    parsed = []
+    real_parse = jsonl_module._parse_log
+    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+    with JsonlStore(store_dir) as store:
+        assert {i: store.summary(f"agent-{i}") for i in (1, 2, 3)} == expected and parsed == []
+
+
+@pytest.mark.parametrize("summary", [[1, 2, 3, None, 1.0, [], 5], [1, 2, 3, None, 1.0, "x", "e"],
+                                     [1, 2, 3, None, 1.0, [], "e", "more"]])
+def test_a_damaged_diagnostic_in_the_index_is_ignored(store_dir, summary):
+    test_a_damaged_summary_in_the_index_is_ignored(store_dir, summary)

@@ -35,6 +35,9 @@ __all__ = ["TURN_START", "TURN_END", "USER_MESSAGE", "ASSISTANT_MESSAGE", "TOOL_
            "SharedData", "turn_end_data", "Event", "SessionHeader", "Session", "LogSummary", "summarize",
            "conversation_of", "last_turn_number"]
 
+#: the diagnostic of a turn that ended with a cause and no error (``aborted``: who stopped it)
+STOPPED_BY = "stopped by {cause}"
+
 #: an external agent's permission request and how it was answered (``data``: title, kind, allowed …)
 EXTERNAL_PERMISSION = "external/permission"
 
@@ -247,26 +250,38 @@ class LogSummary:
     last_time: float | None
     #: the permissions refused to an external agent (:func:`permission_label` of each), oldest first
     denied: tuple[str, ...] = ()
+    #: the diagnostic of the last turn's end (its ``error``, else :data:`STOPPED_BY` its ``cause``): None
+    #: when it had neither
+    last_error: str | None = None
 
 
 def summarize(session: Session) -> LogSummary:
     """One pass over a session's own events (after its seed)."""
     turns = inp = out = 0
-    reason = None
+    reason = error = None
     denied: list[str] = []
     for event in session.own_events():
         kind = event.kind
         if kind == TURN_START:
             turns += 1
         elif kind == TURN_END:
-            reason = event.data.get("reason") if isinstance(event.data, dict) else None
+            data = event.data if isinstance(event.data, dict) else {}
+            reason = data.get("reason")
+            error = _text(data.get("error"))
+            if error is None and _text(data.get("cause")):
+                error = STOPPED_BY.format(cause=data["cause"])
         elif kind == ASSISTANT_MESSAGE and event.message is not None and event.message.usage is not None:
             inp += event.message.usage.input_tokens
             out += event.message.usage.output_tokens
         elif kind == EXTERNAL_PERMISSION and isinstance(event.data, dict) and event.data.get("allowed") is False:
             denied.append(permission_label(event.data))
     last = session.events[-1].time if session.events else None
-    return LogSummary(session.header, session.descriptor, turns, inp, out, reason, last, tuple(denied))
+    return LogSummary(session.header, session.descriptor, turns, inp, out, reason, last, tuple(denied), error)
+
+
+def _text(value: object) -> str | None:
+    """A diagnostic as logged (text), or None (absent, empty, or not text in a hand-written log)."""
+    return value if isinstance(value, str) and value else None
 
 
 def conversation_of(events: Iterable[Event]) -> list[Message]:

@@ -25,6 +25,21 @@ function elapsed(seconds) {
   return `${m} min ${String(s).padStart(2, "0")} s`;
 }
 
+// the facts a row shows after its status, most important first; `drop` says which a narrow tree hides
+// first (cost, then time, then tokens: the CSS container queries in tree.css), every one stays in the
+// facts' hover title
+function facts(row) {
+  const out = [];
+  const add = (text, drop) => { if (text) out.push({ text, drop }); };
+  if (row.kind === "agent" && row.mode !== "root") add(row.mode, "");
+  if (row.kind === "agent") add(`turns ${row.turns}`, "tokens");
+  add(tokens(row), "tokens");
+  add(elapsed(row.elapsed_s), "time");
+  add(row.detail || null, "");
+  for (const [k, v] of row.extra) add(`${k.replace(/_/g, " ")} ${v}`, /cost/.test(k) ? "cost" : "");
+  return out;
+}
+
 function tokens(row) {
   if (row.kind !== "agent") return row.subtree_tokens ? `Σ ${row.subtree_tokens}` : "";
   const own = `${row.input_tokens} in / ${row.output_tokens} out`;
@@ -34,7 +49,7 @@ function tokens(row) {
 function render({ model, el }) {
   el.classList.add("toh-tree");
   const cache = new Map(); // id -> {key, el}
-  const state = { sendText: new Map() };
+  const state = { sendText: new Map(), open: new Set() }; // open: rows whose diagnostic is expanded
 
   const search = h("input", { type: "search", class: "toh-search", placeholder: "search label or id",
     "aria-label": "search" });
@@ -73,7 +88,7 @@ function render({ model, el }) {
 
   // Action buttons. A click sends {action, id, text, request} and marks its button pending at once
   // (class toh-pending, disabled, aria-busy) until the kernel answers {type: "outcome", request, text,
-  // error}; the outcome then shows next to the row's buttons (.toh-outcome). Pending states and
+  // error}; the outcome then shows next to the row's buttons (.toh-click-result). Pending states and
   // outcomes are kept by "action:id", so they survive the row being redrawn by a refresh.
   const pending = new Map(); // request -> "action:id"
   const outcomes = new Map(); // row id -> {text, error}
@@ -111,7 +126,7 @@ function render({ model, el }) {
 
   function outcomeNote(id) {  // the last click outcome of row `id`, shown in the row
     const note = outcomes.get(id);
-    return note ? h("span", { class: `toh-outcome${note.error ? " toh-error" : ""}`, role: "status", text: note.text }) : null;
+    return note ? h("span", { class: `toh-click-result${note.error ? " toh-error" : ""}`, role: "status", text: note.text }) : null;
   }
 
   function onOutcome(msg) {
@@ -122,7 +137,7 @@ function render({ model, el }) {
         if (row.dataset.id !== String(msg.id)) continue;
         const actions = row.querySelector(".toh-actions");
         if (!actions) continue;
-        actions.querySelectorAll(".toh-outcome").forEach((old) => old.remove());
+        actions.querySelectorAll(".toh-click-result").forEach((old) => old.remove());
         actions.append(outcomeNote(String(msg.id)));
       }
     }
@@ -134,14 +149,21 @@ function render({ model, el }) {
       ? h("button", { class: "toh-caret", title: "collapse / expand", "aria-label": "toggle",
           onclick: () => model.send({ action: "toggle", id: row.id }) })
       : h("span", { class: "toh-caret-space" });
-    const name = h("span", { class: "toh-name", text: row.name });
+    const name = h("span", { class: "toh-name", text: row.name, title: row.name });
     const ident = row.short ? h("code", { class: "toh-id", title: `${row.id} (click to copy)`, text: row.short,
       onclick: () => navigator.clipboard && navigator.clipboard.writeText(row.id).catch(() => {}) }) : null;
     const badge = h("span", { class: `toh-badge toh-${row.status}`, text: row.status });
-    const facts = [row.kind === "agent" && row.mode !== "root" ? row.mode : null,
-      row.kind === "agent" ? `turns ${row.turns}` : null, tokens(row), elapsed(row.elapsed_s),
-      row.detail || null, ...row.extra.map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`)].filter(Boolean);
-    const info = h("span", { class: "toh-facts", text: facts.join(" · ") });
+    const marks = [];
+    if (row.outcome) marks.push(h("button", { class: `toh-outcome${row.failure ? " toh-failure" : ""}`,
+      text: row.outcome, title: row.diagnostic || row.outcome, "aria-expanded": String(state.open.has(row.id)),
+      onclick: () => { state.open.has(row.id) ? state.open.delete(row.id) : state.open.add(row.id); drawRows(); } }));
+    if (row.failures_below) marks.push(h("span", { class: "toh-failures-below",
+      title: `${row.failures_below} failure${row.failures_below === 1 ? "" : "s"} below`,
+      text: `\u26a0 ${row.failures_below}` }));
+    const all = facts(row);
+    const info = h("span", { class: "toh-facts", title: all.map((f) => f.text).join(" · ") },
+      ...all.map((f, i) => h("span", { class: `toh-fact${f.drop ? ` toh-drop-${f.drop}` : ""}`,
+        text: (i ? " · " : "") + f.text })));
     const actions = h("span", { class: "toh-actions" });
     if (row.can_interrupt) actions.append(actionButton("toh-interrupt", "Interrupt", `stop the current turn of ${row.id}`,
       () => ({ action: "interrupt", id: row.id })));
@@ -150,7 +172,7 @@ function render({ model, el }) {
     if (row.has_transcript) actions.append(actionButton("toh-transcript", "Transcript", `show the conversation of ${row.id}`,
       () => ({ action: "transcript", id: row.id })));
     const line = h("div", { class: `toh-row toh-kind-${row.kind}`, "data-id": row.id, role: "treeitem",
-      style: `padding-left:${row.level * 18}px` }, caret, name, ident, badge, info, actions);
+      style: `padding-left:${row.level * 18}px` }, caret, name, ident, badge, ...marks, info, actions);
     if (row.can_send) {
       const box = h("input", { type: "text", class: "toh-send-text", placeholder: `message for ${row.short}` });
       box.value = state.sendText.get(row.id) || "";
@@ -164,26 +186,28 @@ function render({ model, el }) {
     }
     const note = outcomeNote(row.id);
     if (note) actions.append(note);
-    return line;
+    if (!row.diagnostic || !state.open.has(row.id)) return line;
+    // the expanded diagnostic, under its row
+    return h("div", { class: "toh-node" }, line,
+      h("pre", { class: "toh-diagnostic", "data-for": row.id, style: `margin-left:${row.level * 18 + 28}px`,
+        text: row.diagnostic }));
   }
 
   function drawRows() {
     const rows = model.get("rows");
     const byId = new Map(rows.map((r) => [r.id, r]));
-    const folded = new Set(model.get("collapsed"));
+    const folded = new Set(model.get("folded"));  // folded by the user or by "collapse finished"
     const frag = document.createDocumentFragment();
-    const seen = new Set();
     for (const id of model.get("visible")) {
       const row = byId.get(id);
       if (!row) continue;
-      const key = JSON.stringify(row) + (folded.has(id) ? "+" : "-");
+      const key = JSON.stringify(row) + (folded.has(id) ? "+" : "-") + (state.open.has(id) ? "o" : "");
       let entry = cache.get(id);
       if (!entry || entry.key !== key) {
         entry = { key, el: drawRow(row) };
         entry.el.classList.toggle("toh-folded", folded.has(id));
         cache.set(id, entry);
       }
-      seen.add(id);
       frag.append(entry.el);
     }
     for (const id of [...cache.keys()]) if (!byId.has(id)) cache.delete(id);
@@ -265,7 +289,7 @@ function render({ model, el }) {
     document.body.append(a); a.click(); a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   };
-  const handlers = [["change:rows", redraw], ["change:visible", redraw], ["change:collapsed", redraw],
+  const handlers = [["change:rows", redraw], ["change:visible", redraw], ["change:folded", redraw],
     ["change:summary", redraw], ["change:hidden", redraw], ["change:hub_closed", redraw],
     ["change:now", () => { if (model.get("view") === "timeline") redraw(); }], ["change:view", drawView],
     ["change:transcript", drawChat], ["change:asks", drawAsks], ["change:message", drawMessage], ["change:message_error", drawMessage],

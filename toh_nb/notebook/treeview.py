@@ -6,7 +6,8 @@ snapshots a stored notebook keeps when no kernel runs (nbconvert, GitHub, nbval)
 (:mod:`toh_nb.notebook.graph`) and the JSON export. Rows are dicts: every column of
 :func:`toh_nb.snapshots.agents` (whatever columns it grows) plus ``kind`` (``agent | job``), ``tree_parent``
 (the row it sits under: a background job sits under its owner, the job's child under the job) and
-``level`` (0 for the root).
+``level`` (0 for the root), and how things ended (:func:`mark_outcomes`): ``outcome``, ``diagnostic``,
+``failure`` and ``failures_below``.
 
 Snapshots are deterministic: no clock times or durations (they would change run after run), ids as
 given (``ids="sequential"`` keeps them stable), statuses in one vocabulary (:func:`display_status`).
@@ -26,6 +27,17 @@ from .display import short_id
 #: so a column added to ``agent_rows`` shows up without touching this module)
 SHOWN_APART = {"id", "parent", "depth", "label", "mode", "status", "started", "elapsed_s", "stop_reason", "subtree_tokens",
                "turns", "input_tokens", "output_tokens"}
+
+#: the last stop reasons that mean an agent's work did not get done: the row is a failure and every row
+#: above it says so (``aborted`` is the user's own stop, ``max-tokens`` a cut answer: shown, not failures)
+FAILED_REASONS = ("error", "refusal", "max-steps", "token-budget", "max-time")
+#: statuses (agents and jobs) that are failures whatever the stop reason
+FAILED_STATUSES = ("failed", "corrupt")
+#: the outcome mark of an agent whose turns completed while permissions were refused to it
+DENIED_OUTCOME = "permission denied"
+#: a diagnostic in the text snapshot: its first line, cut to this many characters (the full text is in
+#: the HTML snapshot's hover title and in the live tree)
+DIAGNOSTIC_CHARS = 120
 
 
 #: rows a static snapshot lists (a bigger tree ends with a line counting the rest; the live widget and
@@ -68,7 +80,65 @@ def tree_rows(hub: Any) -> list[dict]:
                      "detail": job.detail, "owner": job.owner_id, "child_id": job.child_id,
                      "started": job.started, "finished": job.finished, "elapsed_s": job.elapsed,
                      "tree_parent": job.owner_id if job.owner_id in agent_ids else root})
-    return preorder(rows)
+    return mark_outcomes(preorder(rows))
+
+
+def outcome_of(row: dict) -> str | None:
+    """The mark shown next to an agent's status: its last stop reason when that is not ``completed``
+    (``ready · aborted``, ``idle · error``), else ``permission denied`` when permissions were refused to
+    it, else None. A job's status already says how it ended (None)."""
+    if row.get("kind", "agent") != "agent":
+        return None
+    reason = row.get("stop_reason")
+    if reason and reason != "completed":
+        return reason
+    return DENIED_OUTCOME if row.get("denied") else None
+
+
+def diagnostic_of(row: dict) -> str | None:
+    """Why the row ended as it did: an agent's last turn's error (or cause) or its corrupt log's problem
+    (``agent_rows``'s ``diagnostic``), a failed or killed job's detail; None when there is nothing to
+    say. (Refused permissions have their own ``denied`` column.)"""
+    if row.get("kind", "agent") != "agent":
+        return (row.get("detail") or None) if row.get("status") in ("failed", "killed") else None
+    return row.get("diagnostic") or None
+
+
+def is_failure(row: dict) -> bool:
+    """A failed, corrupt or errored agent, one stopped by a limit, or a failed job."""
+    if display_status(row) in FAILED_STATUSES:
+        return True
+    return row.get("kind", "agent") == "agent" and row.get("stop_reason") in FAILED_REASONS
+
+
+def mark_outcomes(rows: list[dict]) -> list[dict]:
+    """Set ``outcome``, ``diagnostic`` (:func:`diagnostic_of`), ``failure`` and ``failures_below`` (how
+    many failures the row's subtree holds below it) on pre-ordered rows, in place; returns them."""
+    by_id = {row["id"]: row for row in rows}
+    for row in rows:
+        row["outcome"] = outcome_of(row)
+        row["diagnostic"] = diagnostic_of(row)
+        row["failure"] = is_failure(row)
+        row["failures_below"] = 0
+    for row in reversed(rows):  # children come after their parent in pre-order
+        parent = by_id.get(row.get("tree_parent"))
+        if parent is not None:
+            parent["failures_below"] += row["failures_below"] + row["failure"]
+    return rows
+
+
+def failures_text(count: int) -> str:
+    """The mark of a row with failures in its subtree: ``1 failure below``, ``36 failures below``."""
+    return f"{count} failure{'s' if count != 1 else ''} below"
+
+
+def short_diagnostic(text: str, limit: int = DIAGNOSTIC_CHARS) -> str:
+    """A diagnostic's first line, cut to ``limit`` characters with ``…`` when longer (or multi-line)."""
+    lines = text.strip().splitlines() or [""]
+    first = lines[0]
+    if len(first) > limit:
+        return first[:limit - 1] + "\u2026"
+    return first + ("\u2026" if len(lines) > 1 else "")
 
 
 def preorder(rows: list[dict]) -> list[dict]:
@@ -144,17 +214,31 @@ def _facts(row: dict) -> list[str]:
         facts = [row["id"], display_status(row)]
         if row.get("detail"):
             facts.append(str(row["detail"]))
+        if row.get("failures_below"):
+            facts.append(failures_text(row["failures_below"]))
         return facts
     facts = [] if row.get("mode") == "root" and row["id"] == "root" else [short_id(row["id"])]
     if row.get("mode") and row.get("mode") != "root":
         facts.append(row["mode"])
-    facts += [display_status(row), f"turns {row.get('turns') or 0}",
+    facts.append(display_status(row))
+    if row.get("outcome"):
+        facts.append(row["outcome"])
+    facts += [f"turns {row.get('turns') or 0}",
               f"tokens {row.get('input_tokens') or 0} in / {row.get('output_tokens') or 0} out"]
     for column in extra_columns():
         value = extra_value(row, column)
         if value is not None:
             facts.append(f"{column.replace('_', ' ')} {cell_text(column, value)}")
+    if row.get("failures_below"):
+        facts.append(failures_text(row["failures_below"]))
+    if row.get("diagnostic"):
+        facts.append(f"diagnostic: {short_diagnostic(row['diagnostic'])}")
     return facts
+
+
+def _marked(rows: list[dict]) -> list[dict]:
+    """``rows`` with their outcome marks (rows built by hand, or by an older caller, get them here)."""
+    return rows if all("failures_below" in row for row in rows) else mark_outcomes(rows)
 
 
 def tree_text(rows: list[dict]) -> str:
@@ -166,6 +250,7 @@ def tree_text(rows: list[dict]) -> str:
         └── job crawl · subagent-1 · completed
             └── crawl · agent-2 · one-shot · completed · turns 1 · tokens 3 in / 3 out
     """
+    rows = _marked(rows)
     lines = [f"agent tree: {summary(rows)}"]
     prefixes: list[str] = []  # the continuation prefix of each open level
     for index, row in enumerate(rows[:STATIC_MAX_ROWS]):
@@ -203,14 +288,36 @@ def status_badge(status: str) -> str:
             f"font-size:85%'>{html.escape(status)}</span>")
 
 
+#: the static snapshot's outcome marks follow the page's theme (JupyterLab's variables; light defaults)
+FAILURE_COLOUR = "var(--jp-error-color1, #c62828)"
+OUTCOME_COLOUR = "var(--jp-ui-font-color2, #6d4c41)"
+
+
+def outcome_html(row: dict) -> str:
+    """The marks after a status badge: the outcome (its diagnostic on hover) and the failures below."""
+    out = ""
+    if row.get("outcome"):
+        title = f" title='{html.escape(row['diagnostic'])}'" if row.get("diagnostic") else ""
+        colour = FAILURE_COLOUR if row.get("failure") else OUTCOME_COLOUR
+        out += (f" <span class='toh-outcome'{title} style='border:1px solid {colour};color:{colour};"
+                f"border-radius:8px;padding:0 6px;font-size:85%'>{html.escape(row['outcome'])}</span>")
+    if row.get("failures_below"):
+        out += (f" <span class='toh-failures-below' style='color:{FAILURE_COLOUR};font-size:85%'>"
+                f"\u26a0 {html.escape(failures_text(row['failures_below']))}</span>")
+    return out
+
+
 def tree_html(rows: list[dict]) -> str:
     """The whole tree as a static HTML table (the widget's ``text/html``: what a stored notebook shows
     without a kernel). Full ids are in each id's ``title`` (hover)."""
     esc = html.escape
+    rows = _marked(rows)
     shown = rows[:STATIC_MAX_ROWS]
     extra = [c for c in extra_columns() if any(extra_value(row, c) is not None for row in shown)]  # no empty columns
+    why = any(row.get("diagnostic") for row in shown)  # the diagnostic column, when some row has one
     head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in ["agent / job", "id", "mode", "status",
-                                                                   "turns", "tokens in", "tokens out"] + extra)
+                                                                   "turns", "tokens in", "tokens out"] + extra
+                   + (["diagnostic"] if why else []))
     body = []
     for row in shown:
         indent = f"padding-left:{0.3 + 1.4 * row['level']:.1f}em;text-align:left"
@@ -220,9 +327,12 @@ def tree_html(rows: list[dict]) -> str:
         cells = [f"<td style='{indent}'>{esc(name_of(row))}</td>",
                  f"<td style='text-align:left'><code title='{esc(row['id'])}'>{esc(short_id(row['id']))}</code></td>",
                  f"<td style='text-align:left'>{esc(mode)}</td>",
-                 f"<td style='text-align:left'>{status_badge(display_status(row))}</td>"]
+                 f"<td style='text-align:left'>{status_badge(display_status(row))}{outcome_html(row)}</td>"]
         cells += [f"<td>{'' if v is None else esc(str(v))}</td>" for v in numbers]
         cells += [f"<td>{esc(cell_text(c, extra_value(row, c)))}</td>" for c in extra]
+        if why:
+            text = row.get("diagnostic") or ""
+            cells.append(f"<td style='text-align:left' title='{esc(text)}'>{esc(short_diagnostic(text) if text else '')}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     more = f"<div><i>{esc(_more(len(rows) - STATIC_MAX_ROWS))}</i></div>" if len(rows) > STATIC_MAX_ROWS else ""
     return (f"<div class='toh-tree-static'><div><b>agent tree</b> \u2014 {esc(summary(rows))}</div>"

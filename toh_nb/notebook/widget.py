@@ -159,6 +159,8 @@ def widget_rows(rows: list[dict]) -> list[dict]:
             "output_tokens": row.get("output_tokens") or 0 if agent else None,
             "own_tokens": own, "subtree_tokens": own, "children": 0,
             "detail": row.get("detail") or "", "stop_reason": row.get("stop_reason") or "",
+            "outcome": row.get("outcome") or "", "diagnostic": row.get("diagnostic") or "",
+            "failure": bool(row.get("failure")), "failures_below": row.get("failures_below") or 0,
             "started": started, "elapsed_s": elapsed,
             "ended": None if status in LIVE or started is None or elapsed is None else started + elapsed,
             "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
@@ -196,21 +198,36 @@ def _extra_value(column: str, value: Any) -> Any:
     return str(value)
 
 
+def folded_ids(rows: list[dict], collapsed: Any = (), collapse_finished: bool = False,
+               expanded: Any = ()) -> tuple[set[str], set[str]]:
+    """(rows folded by the user: their whole subtree hidden, rows folded by ``collapse_finished``:
+    every settled row with children that the user has not ``expanded`` again). A finished fold never
+    hides a failure: its subtree keeps the failures and the rows on the way to them."""
+    own = {row["id"] for row in rows if row["children"]} & set(collapsed)
+    finished: set[str] = set()
+    if collapse_finished:
+        opened = set(expanded)
+        finished = {row["id"] for row in rows if row["children"] and row["status"] not in LIVE
+                    and row["id"] not in opened and row["id"] not in own}
+    return own, finished
+
+
 def visible_ids(rows: list[dict], query: str = "", status: str = "", collapsed: Any = (),
-                collapse_finished: bool = False) -> list[str]:
+                collapse_finished: bool = False, expanded: Any = ()) -> list[str]:
     """Which rows the tree shows, in order.
 
     A filter (``query``: case-insensitive substring of name, label or id; ``status``: one status)
     keeps the matching rows and their ancestors (so a match is seen in place). A collapsed row hides
     its descendants; ``collapse_finished`` collapses every settled row (not running, stopping or idle)
-    that has children. While a filter is on, collapsing does not hide matches.
+    that has children, except those in ``expanded`` (opened again with their caret), and keeps the
+    failures below it in sight (each with the rows on its way up). While a filter is on, collapsing
+    does not hide matches.
     """
     by_id = {row["id"]: row for row in rows}
     needle = query.strip().lower()
     filtering = bool(needle or status)
-    keep: set[str] | None = None
     if filtering:
-        keep = set()
+        keep: set[str] = set()
         for row in rows:
             text = f"{row['name']}\n{row['label']}\n{row['id']}".lower()
             if (not needle or needle in text) and (not status or row["status"] == status):
@@ -218,23 +235,20 @@ def visible_ids(rows: list[dict], query: str = "", status: str = "", collapsed: 
                 while node is not None and node["id"] not in keep:
                     keep.add(node["id"])
                     node = by_id.get(node["parent"])
-    folded = set(collapsed)
-    if collapse_finished:
-        folded |= {row["id"] for row in rows if row["children"] and row["status"] not in LIVE}
+        return [row["id"] for row in rows if row["id"] in keep]
+    own, finished = folded_ids(rows, collapsed, collapse_finished, expanded)
+    shown: set[str] = set()
     out: list[str] = []
-    hidden_below: int | None = None  # level of the collapsed row whose subtree is being skipped
     for row in rows:
-        if hidden_below is not None:
-            if row["level"] > hidden_below:
+        parent = by_id.get(row["parent"])
+        if parent is not None:
+            if parent["id"] not in shown or parent["id"] in own:
                 continue
-            hidden_below = None
-        if keep is not None:
-            if row["id"] in keep:
-                out.append(row["id"])
-            continue
+            # under a finished fold: only failures and the rows on the way to them
+            if parent["id"] in finished and not (row.get("failure") or row.get("failures_below")):
+                continue
+        shown.add(row["id"])
         out.append(row["id"])
-        if row["id"] in folded:
-            hidden_below = row["level"]
     return out
 
 
@@ -282,6 +296,8 @@ class AgentTree(anywidget.AnyWidget):
     status_filter = traitlets.Enum(("",) + STATUS_CHOICES, default_value="").tag(sync=True)
     collapsed = traitlets.List().tag(sync=True)
     collapse_finished = traitlets.Bool(False).tag(sync=True)
+    expanded = traitlets.List().tag(sync=True)  # rows opened again under "collapse finished"
+    folded = traitlets.List().tag(sync=True)  # rows shown folded (their caret: ▸), whatever folded them
     view = traitlets.Enum(("tree", "timeline"), default_value="tree").tag(sync=True)
     statuses = traitlets.List(list(STATUS_CHOICES)).tag(sync=True)  # the filter's options, for the page
     transcript = traitlets.Dict().tag(sync=True)
@@ -320,7 +336,7 @@ class AgentTree(anywidget.AnyWidget):
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
         self.on_msg(self._on_message)
-        self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished"])
+        self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished", "expanded"])
         # the engine iterates its listener lists on its own thread: change them there
         self._call(self._subscribe)
         self.refresh()
@@ -333,19 +349,27 @@ class AgentTree(anywidget.AnyWidget):
     # -- filtering and collapsing (state in traits; rules in visible_ids) ---------------------------
 
     def _refilter(self, change: Any = None) -> None:
-        with self._filter_lock:
-            visible = visible_ids(self.rows, self.query, self.status_filter, self.collapsed, self.collapse_finished)
+        with self._filter_lock, self.hold_sync():
+            visible = visible_ids(self.rows, self.query, self.status_filter, self.collapsed, self.collapse_finished,
+                                  self.expanded)
+            own, finished = folded_ids(self.rows, self.collapsed, self.collapse_finished, self.expanded)
+            folded = [row["id"] for row in self.rows if row["id"] in own or row["id"] in finished]
+            if folded != self.folded:
+                self.folded = folded
             if visible != self.visible:
                 self.visible = visible
 
     def toggle(self, node_id: str) -> None:
-        """Collapse an expanded row, expand a collapsed one (what its caret does)."""
-        folded = list(self.collapsed)
-        if node_id in folded:
-            folded.remove(node_id)
+        """Collapse an expanded row, expand a folded one, whether the user or "collapse finished"
+        folded it (what its caret does)."""
+        if node_id in self.folded:
+            self.collapsed = [i for i in self.collapsed if i != node_id]
+            if self.collapse_finished and node_id not in self.expanded:
+                self.expanded = [*self.expanded, node_id]
         else:
-            folded.append(node_id)
-        self.collapsed = folded
+            self.expanded = [i for i in self.expanded if i != node_id]
+            if node_id not in self.collapsed:
+                self.collapsed = [*self.collapsed, node_id]
 
     # -- clicks from the page -------------------------------------------------------------------------
 

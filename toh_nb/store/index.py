@@ -13,8 +13,10 @@ see :meth:`~toh_nb.store.jsonl.JsonlStore.listing_diagnostic`) is kept as ``[ide
 descriptor, false]``: the next open takes it as *peeked* again, not as verified, so its corruption is
 still looked for. A verified log whose summary the store had (what a table of agents shows: turns,
 tokens, last turn-end reason and event time; see :meth:`~toh_nb.store.jsonl.JsonlStore.summary`) is
-kept as ``[identity, header, descriptor, true, [turns, input_tokens, output_tokens, reason, time]]``.
-A store of an older version ignores such entries (it reads those logs).
+kept as ``[identity, header, descriptor, true, [turns, input_tokens, output_tokens, reason, time]]``,
+then the permissions refused to an external agent when there are some (a sixth element, a list of
+labels) and the last turn's diagnostic when there is one (a seventh, text; the sixth is then present,
+perhaps empty). A store of an older version ignores such entries (it reads those logs).
 
 File: ``<dir>/.toh-index.json`` (a name no session id can take), written atomically at
 :meth:`~toh_nb.store.jsonl.JsonlStore.close` (temporary file + ``rename``), never fsync-ed.

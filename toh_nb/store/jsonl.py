@@ -217,23 +217,26 @@ def _parse_event(line: bytes) -> Event:
 
 def _summary_to_json(summary: LogSummary) -> list:
     data = [summary.turns, summary.input_tokens, summary.output_tokens, summary.last_reason, summary.last_time]
+    if summary.last_error is not None:  # the seventh only when there is one (the sixth may then be [])
+        return data + [list(summary.denied), summary.last_error]
     return data + [list(summary.denied)] if summary.denied else data  # the sixth only when there is one
 
 
 def _summary_from_json(header: SessionHeader, descriptor: Any, data: Any) -> LogSummary | None:
     """A summary kept in the index, or ``None`` when it is not one (a foreign or damaged index)."""
-    if not isinstance(data, list) or len(data) not in (5, 6):
+    if not isinstance(data, list) or len(data) not in (5, 6, 7):
         return None
     turns, inp, out, reason, last = data[:5]
-    denied = data[5] if len(data) == 6 else []
+    denied = data[5] if len(data) >= 6 else []
+    error = data[6] if len(data) == 7 else None
     if not isinstance(denied, list) or not all(isinstance(label, str) for label in denied):
         return None
     if not all(type(n) is int for n in (turns, inp, out)) or not (reason is None or isinstance(reason, str)):
         return None
-    if not (last is None or type(last) in (int, float)):
+    if not (last is None or type(last) in (int, float)) or not (error is None or isinstance(error, str)):
         return None
     return LogSummary(header, descriptor if isinstance(descriptor, dict) else None, turns, inp, out, reason, last,
-                      tuple(denied))
+                      tuple(denied), error)
 
 
 #: what :func:`_seed_descriptor` answers when the line is not complete in the bytes it was given
