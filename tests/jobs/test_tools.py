@@ -56,20 +56,3 @@ def test_job_tools_texts_and_bad_input_keep_the_table_consistent():
             assert len(hub.runtime.agents) == 1
 
     asyncio.run(main())
-
-
-def test_the_job_id_parameter_says_exactly_which_id_to_pass_while_the_reference_lines_stay_exact():
-    """Issue 32: models passed the label or the child's agent id. The parameter names the exact id; the
-    started-job line and the notice keep the reference's exact texts (they already carry the id)."""
-    async def main():
-        async with tn.AsyncHub(tn.FunctionModel(lambda r: "answer"), ids="sequential") as hub:
-            specs = {spec.name: spec for spec in hub.runtime.agents[hub.root].tool_specs}
-            started = await hub.call_tool("subagent", description="bg", prompt="p", run_in_background=True)
-            return specs, started.text
-
-    specs, started = asyncio.run(main())
-    expected = ('The job id exactly as written after "job" in the result that started it and in its completion '
-                "notice, e.g. subagent-1 (not the task description, not the subagent's agent id).")
-    for name in ("job_output", "job_kill"):
-        assert specs[name].parameters["properties"]["job_id"]["description"] == expected
-    assert started == "started background subagent job subagent-1"

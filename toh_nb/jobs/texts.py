@@ -14,10 +14,7 @@ JOB_OUTPUT_DESCRIPTION = (
     "settled; until then the body says there is no new output. Every answer ends with a `[status: ...]` "
     "line. The call does not block unless you pass `wait: true`, which waits for the job to settle for "
     "at most the configured limit and then reports whatever state it is in.")
-#: names the exact id to pass (small models guessed wrong ids 4 times in 5): the reference's started-job
-#: line and notice stay exact, so the parameter's own description (this project's words) says it
-JOB_ID_PARAM = ('The job id exactly as written after "job" in the result that started it and in its completion '
-                'notice, e.g. subagent-1 (not the task description, not the subagent\'s agent id).')
+JOB_ID_PARAM = "The job id that was returned when the background work started."
 WAIT_PARAM = ("Wait until the job settles or the timeout passes. A wait that times out reports "
               "[status: running] and leaves the job running.")
 TIMEOUT_PARAM = ("Longest wait in milliseconds, used only with wait: true. Defaults to the configured "
