@@ -313,7 +313,9 @@ def test_kill_ends_the_job_as_killed(tree, hub):
     free = block_portal(hub, 0.5)
     tree._handle_custom_msg({"action": "kill", "id": job.id}, [])
     assert not free.is_set(), "the click waited for the busy portal loop"
-    assert job.output(wait=True, timeout=5) == ""
+    # a killed job's handle says so, as a foreground delegation would, and where its run is (issue 32.3)
+    assert job.output(wait=True, timeout=5) == \
+        f'Error: subagent run was cancelled\nThe child\'s whole run: hub.transcript("{job.child_id}")'
     assert job.status == "killed"
     wait_for(lambda: tree.last_message == f"requested cancellation of job {job.id}", what="kill reply")
     wait_for(lambda: tree.nodes[job.id].status == "killed", what="killed row")
