@@ -20,15 +20,9 @@ Tool calls: ``tool_choice`` decides per request —
 - ``"auto"`` (default): the model writes freely; if it starts ``<tool_call>``, the rest is generated
   under a JSON-schema grammar built from the offered tools (``local_grammar``), so the call is valid;
 - ``"required"``: a call to one of the offered tools, under the grammar from the first token;
-- a tool name: a call to that tool; ``"none"``: plain text (generation stops where the model starts
-  a ``<tool_call>``; the text before it is the answer);
+- a tool name: a call to that tool; ``"none"``: plain text, and the tools are not listed;
 - a callable ``(ModelRequest) -> one of the above``, e.g. force a delegation at the root's first step:
   ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
-
-The offered tools are listed in every request, whatever the mode: each request of an agent then
-extends the previous one as an exact prefix (SPEC: prompt caching), so a ``"none"`` step after a forced
-call reuses the KV cache of the tool list instead of evaluating the whole prompt again
-(:meth:`LocalModel.messages_for` is the prompt before the chat template).
 
 One call per response (the next step sees its result). Generation runs in the engine's worker
 thread, never on the event loop, one at a time per loaded model (others queue); cancelling the request
@@ -134,14 +128,6 @@ class LocalModel:
 
     # -- the call --------------------------------------------------------------------------------
 
-    @staticmethod
-    def messages_for(request: ModelRequest) -> list[dict]:
-        """The chat messages of ``request`` before the chat template (public for debugging and tests).
-
-        The tools are listed whatever ``tool_choice`` says: dropping them for a ``"none"`` step would
-        change the system message, so the next prompt would share no prefix with the cached one."""
-        return chat_messages(request, show_tools=True)
-
     async def request(self, request: ModelRequest) -> ModelResponse:
         mode, tools = self.resolve_tool_choice(request)
         engine = self.engine
@@ -153,7 +139,7 @@ class LocalModel:
                 loop.call_soon_threadsafe(deltas.put_nowait, piece)
 
         job = Generation(
-            messages=self.messages_for(request),
+            messages=chat_messages(request, show_tools=mode != "none"),
             max_tokens=request.max_tokens or self.max_tokens, temperature=self.temperature, seed=self.seed,
             cancel=threading.Event(), mode=mode,
             call_tools=tools, max_string_chars=self.max_string_chars,

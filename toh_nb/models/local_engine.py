@@ -110,8 +110,7 @@ class Generation:
     temperature: float
     seed: int
     cancel: threading.Event
-    #: "auto": free text, then a call where ``<tool_call>`` starts; "required": a call at once; "none":
-    #: text, ended where ``<tool_call>`` starts (the tools are listed in the prompt, but no call is made)
+    #: "auto": free text, stopping where ``<tool_call>`` starts; "required": a call at once; "none": text
     mode: str
     call_tools: list = field(default_factory=list)  # the ToolSpecs a call may name (modes auto and required)
     max_string_chars: int = 600  # bound of grammar strings (see local_grammar)
@@ -208,12 +207,10 @@ class Engine:
             used = 0
             text = ""
             if job.mode != "required":
-                text, finish, used = self._run(prompt, job, grammar=None, budget=job.max_tokens, watch=True,
-                                               stream=True)
+                text, finish, used = self._run(prompt, job, grammar=None, budget=job.max_tokens,
+                                               watch=job.mode == "auto", stream=True)
                 if finish != "call":
                     return Completion(text, None, finish, prompt_tokens, used)
-                if job.mode == "none":  # no call in this mode: the answer is the text before the tag
-                    return Completion(text, None, "stop", prompt_tokens, used)
             if used >= job.max_tokens:
                 return Completion(text, None, "length", prompt_tokens, used)
             from .local_grammar import call_grammar
