@@ -8,6 +8,9 @@ SmolLM2-135M). Measured 2026-12 on the 2-core machine, under load: with the tool
 "none" steps (before) the root's second turn re-evaluated 1,924 of 1,927 prompt tokens (13.1 s) and
 the whole session's prefill took 30.4 s; with the tools kept every request after the first reused
 85-99 % of its prompt from the cache (at most 1.4 s of prefill each; 9.3 s for the session).
+That change (LocalModel listing the tools at "none" steps) was reverted the same day: with the tools in
+the prompt SmolLM2's forced delegation at the root ended max-tokens with no call (tests/real), so today's
+LocalModel still drops the tools at a "none" step and this script shows the "before" figures.
 """
 
 from __future__ import annotations

@@ -857,3 +857,23 @@ def test_without_listeners_requests_carry_no_delta_publisher(server):
     asyncio.run(main())
     assert seen == [None]  # nobody listens: nothing is built per piece
     assert call(model, req()).text == "ok"
+
+
+def test_a_none_step_keeps_the_tools_and_extends_the_previous_request(server):
+    """Issue 32 item 6: "none" is sent as ``tool_choice`` with the tool list kept, so each request of an
+    agent extends the previous one (a server's prompt cache reuses the tools and the conversation)."""
+    server.push(tool_calls([("c1", "search", {"q": "capital"})]), text("Paris."))
+    model = make(server, tool_choice=lambda r: "search" if r.step == 1 else "none")
+
+    async def main():
+        async with tn.AsyncHub(model, ids="sequential", tools=[tn.Tool(lambda q: f"found {q}", name="search")],
+                               delegation_tools=[]) as hub:
+            return await hub.run("Find the capital.")
+
+    assert asyncio.run(main()).text == "Paris."
+    first, second = server.bodies
+    assert (first["tool_choice"], second["tool_choice"]) == ({"type": "function", "function": {"name": "search"}},
+                                                             "none")
+    assert second["tools"] == first["tools"] and "search" in [t["function"]["name"] for t in first["tools"]]
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert len(second["messages"]) == len(first["messages"]) + 2  # the call, then its result
