@@ -54,11 +54,21 @@ ROW_JS = """([output, id]) => {
 }"""
 
 
-def test_agent_tree_buttons_filters_and_timeline_in_jupyterlab(tmp_path):
+def browser_expect(acp: bool = False):
+    """Playwright's ``expect``, or skip with the reason: no Chromium/JupyterLab here, or (``acp``) no
+    ACP extra."""
     reason = lab.missing()
     if reason:
         pytest.skip(reason)
+    if acp:
+        pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
     from playwright.sync_api import expect
+
+    return expect
+
+
+def test_agent_tree_buttons_filters_and_timeline_in_jupyterlab(tmp_path):
+    expect = browser_expect()
 
     shot = tmp_path / "agent-tree.png"
     started = time.monotonic()
@@ -148,11 +158,7 @@ def ask_cells(work) -> list[str]:
 
 def test_an_acp_permission_request_is_answered_with_its_allow_button(tmp_path):
     """``permissions="ask"``: the request shows as a prompt in the tree; Allow lets the agent write."""
-    reason = lab.missing()
-    if reason:
-        pytest.skip(reason)
-    pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
-    from playwright.sync_api import expect
+    expect = browser_expect(acp=True)
 
     work = tmp_path / "work"
     work.mkdir()
@@ -204,11 +210,7 @@ def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(
     """Issue 27 §1: while ``hub.run`` blocks the cell (its root waits for an ACP child that asks
     permission), Interrupt on another child stops that child's turn and Allow answers the ask — both
     before the cell ends. A click marks its button pending at once; its outcome shows in the row."""
-    reason = lab.missing()
-    if reason:
-        pytest.skip(reason)
-    pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
-    from playwright.sync_api import expect
+    expect = browser_expect(acp=True)
 
     work = tmp_path / "work"
     work.mkdir()
