@@ -43,6 +43,8 @@ from .subagents.report import make_report_tool
 from .subagents.texts import not_a_provider
 from .subagents.arguments import StartRequest, ToolFilter, validate_max_depth, validate_tool_filter
 from .subagents.tool import SubagentTool, background_starter, make_subagent_tool
+from .tracing import attach as attach_tracing
+from .tracing import check_tracing
 
 ROOT_ORIGIN = "root"
 
@@ -244,7 +246,7 @@ class AsyncHub:
                  max_tokens: int | None = None, max_steps: int | None = DEFAULT_MAX_STEPS,
                  token_budget: int | None = None, turn_timeout: float | None = None,
                  providers: Mapping[str, Any] | None = None, history: int = DEFAULT_HISTORY,
-                 prices: Mapping[str, tuple[float, float]] | None = None) -> None:
+                 prices: Mapping[str, tuple[float, float]] | None = None, tracing: Any = None) -> None:
         if model is None:
             from .models.demo import DemoModel
 
@@ -263,6 +265,7 @@ class AsyncHub:
         if fsync is not None and fsync not in _fsync_policies():  # also when no store= directory uses it
             raise UsageError(f'fsync must be "batch", "always" or "never", got {shown(fsync)}')
         self._costs = CostBook(prices)  # checked before the store is opened
+        tracing_options = check_tracing(tracing)
         check_root_id(root_id)
         store_options = {"fsync": fsync} if fsync is not None else {}
         self._store = open_store(store, **store_options)
@@ -301,6 +304,8 @@ class AsyncHub:
             self._root = self._make_root(root_id, root_limits, max_tokens)
             if self._costs.prices:  # a finished one-shot agent leaves the runtime: note its model while live
                 runtime.bus.subscribe(lambda event: self._costs.note(event.agent_id, runtime))
+            if tracing_options is not None:  # OpenTelemetry is imported only here (toh_nb.tracing)
+                attach_tracing(runtime, tracing_options, self._costs)
         except BaseException:
             self._store.close()  # a refused configuration must not keep the store's lock,
             runtime = getattr(self, "runtime", None)

@@ -191,7 +191,7 @@ class Hub:
                  report_delivery: str = "next-step", loop: str = "portal", max_tokens: int | None = None,
                  max_steps: int | None = DEFAULT_MAX_STEPS, token_budget: int | None = None,
                  turn_timeout: float | None = None, providers: Any = None,
-                 history: int = DEFAULT_HISTORY, prices: Any = None) -> None:
+                 history: int = DEFAULT_HISTORY, prices: Any = None, tracing: Any = None) -> None:
         if loop not in LOOP_MODES:
             raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
         check_tool_lists(tools, delegation_tools)
@@ -219,7 +219,7 @@ class Hub:
                                   max_jobs_per_owner=max_jobs_per_owner, report_delivery=report_delivery,
                                   max_tokens=max_tokens, max_steps=max_steps, token_budget=token_budget,
                                   turn_timeout=turn_timeout, providers=providers, history=history,
-                                  prices=prices)
+                                  prices=prices, tracing=tracing)
         try:
             async_hub = runner.call(build)
         except BaseException:
