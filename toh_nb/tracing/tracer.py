@@ -378,18 +378,14 @@ class HubTracer:
     def _child_started(self, event: ev.ChildStarted) -> None:
         current = trace.get_current_span()
         info = self._ours(current)
+        # started by a call of its parent (this task runs that call, or was started by it): else by the
+        # user (hub.spawn/start/send), whose children start traces of their own
         origin = current if info is not None and info.agent_id == event.parent_id and info.call_id else None
-        if origin is None:  # not started from a call's task (a replayed Ray call): the parent's latest call
-            parent = self._turns.get(event.parent_id) if event.parent_id is not None else None
-            if parent is not None and parent.tools:
-                origin = next(reversed(parent.tools.values()))
         self._children[event.agent_id] = _Child(origin, event.mode, event.provider)
         attributes = {n.CHILD_ID: event.agent_id, n.AGENT_MODE: event.mode, n.SUBAGENT_PROVIDER: event.provider,
                       n.AGENT_LABEL: event.label}
         if origin is not None:
             origin.add_event(n.EVENT_CHILD_STARTED, _clean(attributes), _ns(event.time))
-        else:
-            self._event_on_turn(event.parent_id, n.EVENT_CHILD_STARTED, attributes, event.time)
 
     def _child_ended(self, event: ev.ChildEnded) -> None:
         child = self._children.pop(event.agent_id, None)
