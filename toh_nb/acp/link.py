@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable
 from ..core.errors import ModelError
 from ..core.model import ModelResponse
 from ..core.session import permission_label
+from ..tracing.context import outbound_meta
 from .permissions import PermissionPolicy, PermissionRequest, denied_line
 from .process import AgentProcess
 from .stops import response_for
@@ -266,7 +267,9 @@ class AgentLink:
             await self.open()
         self.answer = []
         self.denied = []
-        call = asyncio.ensure_future(self.conn.prompt(session_id=self.session_id, prompt=[acp.text_block(text)]))
+        # a traced hub's model call context travels as ``_meta.traceparent`` (toh_nb.tracing.context)
+        call = asyncio.ensure_future(self.conn.prompt(session_id=self.session_id, prompt=[acp.text_block(text)],
+                                                      **outbound_meta()))
         self.delivered = True
         try:
             response = await self._step("session/prompt", asyncio.shield(call), self.prompt_timeout)

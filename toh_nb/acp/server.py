@@ -30,6 +30,8 @@ from ..core.session import (
     Event,
     conversation_of,
 )
+from ..tracing.context import receive
+from ..tracing.environment import provider_from_environment
 from .link import _acp
 from .server_io import ServerTransport, protocol_streams
 
@@ -243,6 +245,7 @@ class HubAgent:
         served = self._served(session_id)
         if served.turn is not None:
             raise acp.RequestError(-32600, BUSY.format(session_id=session_id), {"sessionId": session_id})
+        receive(kwargs)  # a client's ``_meta.traceparent``: this prompt's root turn continues its trace
         turn = served.start(prompt_text(prompt))
         if self.closing:  # it arrived with the end of input: answered, but not run
             served.cancel()
@@ -312,8 +315,10 @@ async def serve(*, model: Any, store: str | None, max_depth: int = 3, output_fd:
 
     transport = await ServerTransport.open(0, output_fd)
 
+    tracing = provider_from_environment()  # OTEL_TRACES_EXPORTER=otlp|console: traced (toh_nb.tracing.environment)
+
     def make_hub(session_id: str, directory: str | None) -> Any:
-        return AsyncHub(model, store=directory, root_id=session_id, max_depth=max_depth)
+        return AsyncHub(model, store=directory, root_id=session_id, max_depth=max_depth, tracing=tracing)
 
     agent = HubAgent(make_hub, store)
     transport.on_eof = agent.cancel_all
@@ -321,6 +326,8 @@ async def serve(*, model: Any, store: str | None, max_depth: int = 3, output_fd:
         await acp.run_agent(agent, input_stream=transport)
     finally:
         await agent.close()
+        if tracing is not None:
+            tracing.shutdown()  # exports the spans still queued
 
 
 def main(args: Any) -> int:
