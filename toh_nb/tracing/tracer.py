@@ -79,7 +79,7 @@ class _Info:
 class _Turn:
     """One agent's running turn: its span, the context its task had before, its open chat and tools."""
 
-    __slots__ = ("span", "context", "prior", "chat", "tools", "model", "text", "parent_id")
+    __slots__ = ("span", "context", "prior", "chat", "tools", "model", "text", "parent_id", "messages")
 
     def __init__(self, span: Any, prior: Any, model: Any, parent_id: str | None) -> None:
         self.span = span
@@ -90,6 +90,8 @@ class _Turn:
         self.model = model
         self.text = ""
         self.parent_id = parent_id
+        #: message events for the span, written when it ends (see HubTracer._messages)
+        self.messages: list[tuple[str, dict, int]] = []
 
 
 class _Child:
@@ -222,17 +224,7 @@ class HubTracer:
         span = self._start(f"{n.INVOKE_AGENT} {name}", parent, SpanKind.INTERNAL, attributes, event.time, agent_id,
                            links=links)
         turn = self._turns[agent_id] = _Turn(span, prior, model, event.parent_id)
-        pending = self._pending.pop(agent_id, None)
-        if pending:
-            texts = []
-            for name_, attrs, at in pending:
-                span.add_event(name_, attrs, at)
-                if n.MESSAGE_TEXT in attrs:
-                    texts.append(attrs[n.MESSAGE_TEXT])
-            if texts:
-                span.set_attribute(n.INPUT_VALUE, "\n\n".join(texts))
-                span.set_attribute(n.INPUT_MESSAGES, json.dumps(
-                    [{"role": "user", "parts": [{"type": "text", "content": t}]} for t in texts], ensure_ascii=False))
+        turn.messages = self._pending.pop(agent_id, [])
         otel_context.attach(turn.context)
 
     def _info_jobs(self, span: Any) -> list[str]:
@@ -257,9 +249,25 @@ class HubTracer:
         if self.content and turn.text:
             attributes[n.OUTPUT_VALUE] = turn.text
         span.set_attributes(_clean(attributes))
+        self._messages(turn)
         self._finish(span, event.reason, event.error, end)
         otel_context.attach(turn.prior)
         carried.set_outbound(None)
+
+    def _messages(self, turn: _Turn) -> None:
+        """The turn's message events (and, with content, its input) go on its span as it ends: a
+        model's key is held (``toh_nb.core.secrets``) from its first request on, so text masked now is
+        masked of it even when the message was queued before that request."""
+        texts = []
+        for name, attributes, at in turn.messages:
+            if n.MESSAGE_TEXT in attributes:
+                attributes = {**attributes, n.MESSAGE_TEXT: _text(attributes[n.MESSAGE_TEXT])}
+                texts.append(attributes[n.MESSAGE_TEXT])
+            turn.span.add_event(name, attributes, at)
+        if texts:
+            turn.span.set_attribute(n.INPUT_VALUE, "\n\n".join(texts))
+            turn.span.set_attribute(n.INPUT_MESSAGES, json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": t}]} for t in texts], ensure_ascii=False))
 
     def _finish(self, span: Any, reason: str, error: str | None, end: int) -> None:
         span.set_attribute(n.STOP_REASON, reason)
@@ -359,11 +367,11 @@ class HubTracer:
         target = event.agent_id
         attributes = _clean({n.MESSAGE_SOURCE: event.source, n.MESSAGE_ID: event.message_id})
         if self.content:
-            attributes[n.MESSAGE_TEXT] = _text(event.text)
-        if not self._event_on_turn(target, n.EVENT_MESSAGE, attributes, event.time) and target is not None:
-            pending = self._pending.setdefault(target, [])
-            if len(pending) < PENDING_LIMIT:
-                pending.append((n.EVENT_MESSAGE, attributes, _ns(event.time)))
+            attributes[n.MESSAGE_TEXT] = event.text  # masked when written (_messages)
+        turn = self._turns.get(target) if target is not None else None
+        queue = turn.messages if turn is not None else self._pending.setdefault(target, []) if target else None
+        if queue is not None and len(queue) < PENDING_LIMIT:
+            queue.append((n.EVENT_MESSAGE, attributes, _ns(event.time)))
         sender = self._sender(target)
         if sender is not None:
             sender.add_event(n.EVENT_MESSAGE_SENT, _clean({n.TARGET: target, n.MESSAGE_SOURCE: event.source,
@@ -430,6 +438,7 @@ class HubTracer:
         """The hub closed: every span still open ends here (a turn cut by the close), then the tracer leaves."""
         end = _ns(event.time)
         for turn in self._turns.values():
+            self._messages(turn)
             for span in [turn.chat, *turn.tools.values()]:
                 if span is not None:
                     self._finish(span, "aborted", None, end)
