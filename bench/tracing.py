@@ -1,0 +1,71 @@
+"""Overhead of tracing per delegation: the same N sequential delegations with ``tracing=`` off and on.
+
+The root agent's model asks for one ``subagent`` call per step, N steps in a row (one ``hub.run``);
+each child answers at once (the ``sequential`` benchmark's work). ``off``: no tracing (no listener:
+activity events are not even built). ``on``: ``tracing=<SDK TracerProvider>`` with a
+SimpleSpanProcessor into the SDK's in-memory exporter (every span made, ended and exported
+synchronously; 5 spans per delegation: the root's chat and execute_tool, the child's invoke_agent and
+chat, plus the root's turn). Printed: microseconds per delegation for each, and the ratio on/off (best
+of ``--repeat`` runs each). Run: ``python bench/tracing.py [-n 500] [--repeat 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import _common as c
+
+
+async def run(n: int, provider) -> float:
+    from toh_nb.hub import AsyncHub
+
+    def reply(request):
+        if request.depth == 0:
+            return c.calls([c.delegate_call(request.step)]) if request.step <= n else "done"
+        return "ok"
+
+    hub = AsyncHub(c.model(reply), ids="sequential", max_steps=None, tracing=provider)
+    try:
+        start = time.perf_counter()
+        result = await hub.run("delegate, one child at a time")
+        seconds = time.perf_counter() - start
+    finally:
+        await hub.close()
+    if result.stop_reason != "completed" or result.text != "done":
+        raise SystemExit(f"tracing: the root's run ended {result.stop_reason}: {result.text!r}")
+    return seconds
+
+
+async def main(n: int, repeat: int) -> None:
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError:
+        print("tracing: skipped (the otel extra is not installed)")
+        return
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    await run(50, None)
+    await run(50, provider)  # warm both paths
+    off = on = float("inf")
+    spans = 0
+    for _ in range(repeat):
+        off = min(off, await run(n, None))
+        exporter.clear()
+        on = min(on, await run(n, provider))
+        spans = len(exporter.get_finished_spans())
+    print(f"tracing: {n} sequential delegations, best of {repeat}: off {off / n * 1e6:.1f} us/delegation, "
+          f"on {on / n * 1e6:.1f} us/delegation ({spans} spans), overhead {(on - off) / n * 1e6:.1f} us "
+          f"per delegation, ratio on/off {on / off:.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(main(args.n, args.repeat))
