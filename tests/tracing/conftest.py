@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any, Callable
 
 import pytest
@@ -112,7 +113,7 @@ async def settle(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 def pytest_pyfunc_call(pyfuncitem):
     """``async def`` tests of this directory run in a fresh ``asyncio.run`` (no plugin needed)."""
     if asyncio.iscoroutinefunction(pyfuncitem.obj):
-        names = pyfuncitem._fixtureinfo.argnames
+        names = inspect.signature(pyfuncitem.obj).parameters
         asyncio.run(pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names}))
         return True
     return None
