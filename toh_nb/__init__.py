@@ -55,6 +55,7 @@ _EXPORTS = {
     "PermissionRequest": "toh_nb.acp.permissions",
     "AskUser": "toh_nb.acp.permissions",
     "RayProvider": "toh_nb.ray.provider",
+    "MCPServer": "toh_nb.mcp.config",
     "ProviderError": "toh_nb.core.errors",
     "TohError": "toh_nb.core.errors",
     "UsageError": "toh_nb.core.errors",

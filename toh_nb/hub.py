@@ -32,6 +32,8 @@ from .core.tools import FunctionTool, Tool, ToolContext, ToolResult, dispatch
 from .costs import CostBook
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
+from .mcp.config import MCPServer
+from .mcp.mounts import MCPMounts
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
 from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
 from .store import open_store, reserved_ids
@@ -296,8 +298,13 @@ class AsyncHub:
             for tool in make_control_tools(self._service):
                 runtime.tools.add(tool)
             for item in tools:
-                if not isinstance(item, SubagentTool):
+                if not isinstance(item, (SubagentTool, MCPServer)):
                     runtime.tools.add(item if isinstance(item, Tool) else FunctionTool(item))
+            # MCP servers start when the hub first runs work (``_mounted``): a hub that never runs starts none
+            self._mcp = MCPMounts()
+            self._mcp_lock: asyncio.Lock | None = None
+            runtime.mcp_servers = tuple(item for item in tools if isinstance(item, MCPServer))
+            self._mcp_ready = not runtime.mcp_servers
             self._root = self._make_root(root_id, root_limits, max_tokens)
             if self._costs.prices:  # a finished one-shot agent leaves the runtime: note its model while live
                 runtime.bus.subscribe(lambda event: self._costs.note(event.agent_id, runtime))
@@ -379,6 +386,22 @@ class AsyncHub:
         if self._closed:
             raise ClosedError("this hub is closed; create a new Hub to continue (a store= directory keeps its children)")
 
+    async def _mounted(self) -> None:
+        """Start the hub's MCP servers and mount their tools (once, before the first work that needs
+        tools). A server that cannot start raises its ToolError; the next call tries again."""
+        if self._mcp_ready:
+            return
+        if self._mcp_lock is None:
+            self._mcp_lock = asyncio.Lock()
+        async with self._mcp_lock:
+            if self._mcp_ready:
+                return
+            for tool in await self._mcp.tools(self.runtime.mcp_servers, self.runtime.tools.names()):
+                self.runtime.tools.add(tool)
+            root = self._root  # made before the tools were known: it sees them from now on
+            root.tools, root.tool_specs, root.system = self.runtime.compose(None)
+            self._mcp_ready = True
+
     # -- running work --------------------------------------------------------------------------
 
     async def run(self, prompt: str, *, timeout: float | None = None) -> RunResult:
@@ -386,6 +409,7 @@ class AsyncHub:
         self._check_open()
         check_text(prompt, "prompt")
         timeout = check_timeout(timeout)
+        await self._mounted()
         future = self._root.submit(user_message(prompt, id=self._ids.message()))
         try:
             outcome = await asyncio.wait_for(asyncio.shield(future), timeout)
@@ -438,6 +462,7 @@ class AsyncHub:
         bound the child (``None``: the hub's defaults; see ``toh_nb.core.budget``)."""
         self._check_open()
         check_flag(background, "background")
+        await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
                                 provider)
@@ -460,6 +485,7 @@ class AsyncHub:
         """A continuable child; returns as soon as its first message is accepted (budgets as in
         :meth:`spawn`; they hold for every turn of the child)."""
         self._check_open()
+        await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
                                 provider)
@@ -486,6 +512,7 @@ class AsyncHub:
         self._check_open()
         agent_id = agent_id_of(agent_id)
         check_text(message, "message")
+        await self._mounted()
         return await self._service.followup(self._root, agent_id, message, USER_SOURCE)
 
     def interrupt(self, agent_id: "str | AsyncChild") -> None:
@@ -539,6 +566,7 @@ class AsyncHub:
         """Run one tool as the root agent; returns exactly what a model would read."""
         self._check_open()
         check_text(name, "name")
+        await self._mounted()
         ctx = ToolContext(self._root, self.runtime, self._ids.call(), by_user=True)
         return await dispatch(self._root.tools.get, ctx, name, arguments)
 
@@ -627,6 +655,7 @@ class AsyncHub:
             await agent.dispose()
             self.runtime.unregister(agent)
         await self._service.close_providers()
+        await self._mcp.close()  # every agent is gone: no call is in flight; no server process is left
         self.runtime.closed = True
         self.runtime.bus.publish(HubClosed(agent_id=self._root.id, depth=0))
         self._store.close()
