@@ -16,6 +16,7 @@ if "--garbage-only" in sys.argv:
 
 import anyio  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
 app = MCPServer("hostile", log_level="ERROR")
 
@@ -62,7 +63,7 @@ def big() -> str:
 @app.tool()
 def fail() -> str:
     """Fail with a message."""
-    raise ValueError("the disk is made of cheese")
+    raise ToolError("the disk is made of cheese")
 
 
 @app.tool()
