@@ -37,13 +37,18 @@ PROGRESS_KINDS = frozenset({"subagent/start", "subagent/end", "model/request", "
                             "job/start", "job/end"})
 
 
+#: seconds a call's answer waits for its last progress notifications to go out
+PROGRESS_FLUSH = 5.0
+
+
 def unknown_tool(name: str) -> str:
     return f'Error: unknown tool "{name}" (this server offers {", ".join(DELEGATION_TOOLS)})'
 
 
 def progress_message(event: HubEvent) -> str:
     """One step of the tree, for a progress notification: ``toh-x: tool/call job_output``."""
-    detail = getattr(event, "name", None) or getattr(event, "reason", None) or getattr(event, "label", None)
+    detail = (getattr(event, "name", None) or getattr(event, "reason", None) or getattr(event, "stop_reason", None)
+              or getattr(event, "label", None))
     return f"{event.agent_id}: {event.kind}" + (f" {detail}" if detail else "")
 
 
@@ -87,6 +92,8 @@ async def with_progress(ctx: Any, hub: Any, call: Any) -> Any:
         count = 0
         while True:
             message = await queue.get()
+            if message is None:  # the call is over: everything before it has been sent
+                return
             count += 1
             try:
                 await ctx.session.report_progress(count, None, message)
@@ -97,7 +104,11 @@ async def with_progress(ctx: Any, hub: Any, call: Any) -> Any:
     unsubscribe = hub.runtime.bus.subscribe(note)
     forwarder = asyncio.ensure_future(forward())
     try:
-        return await call
+        result = await call
+        unsubscribe()
+        queue.put_nowait(None)  # the steps of a quick call are still sent, before its answer
+        await asyncio.wait({forwarder}, timeout=PROGRESS_FLUSH)
+        return result
     finally:
         unsubscribe()
         forwarder.cancel()
