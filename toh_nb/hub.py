@@ -13,6 +13,7 @@ Work the root's model starts (during ``run``) wakes it as the reference harness 
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 import os
 import time
@@ -283,10 +284,13 @@ class AsyncHub:
             self._service.report_tool = make_report_tool(self._service)
             configs = delegation_tools if delegation_tools is not None else [SubagentTool()]
             mounted = [item for item in tools if isinstance(item, SubagentTool)]
+            self._mcp = MCPMounts()
             for config in [*configs, *mounted]:
                 if isinstance(config, SubagentTool):
+                    servers = self._child_servers(config.tools, f'SubagentTool "{config.name}" tools')
                     tool = config.build(self._service, self._jobs, background_mode=background_mode,
-                                        max_depth=max_depth)
+                                        max_depth=max_depth,
+                                        child_tools=functools.partial(self._child_tools, servers) if servers else None)
                 elif isinstance(config, dict):
                     tool = make_subagent_tool(self._service, self._jobs, **config)
                 else:
@@ -301,7 +305,6 @@ class AsyncHub:
                 if not isinstance(item, (SubagentTool, MCPServer)):
                     runtime.tools.add(item if isinstance(item, Tool) else FunctionTool(item))
             # MCP servers start when the hub first runs work (``_mounted``): a hub that never runs starts none
-            self._mcp = MCPMounts()
             self._mcp_lock: asyncio.Lock | None = None
             runtime.mcp_servers = tuple(item for item in tools if isinstance(item, MCPServer))
             self._mcp_ready = not runtime.mcp_servers
@@ -402,6 +405,22 @@ class AsyncHub:
             root.tools, root.tool_specs, root.system = self.runtime.compose(None)
             self._mcp_ready = True
 
+    @staticmethod
+    def _child_servers(tools: Any, what: str) -> tuple:
+        """``tools=`` of a child (spawn/start, a SubagentTool): MCP servers only, as a tuple."""
+        if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
+            raise UsageError(f"{what} must be a list of tn.MCPServer, got {type(tools).__name__}")
+        for item in tools:
+            if not isinstance(item, MCPServer):
+                raise UsageError(f"{what} takes tn.MCPServer objects (functions go to tn.Hub(tools=...)), "
+                                 f"got {type(item).__name__}")
+        return tuple(tools)
+
+    async def _child_tools(self, servers: tuple) -> tuple[tuple, tuple]:
+        """The tools of a child's own MCP servers (started on first use, one session per server object;
+        named beside the hub's tools), and the servers (what an external child is handed)."""
+        return tuple(await self._mcp.tools(servers, self.runtime.tools.names())), servers
+
     # -- running work --------------------------------------------------------------------------
 
     async def run(self, prompt: str, *, timeout: float | None = None) -> RunResult:
@@ -422,7 +441,8 @@ class AsyncHub:
         return run_result(outcome, self._root.id)
 
     def _request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
-                 model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
+                 model: Any, max_tokens: int | None, budgets: dict, provider: str,
+                 own: tuple[tuple, tuple] = ((), ())) -> StartRequest:
         check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         # a provider that manages depth itself (an external harness) gets no cap from this hub
         capped = self._service.registered_provider(provider).capabilities.depth_limit
@@ -438,34 +458,41 @@ class AsyncHub:
         return StartRequest(prompt=prompt, parent=self._root, label=label or _default_label(prompt),
                             agent_options=options or None, persona=persona,
                             tool_filter=validate_tool_filter(tool_filter),
-                            max_depth=self._max_depth if capped else None, by_user=True)
+                            max_depth=self._max_depth if capped else None, by_user=True,
+                            tools=own[0], mcp_servers=own[1])
 
     @overload
     async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[False] = False,
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-                    token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult: ...
+                    token_budget: int | None = None, turn_timeout: float | None = None,
+                    tools: Sequence[MCPServer] = ()) -> RunResult: ...
 
     @overload
     async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[True],
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-                    token_budget: int | None = None, turn_timeout: float | None = None) -> AsyncJob: ...
+                    token_budget: int | None = None, turn_timeout: float | None = None,
+                    tools: Sequence[MCPServer] = ()) -> AsyncJob: ...
 
     async def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-                    token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult | AsyncJob:
+                    token_budget: int | None = None, turn_timeout: float | None = None,
+                    tools: Sequence[MCPServer] = ()) -> RunResult | AsyncJob:
         """A one-shot child: foreground → RunResult; ``background=True`` → a Job.
 
         ``max_steps``, ``token_budget`` (tokens of the child and its descendants) and ``turn_timeout``
-        bound the child (``None``: the hub's defaults; see ``toh_nb.core.budget``)."""
+        bound the child (``None``: the hub's defaults; see ``toh_nb.core.budget``). ``tools``: MCP servers
+        (``tn.MCPServer``) whose tools this child sees besides the hub's (``tool_filter`` applies to them).
+        """
         self._check_open()
         check_flag(background, "background")
+        servers = self._child_servers(tools, "tools")
         await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
-                                provider)
+                                provider, await self._child_tools(servers) if servers else ((), ()))
         if background:
             job = self._jobs.start("subagent", request.label, self._root,
                                    background_starter(self._service, provider, request), by_user=True)
@@ -481,14 +508,16 @@ class AsyncHub:
     async def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
                     tool_filter: ToolFilter | None = None, model: Model | None = None, max_tokens: int | None = None,
                     provider: str = "spawn", max_steps: int | None = None, token_budget: int | None = None,
-                    turn_timeout: float | None = None) -> AsyncChild:
+                    turn_timeout: float | None = None, tools: Sequence[MCPServer] = ()) -> AsyncChild:
         """A continuable child; returns as soon as its first message is accepted (budgets as in
-        :meth:`spawn`; they hold for every turn of the child)."""
+        :meth:`spawn`; they hold for every turn of the child; ``tools`` as in :meth:`spawn`, kept for the
+        child's later turns in this process)."""
         self._check_open()
+        servers = self._child_servers(tools, "tools")
         await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
-                                provider)
+                                provider, await self._child_tools(servers) if servers else ((), ()))
         child_id, _ = await self._service.start_continuable(provider, request)
         return AsyncChild(self, child_id, request.label)
 

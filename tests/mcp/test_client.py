@@ -181,3 +181,53 @@ def test_json_results_of_structured_only_tools_are_rendered():
     result = tool_result(CallToolResult(content=[], structured_content={"temperature": 3}))
     assert result.text == json.dumps({"temperature": 3}, indent=1) and not result.is_error
     assert texts.EMPTY_RESULT == tool_result(CallToolResult(content=[])).text
+
+
+def test_a_childs_own_servers_are_seen_by_that_child_only_and_its_tool_filter_applies():
+    seen: dict[str, list[str]] = {}
+
+    def note(request):
+        seen[request.label or "root"] = sorted(spec.name for spec in request.tools)
+        return "ok"
+
+    model = tn.ScriptedModel({"root": [note], "own": [tn.ToolCall("echo", {"text": "mine"}), lambda r: last_tool_text(r)],
+                              "plain": [note], "narrow": [note]})
+
+    async def main():
+        async with tn.AsyncHub(model) as hub:
+            own = await hub.spawn("use your tool", label="own", tools=[tn.MCPServer(hostile(), name="h")])
+            await hub.spawn("nothing", label="plain")
+            await hub.spawn("narrow", label="narrow", tools=[tn.MCPServer(hostile(), name="h")],
+                            tool_filter={"allow": ["pid"]})
+            await hub.run("root")
+            with pytest.raises(tn.UsageError) as caught:
+                await hub.spawn("x", tools=[print])
+            return own, str(caught.value)
+
+    own, refusal = run(main())
+    assert own.text == "echo: mine"
+    assert "echo" not in seen["plain"] and "echo" not in seen["root"]
+    assert seen["narrow"] == ["pid"]
+    assert refusal == "tools takes tn.MCPServer objects (functions go to tn.Hub(tools=...)), got builtin_function_or_method"
+
+
+def test_a_delegation_tools_servers_reach_the_children_it_starts():
+    seen: dict[str, list[str]] = {}
+
+    def note(request):
+        seen[request.label] = sorted(spec.name for spec in request.tools)
+        return tn.ToolCall("echo", {"text": "via helper"})
+
+    model = tn.ScriptedModel({"root": [tn.ToolCall("helper", {"description": "kid", "prompt": "p"}),
+                                       lambda r: "root: " + last_tool_text(r)],
+                              "kid": [note, lambda r: last_tool_text(r)]})
+
+    async def main():
+        helper = tn.SubagentTool(name="helper", tools=(tn.MCPServer(hostile(), name="h"),))
+        async with tn.AsyncHub(model, delegation_tools=[helper]) as hub:
+            result = await hub.run("go")
+            return result, sorted(hub.root_agent.tools)
+
+    result, root_tools = run(main())
+    assert result.text == "root: echo: via helper"
+    assert "echo" in seen["kid"] and "echo" not in root_tools
