@@ -231,3 +231,17 @@ def test_a_delegation_tools_servers_reach_the_children_it_starts():
     result, root_tools = run(main())
     assert result.text == "root: echo: via helper"
     assert "echo" in seen["kid"] and "echo" not in root_tools
+
+
+def test_the_notebook_hub_mounts_servers_and_its_close_leaves_no_process():
+    before = descendants()
+    model = tn.ScriptedModel({"root": [tn.ToolCall("echo", {"text": "sync"}), lambda r: last_tool_text(r)]})
+    hub = tn.Hub(model, tools=[tn.MCPServer(hostile(), name="h")])
+    try:
+        assert hub.run("go").text == "echo: sync"
+        frame = hub.transcript(hub.root)
+        assert list(frame[frame["kind"] == "tool/call"]["tool"]) == ["echo"]
+        assert descendants() - before
+    finally:
+        hub.close()
+    assert descendants() - before == set()
