@@ -5,6 +5,7 @@ client that stops the child, and a store a later hub opens."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from toh_nb.mcp.server import DELEGATION_TOOLS, unknown_tool
 
 from .helpers import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -142,3 +143,29 @@ def test_streamable_http_on_127_0_0_1():
         proc.stderr.close()
     assert names == list(DELEGATION_TOOLS)
     assert not answer.is_error and answer.content[0].text
+
+
+FAST_AGENT = os.environ.get("TOH_NB_FAST_AGENT") or "/work/agents/fast-agent/bin/fast-agent"
+
+
+@pytest.mark.skipif(not os.access(FAST_AGENT, os.X_OK), reason="fast-agent not installed (set TOH_NB_FAST_AGENT)")
+def test_fast_agent_as_a_third_party_mcp_client_delegates_to_the_tree(tmp_path):
+    """fast-agent's offline ``passthrough`` model calls ``subagent`` on ``python -m toh_nb mcp``; the
+    answer is the tool's own text and the child is in the store a later hub opens."""
+    store = str(tmp_path / "tree")
+    server = f"env PYTHONPATH={REPO} {sys.executable} -m toh_nb mcp --latency 0 --store {store}"
+    arguments = {"description": "garden", "prompt": "Plan a garden"}
+    done = subprocess.run([FAST_AGENT, "go", "--model", "passthrough", "--isolated", "--stdio", server,
+                           "--message", "***CALL_TOOL subagent " + json.dumps(arguments)],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    async def main():
+        async with tn.AsyncHub(tn.DemoModel(latency=0)) as hub:
+            expected = await hub.call_tool("subagent", **arguments)
+        async with tn.AsyncHub(store=store) as reopened:
+            return expected.text, reopened.agents()
+
+    expected, rows = asyncio.run(main())
+    assert expected in done.stdout
+    assert [(row["label"], row["stop_reason"]) for row in rows[1:]] == [("garden", "completed")]
