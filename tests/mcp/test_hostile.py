@@ -132,3 +132,23 @@ def test_a_program_that_never_speaks_mcp_fails_within_the_connect_timeout_and_is
     assert message == texts.handshake_timeout(display(server), 2, "")
     assert message == f"{display(server)} did not complete the MCP handshake within 2 s"
     assert descendants() - before == set()
+
+
+def test_closing_the_hub_while_a_server_starts_stops_it_and_the_run_says_so():
+    before = descendants()
+    server = tn.MCPServer(hostile("--garbage-only"), name="g", connect_timeout=60)
+
+    async def main():
+        hub = tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[server])
+        running = asyncio.ensure_future(hub.run("go"))
+        for _ in range(200):  # until the server process exists
+            if descendants() - before:
+                break
+            await asyncio.sleep(0.05)
+        await hub.close()
+        with pytest.raises(tn.ToolError) as caught:
+            await running
+        return str(caught.value)
+
+    assert asyncio.run(main()) == texts.closed_hub(display(server)) == f"{display(server)}: the hub is closed"
+    assert descendants() - before == set()

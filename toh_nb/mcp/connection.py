@@ -93,12 +93,18 @@ class MCPConnection:
             await self._teardown()
             raise ToolError(texts.handshake_timeout(server.display, server.connect_timeout, stderr)) from None
         except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.closed and ready.cancelled() and not (current is not None and current.cancelling()):
+                raise ToolError(texts.closed_hub(server.display)) from None  # hub.close() stopped the start
             await self._teardown()
             raise
         except Exception as error:
             stderr = self.stderr_tail()
             await self._teardown()
             raise ToolError(texts.start_failed(server.display, reason_of(error), stderr)) from None
+        if self.closed:  # the hub closed while this session started: it is not handed out
+            await self._teardown()
+            raise ToolError(texts.closed_hub(server.display))
         self.starts += 1
         return self._client
 
@@ -153,11 +159,13 @@ class MCPConnection:
     async def _teardown(self) -> None:
         """Leave the session: the owner closes the SDK client (stdio: stdin closed, then the process
         tree terminated, then killed), each step bounded."""
-        owner, stop, stderr = self._owner, self._stop, self._stderr
+        owner, stop, stderr, connected = self._owner, self._stop, self._stderr, self._client is not None
         self._client = self._owner = self._stop = self._stderr = None
         if stop is not None:
             stop.set()
         if owner is not None:
+            if not connected:  # still starting (a handshake that never ends): no reason to wait for it
+                owner.cancel()
             done, _ = await asyncio.wait({owner}, timeout=CLOSE_GRACE)
             if not done:
                 owner.cancel()

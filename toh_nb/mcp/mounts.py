@@ -24,8 +24,9 @@ from typing import Any, Collection, Sequence
 
 import pydantic
 
-from ..core.errors import UsageError
+from ..core.errors import ToolError, UsageError
 from ..core.tools import Tool, ToolContext
+from . import texts
 from .config import MCPServer, tool_name_part
 from .connection import MCPConnection
 
@@ -66,6 +67,8 @@ class MCPMounts:
         self.closed = False
 
     def connection(self, server: MCPServer) -> MCPConnection:
+        if self.closed:
+            raise ToolError(texts.closed_hub(server.display))
         connection = self._connections.get(id(server))
         if connection is None or connection.server is not server:
             connection = MCPConnection(server)
