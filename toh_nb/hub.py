@@ -441,8 +441,7 @@ class AsyncHub:
         return run_result(outcome, self._root.id)
 
     def _request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
-                 model: Any, max_tokens: int | None, budgets: dict, provider: str,
-                 own: tuple[tuple, tuple] = ((), ())) -> StartRequest:
+                 model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
         check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         # a provider that manages depth itself (an external harness) gets no cap from this hub
         capped = self._service.registered_provider(provider).capabilities.depth_limit
@@ -458,8 +457,7 @@ class AsyncHub:
         return StartRequest(prompt=prompt, parent=self._root, label=label or _default_label(prompt),
                             agent_options=options or None, persona=persona,
                             tool_filter=validate_tool_filter(tool_filter),
-                            max_depth=self._max_depth if capped else None, by_user=True,
-                            tools=own[0], mcp_servers=own[1])
+                            max_depth=self._max_depth if capped else None, by_user=True)
 
     @overload
     async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[False] = False,
@@ -492,7 +490,9 @@ class AsyncHub:
         await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
-                                provider, await self._child_tools(servers) if servers else ((), ()))
+                                provider)
+        if servers:  # after every check: a refused call starts no server
+            request.tools, request.mcp_servers = await self._child_tools(servers)
         if background:
             job = self._jobs.start("subagent", request.label, self._root,
                                    background_starter(self._service, provider, request), by_user=True)
@@ -517,7 +517,9 @@ class AsyncHub:
         await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
-                                provider, await self._child_tools(servers) if servers else ((), ()))
+                                provider)
+        if servers:
+            request.tools, request.mcp_servers = await self._child_tools(servers)
         child_id, _ = await self._service.start_continuable(provider, request)
         return AsyncChild(self, child_id, request.label)
 

@@ -202,6 +202,11 @@ def test_a_childs_own_servers_are_seen_by_that_child_only_and_its_tool_filter_ap
             await hub.run("root")
             with pytest.raises(tn.UsageError) as caught:
                 await hub.spawn("x", tools=[print])
+            running = descendants()
+            with pytest.raises(tn.UsageError):  # refused before any server of it starts
+                await hub.spawn("x", tools=[tn.MCPServer(hostile(), name="late")], tool_filter={"allow": []},
+                                persona=3)
+            assert descendants() == running
             return own, str(caught.value)
 
     own, refusal = run(main())
