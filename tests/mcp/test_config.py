@@ -79,3 +79,13 @@ def test_mcp_without_the_extra_prints_the_install_line_and_exits_2(tmp_path):
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "toh-nb mcp: error: MCP needs the optional extra: pip install 'toh-nb[mcp]' (PyPI mcp, the official SDK)\n"
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("port", ["0", "65536"])
+def test_an_http_port_out_of_range_is_refused(port, capsys):
+    from toh_nb.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["mcp", "--http", port])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith("toh-nb: error: --http must be a port from 1 to 65535\n")
