@@ -13,7 +13,7 @@ FORBIDDEN = re.compile(r"^\s*(import|from)\s+(ipywidgets|IPython|pandas|toh_nb\.
 
 def test_engine_packages_import_no_notebook_libraries():
     offenders = []
-    for package in ("core", "models", "store", "jobs", "subagents", "acp", "ray"):
+    for package in ("core", "models", "store", "jobs", "subagents", "acp", "ray", "mcp"):
         for path in (ROOT / package).rglob("*.py"):
             if FORBIDDEN.search(path.read_text()):
                 offenders.append(str(path.relative_to(ROOT)))

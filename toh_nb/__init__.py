@@ -56,6 +56,7 @@ _EXPORTS = {
     "AskUser": "toh_nb.acp.permissions",
     "RayProvider": "toh_nb.ray.provider",
     "Tracing": "toh_nb.tracing.options",
+    "MCPServer": "toh_nb.mcp.config",
     "ProviderError": "toh_nb.core.errors",
     "TohError": "toh_nb.core.errors",
     "UsageError": "toh_nb.core.errors",

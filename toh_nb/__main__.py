@@ -7,7 +7,8 @@ and waits for it. It prints the final answer, the whole agent tree (every agent 
 text snapshot shows it), what ``list_agents`` returns to the root (only continuable children appear there),
 and the agents and jobs tables as a notebook displays them. No network, no key.
 
-``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.acp.server``).
+``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.acp.server``); ``mcp`` serves
+one as an MCP server whose tools are the delegation surface (``toh_nb.mcp.server``).
 """
 
 from __future__ import annotations
@@ -62,6 +63,17 @@ def run_demo(topic: str = DEFAULT_TOPIC, latency: float = 0.02, out=None) -> int
     return 0 if result.ok else 1
 
 
+def _served_hub_options(command: argparse.ArgumentParser, store_help: str) -> None:
+    """The options of a served hub (``acp`` and ``mcp``): its store, model and depth limit."""
+    command.add_argument("--store", default=None, help=store_help)
+    command.add_argument("--model", default="demo",
+                         help="'demo' (offline DemoModel) or an OpenAI-compatible model name (default: %(default)s)")
+    command.add_argument("--base-url", default=None, help="base URL of the OpenAI-compatible server (or OPENAI_BASE_URL)")
+    command.add_argument("--latency", type=float, default=0.02, help="demo model: seconds per call (default: %(default)s)")
+    command.add_argument("--max-depth", type=int, default=3, help="delegation depth limit (default: %(default)s)")
+    command.add_argument("--verbose", action="store_true", help="log sessions to stderr")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from . import __version__
 
@@ -73,19 +85,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--latency", type=float, default=0.02,
                       help="simulated seconds per model call (default: %(default)s)")
     acp = commands.add_parser("acp", help="serve a toh_nb hub over stdio as an ACP agent (needs toh-nb[acp])")
-    acp.add_argument("--store", default=None, help="directory of session logs; enables session/load (default: memory)")
-    acp.add_argument("--model", default="demo",
-                     help="'demo' (offline DemoModel) or an OpenAI-compatible model name (default: %(default)s)")
-    acp.add_argument("--base-url", default=None, help="base URL of the OpenAI-compatible server (or OPENAI_BASE_URL)")
-    acp.add_argument("--latency", type=float, default=0.02, help="demo model: seconds per call (default: %(default)s)")
-    acp.add_argument("--max-depth", type=int, default=3, help="delegation depth limit (default: %(default)s)")
-    acp.add_argument("--verbose", action="store_true", help="log sessions to stderr")
+    _served_hub_options(acp, "directory of session logs; enables session/load (default: memory)")
+    mcp = commands.add_parser("mcp", help="serve a toh_nb hub as an MCP server of delegation tools (needs toh-nb[mcp])")
+    _served_hub_options(mcp, "directory of the tree's logs, which tn.Hub(store=DIR) opens (default: memory)")
+    mcp.add_argument("--http", type=int, default=None, metavar="PORT",
+                     help="serve streamable HTTP on 127.0.0.1:PORT at /mcp instead of stdio")
     args = parser.parse_args(argv)
-    if args.command == "acp":
+    if args.command in ("acp", "mcp"):
         if args.latency < 0:
             parser.error("--latency must be >= 0")
         if args.max_depth < 0:
             parser.error("--max-depth must be >= 0")
+        if args.command == "mcp":
+            if args.http is not None and not 0 < args.http < 65536:
+                parser.error("--http must be a port from 1 to 65535")
+            from .mcp.server import main as serve_mcp
+
+            return serve_mcp(args)
         from .acp.server import main as serve_acp
 
         return serve_acp(args)

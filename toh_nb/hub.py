@@ -13,6 +13,7 @@ Work the root's model starts (during ``run``) wakes it as the reference harness 
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 import os
 import time
@@ -32,6 +33,8 @@ from .core.tools import FunctionTool, Tool, ToolContext, ToolResult, dispatch
 from .costs import CostBook
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
+from .mcp.config import MCPServer
+from .mcp.mounts import MCPMounts
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
 from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
 from .store import open_store, reserved_ids
@@ -284,10 +287,13 @@ class AsyncHub:
             self._service.report_tool = make_report_tool(self._service)
             configs = delegation_tools if delegation_tools is not None else [SubagentTool()]
             mounted = [item for item in tools if isinstance(item, SubagentTool)]
+            self._mcp = MCPMounts()
             for config in [*configs, *mounted]:
                 if isinstance(config, SubagentTool):
+                    servers = self._child_servers(config.tools, f'SubagentTool "{config.name}" tools')
                     tool = config.build(self._service, self._jobs, background_mode=background_mode,
-                                        max_depth=max_depth)
+                                        max_depth=max_depth,
+                                        child_tools=functools.partial(self._child_tools, servers) if servers else None)
                 elif isinstance(config, dict):
                     tool = make_subagent_tool(self._service, self._jobs, **config)
                 else:
@@ -299,8 +305,12 @@ class AsyncHub:
             for tool in make_control_tools(self._service):
                 runtime.tools.add(tool)
             for item in tools:
-                if not isinstance(item, SubagentTool):
+                if not isinstance(item, (SubagentTool, MCPServer)):
                     runtime.tools.add(item if isinstance(item, Tool) else FunctionTool(item))
+            # MCP servers start when the hub first runs work (``_mounted``): a hub that never runs starts none
+            self._mcp_lock: asyncio.Lock | None = None
+            runtime.mcp_servers = tuple(item for item in tools if isinstance(item, MCPServer))
+            self._mcp_ready = not runtime.mcp_servers
             self._root = self._make_root(root_id, root_limits, max_tokens)
             if self._costs.prices:  # a finished one-shot agent leaves the runtime: note its model while live
                 runtime.bus.subscribe(lambda event: self._costs.note(event.agent_id, runtime))
@@ -384,6 +394,38 @@ class AsyncHub:
         if self._closed:
             raise ClosedError("this hub is closed; create a new Hub to continue (a store= directory keeps its children)")
 
+    async def _mounted(self) -> None:
+        """Start the hub's MCP servers and mount their tools (once, before the first work that needs
+        tools). A server that cannot start raises its ToolError; the next call tries again."""
+        if self._mcp_ready:
+            return
+        if self._mcp_lock is None:
+            self._mcp_lock = asyncio.Lock()
+        async with self._mcp_lock:
+            if self._mcp_ready:
+                return
+            for tool in await self._mcp.tools(self.runtime.mcp_servers, self.runtime.tools.names()):
+                self.runtime.tools.add(tool)
+            root = self._root  # made before the tools were known: it sees them from now on
+            root.tools, root.tool_specs, root.system = self.runtime.compose(None)
+            self._mcp_ready = True
+
+    @staticmethod
+    def _child_servers(tools: Any, what: str) -> tuple:
+        """``tools=`` of a child (spawn/start, a SubagentTool): MCP servers only, as a tuple."""
+        if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
+            raise UsageError(f"{what} must be a list of tn.MCPServer, got {type(tools).__name__}")
+        for item in tools:
+            if not isinstance(item, MCPServer):
+                raise UsageError(f"{what} takes tn.MCPServer objects (functions go to tn.Hub(tools=...)), "
+                                 f"got {type(item).__name__}")
+        return tuple(tools)
+
+    async def _child_tools(self, servers: tuple) -> tuple[tuple, tuple]:
+        """The tools of a child's own MCP servers (started on first use, one session per server object;
+        named beside the hub's tools), and the servers (what an external child is handed)."""
+        return tuple(await self._mcp.tools(servers, self.runtime.tools.names())), servers
+
     # -- running work --------------------------------------------------------------------------
 
     async def run(self, prompt: str, *, timeout: float | None = None) -> RunResult:
@@ -391,6 +433,7 @@ class AsyncHub:
         self._check_open()
         check_text(prompt, "prompt")
         timeout = check_timeout(timeout)
+        await self._mounted()
         future = self._root.submit(user_message(prompt, id=self._ids.message()))
         try:
             outcome = await asyncio.wait_for(asyncio.shield(future), timeout)
@@ -425,27 +468,36 @@ class AsyncHub:
     async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[False] = False,
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-                    token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult: ...
+                    token_budget: int | None = None, turn_timeout: float | None = None,
+                    tools: Sequence[MCPServer] = ()) -> RunResult: ...
 
     @overload
     async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[True],
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-                    token_budget: int | None = None, turn_timeout: float | None = None) -> AsyncJob: ...
+                    token_budget: int | None = None, turn_timeout: float | None = None,
+                    tools: Sequence[MCPServer] = ()) -> AsyncJob: ...
 
     async def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-                    token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult | AsyncJob:
+                    token_budget: int | None = None, turn_timeout: float | None = None,
+                    tools: Sequence[MCPServer] = ()) -> RunResult | AsyncJob:
         """A one-shot child: foreground → RunResult; ``background=True`` → a Job.
 
         ``max_steps``, ``token_budget`` (tokens of the child and its descendants) and ``turn_timeout``
-        bound the child (``None``: the hub's defaults; see ``toh_nb.core.budget``)."""
+        bound the child (``None``: the hub's defaults; see ``toh_nb.core.budget``). ``tools``: MCP servers
+        (``tn.MCPServer``) whose tools this child sees besides the hub's (``tool_filter`` applies to them).
+        """
         self._check_open()
         check_flag(background, "background")
+        servers = self._child_servers(tools, "tools")
+        await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
                                 provider)
+        if servers:  # after every check: a refused call starts no server
+            request.tools, request.mcp_servers = await self._child_tools(servers)
         if background:
             job = self._jobs.start("subagent", request.label, self._root,
                                    background_starter(self._service, provider, request), by_user=True)
@@ -461,13 +513,18 @@ class AsyncHub:
     async def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
                     tool_filter: ToolFilter | None = None, model: Model | None = None, max_tokens: int | None = None,
                     provider: str = "spawn", max_steps: int | None = None, token_budget: int | None = None,
-                    turn_timeout: float | None = None) -> AsyncChild:
+                    turn_timeout: float | None = None, tools: Sequence[MCPServer] = ()) -> AsyncChild:
         """A continuable child; returns as soon as its first message is accepted (budgets as in
-        :meth:`spawn`; they hold for every turn of the child)."""
+        :meth:`spawn`; they hold for every turn of the child; ``tools`` as in :meth:`spawn`, kept for the
+        child's later turns in this process)."""
         self._check_open()
+        servers = self._child_servers(tools, "tools")
+        await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
                                 provider)
+        if servers:
+            request.tools, request.mcp_servers = await self._child_tools(servers)
         child_id, _ = await self._service.start_continuable(provider, request)
         return AsyncChild(self, child_id, request.label)
 
@@ -491,6 +548,7 @@ class AsyncHub:
         self._check_open()
         agent_id = agent_id_of(agent_id)
         check_text(message, "message")
+        await self._mounted()
         return await self._service.followup(self._root, agent_id, message, USER_SOURCE)
 
     def interrupt(self, agent_id: "str | AsyncChild") -> None:
@@ -544,6 +602,7 @@ class AsyncHub:
         """Run one tool as the root agent; returns exactly what a model would read."""
         self._check_open()
         check_text(name, "name")
+        await self._mounted()
         ctx = ToolContext(self._root, self.runtime, self._ids.call(), by_user=True)
         return await dispatch(self._root.tools.get, ctx, name, arguments)
 
@@ -632,6 +691,7 @@ class AsyncHub:
             await agent.dispose()
             self.runtime.unregister(agent)
         await self._service.close_providers()
+        await self._mcp.close()  # every agent is gone: no call is in flight; no server process is left
         self.runtime.closed = True
         self.runtime.bus.publish(HubClosed(agent_id=self._root.id, depth=0))
         self._store.close()

@@ -17,6 +17,8 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 - ``ABANDON``: starts ``setsid sleep 1000`` holding stdout, names its pid on stderr and exits 5 mid-turn;
 - ``HANG-HELD``: starts ``setsid sleep 1000`` holding stdout and never answers;
 - ``ENV <name>``: answers the variable's value and the process's working directory;
+- ``MCP``: answers the ``mcpServers`` its session was given, as JSON (``--mcp-http``: it advertises
+  ``mcpCapabilities.http``);
 - ``HISTORY``: answers the prompts this session has seen (kept in ``<cwd>/.fake-acp/<sid>.json``, so a
   session loads in a new process).
 """
@@ -45,6 +47,7 @@ class FakeAgent:
         self.conn = None
         self.cancelled: dict[str, asyncio.Event] = {}
         self.cwd: dict[str, str] = {}
+        self.mcp: dict[str, list] = {}
 
     def on_connect(self, conn) -> None:
         self.conn = conn
@@ -54,7 +57,8 @@ class FakeAgent:
             await asyncio.Event().wait()
         return acp.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(load_session="--no-load" not in ARGS),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session="--no-load" not in ARGS, mcp_capabilities=schema.McpCapabilities(http="--mcp-http" in ARGS)),
             agent_info=schema.Implementation(name="fake-acp", version="1.0"))
 
     def _store(self, sid: str) -> str:
@@ -70,6 +74,7 @@ class FakeAgent:
     async def new_session(self, cwd, mcp_servers=None, **kwargs):
         sid = f"fake-{uuid.uuid4().hex[:8]}"
         self.cwd[sid] = cwd
+        self.mcp[sid] = [server.model_dump(mode="json", by_alias=True, exclude_none=True) for server in mcp_servers or ()]
         os.makedirs(os.path.dirname(self._store(sid)), exist_ok=True)
         with open(self._store(sid), "w") as handle:
             json.dump([], handle)
@@ -104,6 +109,9 @@ class FakeAgent:
         if word == "DEAF":  # ignores session/cancel
             await self.say(sid, "not listening")
             await asyncio.Event().wait()
+        if word == "MCP":
+            await self.say(sid, json.dumps(self.mcp.get(sid), sort_keys=True))
+            return acp.PromptResponse(stop_reason="end_turn")
         if word == "CRASH":
             print("fake agent: fatal: out of cheese", file=sys.stderr, flush=True)
             os._exit(3)

@@ -10,7 +10,7 @@ after a failure the process is disposed and the next turn of the same activation
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from ..core.errors import ModelError
 from ..core.model import ModelResponse
@@ -118,8 +118,10 @@ class AgentLink:
     def __init__(self, *, command: list[str], env: dict[str, str], cwd: str, policy: PermissionPolicy,
                  timeout: float, prompt_timeout: float | None, eof_grace: float, kill_grace: float,
                  record: Callable[[str, dict], None], session_id: str | None = None,
-                 agent_id: str | None = None) -> None:
+                 agent_id: str | None = None, mcp_servers: Sequence[dict] = ()) -> None:
         self.command = command
+        #: ``session/new``'s ``mcpServers`` (the hub's MCP servers, as ACP entries: toh_nb.mcp.config)
+        self.mcp_servers = list(mcp_servers)
         self.agent_id = agent_id  # the child this link serves (permission asks name it)
         self.env = env
         self.cwd = cwd
@@ -238,8 +240,9 @@ class AgentLink:
         agent_caps = getattr(init, "agent_capabilities", None)
         self.load_session = bool(getattr(agent_caps, "load_session", False))
         info = getattr(init, "agent_info", None)
+        servers = self._mcp_servers(getattr(agent_caps, "mcp_capabilities", None))
         if self.session_id is None:
-            created = await self._step("session/new", self.conn.new_session(cwd=self.cwd, mcp_servers=[]),
+            created = await self._step("session/new", self.conn.new_session(cwd=self.cwd, mcp_servers=servers),
                                        self.timeout)
             self.session_id = created.session_id
         else:
@@ -249,13 +252,31 @@ class AgentLink:
             self.replaying = True
             try:
                 await self._step("session/load", self.conn.load_session(
-                    cwd=self.cwd, session_id=self.session_id, mcp_servers=[]), self.timeout)
+                    cwd=self.cwd, session_id=self.session_id, mcp_servers=servers), self.timeout)
             finally:
                 self.replaying = False
         self.record(SESSION_RECORD, {
             "session_id": self.session_id, "cwd": self.cwd, "load_session": self.load_session,
             "agent": getattr(info, "name", None), "agent_version": getattr(info, "version", None),
             "command": self.display, "pid": process.pid})
+
+    def _mcp_servers(self, capabilities: Any) -> list:
+        """The hub's MCP servers as the agent takes them: stdio ones always (every ACP agent must), HTTP
+        ones when it advertises ``mcpCapabilities.http``; those it cannot take are recorded
+        (``external/mcp_skipped``), never silently dropped."""
+        schema = _acp().schema
+        servers, skipped = [], []
+        for entry in self.mcp_servers:
+            if entry.get("type") == "http":
+                if getattr(capabilities, "http", False):
+                    servers.append(schema.HttpMcpServer.model_validate(entry))
+                else:
+                    skipped.append(entry["name"])
+            else:
+                servers.append(schema.McpServerStdio.model_validate(entry))
+        if skipped:
+            self.record("mcp_skipped", {"servers": skipped, "reason": "the agent does not support MCP over HTTP"})
+        return servers
 
     async def prompt(self, text: str) -> ModelResponse:
         """One turn: ``session/prompt``; cancelled → ``session/cancel`` and the turn's cancellation."""

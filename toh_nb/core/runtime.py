@@ -46,6 +46,9 @@ class Runtime:
         self.limits = limits if limits is not None else Limits()
         self.base_prompt = base_prompt
         self.tools = ToolRegistry()
+        #: the hub's MCP servers (``toh_nb.mcp``): their tools are in ``tools`` once mounted; external
+        #: children (ACP) are handed the servers themselves
+        self.mcp_servers: tuple = ()
         self.agents: dict[str, Agent] = {}
         self._agents_room = DictRoom()  # gives the table back after a burst of children
         #: token budget of every agent created with one (ids outlive the live agent, for the tables)

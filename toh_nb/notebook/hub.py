@@ -303,18 +303,19 @@ class Hub:
     def spawn(self, prompt: str, *, label: str | None = None, background: Literal[False] = False,
               persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
               max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-              token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult: ...
+              token_budget: int | None = None, turn_timeout: float | None = None, tools: Sequence[Any] = ()) -> RunResult: ...
 
     @overload
     def spawn(self, prompt: str, *, label: str | None = None, background: Literal[True],
               persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
               max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-              token_budget: int | None = None, turn_timeout: float | None = None) -> Job: ...
+              token_budget: int | None = None, turn_timeout: float | None = None, tools: Sequence[Any] = ()) -> Job: ...
 
     def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
               persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
               max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-              token_budget: int | None = None, turn_timeout: float | None = None) -> RunResult | Job:
+              token_budget: int | None = None, turn_timeout: float | None = None,
+              tools: Sequence[Any] = ()) -> RunResult | Job:
         """A one-shot child: waits for it and returns a RunResult; ``background=True`` returns a Job.
         Budgets (``max_steps``, ``token_budget``, ``turn_timeout``) as in :meth:`AsyncHub.spawn`."""
         if not isinstance(background, bool):
@@ -322,7 +323,8 @@ class Hub:
         check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         call = functools.partial(self._async.spawn, prompt, label=label, background=background, persona=persona,
                                  tool_filter=tool_filter, model=model, max_tokens=max_tokens, provider=provider,
-                                 max_steps=max_steps, token_budget=token_budget, turn_timeout=turn_timeout)
+                                 max_steps=max_steps, token_budget=token_budget, turn_timeout=turn_timeout,
+                                 tools=tools)
         if background:
             return self._job_handle(self._call(call))
         name = f"foreground child {label!r}" if label else "foreground child"
@@ -333,7 +335,7 @@ class Hub:
     def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
               tool_filter: ToolFilter | None = None, model: Model | None = None, max_tokens: int | None = None,
               provider: str = "spawn", max_steps: int | None = None, token_budget: int | None = None,
-              turn_timeout: float | None = None) -> "Child":
+              turn_timeout: float | None = None, tools: Sequence[Any] = ()) -> "Child":
         """A continuable child; returns as soon as its first message is accepted (budgets as in
         :meth:`spawn`; they hold for every turn of the child).
 
@@ -354,7 +356,7 @@ class Hub:
         value = self._call(functools.partial(self._async.start, prompt, label=label, persona=persona,
                                              tool_filter=tool_filter, model=model, max_tokens=max_tokens,
                                              provider=provider, max_steps=max_steps, token_budget=token_budget,
-                                             turn_timeout=turn_timeout))
+                                             turn_timeout=turn_timeout, tools=tools))
         return Child(self._call, value, self.transcript)
 
     def _live_child_labelled(self, label: str) -> Any:

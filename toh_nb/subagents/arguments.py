@@ -27,6 +27,10 @@ class StartRequest:
     tool_filter: dict | None = None
     max_depth: int | None = 3
     by_user: bool = False
+    #: tools this child sees besides the hub's tool layer (``tools=`` of spawn/start: an MCP server's
+    #: tools), and the MCP servers they come from (an external child is handed the servers instead)
+    tools: tuple = ()
+    mcp_servers: tuple = ()
 
 
 def model_name(model: Any) -> str | None:
@@ -62,6 +66,14 @@ def child_depth(parent: Agent, max_depth: int | None) -> int:
     if max_depth is not None and depth > max_depth:
         raise SubagentDepthError(depth, max_depth)
     return depth
+
+
+def filtered(tools: tuple, tool_filter: dict | None) -> tuple:
+    """The child's own ``tools`` its ``tool_filter`` lets through (it applies to them like to any tool)."""
+    if not tool_filter:
+        return tools
+    allow, deny = tool_filter.get("allow"), set(tool_filter.get("deny") or ())
+    return tuple(t for t in tools if (allow is None or t.name in allow) and t.name not in deny)
 
 
 class ToolFilter(TypedDict, total=False):

@@ -25,7 +25,7 @@ from ..core.session_repair import repair_tail
 from . import descriptor as descriptors
 from . import texts
 from .activations import Activation
-from .arguments import StartRequest, child_depth, model_name
+from .arguments import StartRequest, child_depth, filtered, model_name
 from .authorization import authorized_target
 from .provider import ChildPlan
 from .settlement import Settlement
@@ -53,11 +53,13 @@ class ContinuableChildren(Settlement):
             raise UsageError("a continuable subagent needs a label")
         provider = self._checked_provider(provider_name, request, continuable=True)
         depth = child_depth(request.parent, request.max_depth)
-        self._check_filter(request.tool_filter)
+        self._check_filter(request.tool_filter, request.tools)
         if child_id is not None and (child_id in runtime.agents or runtime.store.exists(child_id)):
             raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
         options = dict(request.agent_options or {})
         options.setdefault("max_tokens", request.parent.max_tokens)  # inherited unless overridden
+        if request.tools:  # kept with the options: a resume in this process sees them again
+            options["tools"] = filtered(request.tools, request.tool_filter)
         record = descriptors.continuable(provider.name, request.label,
                                          agent_model=model_name(options.get("model")),
                                          persona=request.persona, tool_filter=request.tool_filter)
@@ -83,7 +85,7 @@ class ContinuableChildren(Settlement):
         except BaseException:
             await self._close_plan(plan)  # refused after planning: release what the plan holds
             raise
-        if any(options.get(key) is not None for key in ("model", "max_tokens", "limits")):
+        if any(options.get(key) is not None for key in ("model", "max_tokens", "limits", "tools")):
             self._options[child_id] = options  # kept only when it differs from the defaults (memory per child)
         child = self._materialize(session, record, parent, depth, options, plan)
         act = self._activate(child, parent, provider.name, wake_parent=not request.by_user, close=plan.close)
@@ -97,6 +99,8 @@ class ContinuableChildren(Settlement):
     def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
                      plan: ChildPlan) -> Agent:
         tools = (self.report_tool,) if self.report_tool is not None and not plan.own_tools else ()
+        if not plan.own_tools:
+            tools += tuple(options.get("tools", ()))
         child = self.runtime.create_agent(
             session, label=record.get("label"), depth=depth, parent=parent, mode="continuable",
             persona=record.get("persona"), tool_filter=plan.tool_filter(record.get("toolFilter")),

@@ -21,7 +21,7 @@ from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, la
 from ..core.states import BUDGET_STOPS, ONE_SHOT_STOP
 from . import descriptor as descriptors
 from . import texts
-from .arguments import StartRequest, child_depth
+from .arguments import StartRequest, child_depth, filtered
 from .provider import ChildInfo, ChildPlan
 from .settlement import publish_end
 
@@ -146,7 +146,7 @@ class OneShotRuns:
 
     def _one_shot_info(self, provider: Any, request: StartRequest) -> ChildInfo:
         depth = child_depth(request.parent, request.max_depth)
-        self._check_filter(request.tool_filter)
+        self._check_filter(request.tool_filter, request.tools)
         return self._child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
                                 request, (request.agent_options or {}).get("model") or request.parent.model)
 
@@ -191,6 +191,7 @@ class OneShotRuns:
         child = runtime.create_agent(
             session, label=request.label, depth=info.depth, parent=request.parent, mode="one-shot",
             persona=request.persona, tool_filter=plan.tool_filter(request.tool_filter),
+            extra_tools=() if plan.own_tools else filtered(request.tools, request.tool_filter),
             sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
             model=plan.model or options.get("model") or request.parent.model,
             max_tokens=options.get("max_tokens", request.parent.max_tokens), limits=options.get("limits"),

@@ -103,6 +103,9 @@ class ChildInfo:
     request: Any  # the StartRequest (prompt, persona, tool filter, options); None on a cold resume
     record: Callable[[str, dict], None]  # log an external activity into the child's transcript and stream
     model: Any = None  # the model the child would run in-process (its own option, else its parent's)
+    #: the MCP servers whose tools the child would see (``toh_nb.mcp.MCPServer``): an external harness is
+    #: handed them (ACP ``session/new``'s ``mcpServers``) so it uses the same tools
+    mcp_servers: tuple = ()
 
 
 @runtime_checkable

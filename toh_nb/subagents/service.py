@@ -116,16 +116,18 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
             raise ProviderError(texts.unsupported_continuable(provider.name), "UNSUPPORTED_CAPABILITY")
         return provider
 
-    def _check_filter(self, tool_filter: dict | None) -> None:
+    def _check_filter(self, tool_filter: dict | None, own: tuple = ()) -> None:
         extra = [self.report_tool.name] if self.report_tool is not None else []
+        extra += [tool.name for tool in own]  # the child's own tools (``StartRequest.tools``) may be named too
         unknown = self.runtime.unknown_tool_names(tool_filter, extra)
         if unknown:
             raise UsageError(texts.unknown_tool_filter_names(unknown))
 
     def _child_info(self, child_id: str, mode: str, label: str | None, depth: int, parent_id: str,
                     request: StartRequest | None, model: Any = None) -> ChildInfo:
+        own = request.mcp_servers if request is not None else ()
         return ChildInfo(child_id, mode, label, depth, parent_id, request, functools.partial(self._record, child_id),
-                         model)
+                         model, (*self.runtime.mcp_servers, *own))
 
     def _record(self, child_id: str, kind: str, data: dict) -> None:
         """An external child's activity (a remote tool call, a plan): into its log and the event stream."""

@@ -38,7 +38,9 @@ class SubagentTool:
     (``"one-shot"`` job or ``"continuable"`` child; ``None``: the hub's); ``persona``/``tool_filter`` apply
     to every child it starts; ``max_depth`` (``None``: the hub's; ``"provider-managed"``: no cap, for
     providers whose children own their recursion budget); ``model``, ``max_tokens``, ``max_steps``,
-    ``token_budget`` and ``turn_timeout`` bound the children it starts. Checked when the hub mounts it.
+    ``token_budget`` and ``turn_timeout`` bound the children it starts; ``tools``: MCP servers
+    (``tn.MCPServer``) whose tools every child it starts sees besides the hub's. Checked when the hub
+    mounts it.
     """
 
     name: str = "subagent"
@@ -53,9 +55,10 @@ class SubagentTool:
     max_steps: int | None = None
     token_budget: int | None = None
     turn_timeout: float | None = None
+    tools: tuple = ()
 
     def build(self, service: SubagentService, jobs: JobRegistry | None, *, background_mode: str,
-              max_depth: int | str) -> Tool:
+              max_depth: int | str, child_tools: Callable[[], Awaitable[tuple[tuple, tuple]]] | None = None) -> Tool:
         check_count(self.max_tokens, "max_tokens", none="")  # named as this class names it
         options = {"model": self.model, "max_tokens": self.max_tokens, "max_steps": self.max_steps,
                    "token_budget": self.token_budget, "turn_timeout": self.turn_timeout}
@@ -69,15 +72,19 @@ class SubagentTool:
                                   enable_run_in_background=self.enable_run_in_background,
                                   background_mode=self.background_mode or background_mode,
                                   agent_options=options or None, persona=self.persona, tool_filter=self.tool_filter,
-                                  max_depth=depth)
+                                  max_depth=depth, child_tools=child_tools)
 
 
 def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, provider: str = "spawn",
                        tool_name: str = "subagent", enable_run_in_background: bool = True,
                        background_mode: str = "one-shot", agent_options: dict | None = None,
                        persona: str | None = None, tool_filter: dict | None = None,
-                       max_depth: int | str = 3) -> Tool:
-    """Build one delegation tool instance; configuration errors raise :class:`UsageError` here."""
+                       max_depth: int | str = 3,
+                       child_tools: Callable[[], Awaitable[tuple[tuple, tuple]]] | None = None) -> Tool:
+    """Build one delegation tool instance; configuration errors raise :class:`UsageError` here.
+
+    ``child_tools``: awaited at each delegation, ``(tools, mcp_servers)`` every child it starts gets
+    besides the hub's tool layer (the hub's resolution of ``SubagentTool(tools=[tn.MCPServer(...)])``)."""
     cap = validate_max_depth(max_depth)
     check_flag(enable_run_in_background, "enable_run_in_background")
     tool_filter = validate_tool_filter(tool_filter)
@@ -127,9 +134,10 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         if not args.description.strip():
             raise ToolFailure("description must be a non-empty string")
         parent = ctx.agent
+        own_tools, servers = await child_tools() if child_tools is not None else ((), ())
         request = StartRequest(prompt=args.prompt, parent=parent, label=args.description,
                                agent_options=agent_options, persona=persona, tool_filter=tool_filter,
-                               max_depth=cap, by_user=ctx.by_user)
+                               max_depth=cap, by_user=ctx.by_user, tools=own_tools, mcp_servers=servers)
         if not enable_run_in_background:
             if args.run_in_background is True:
                 raise ToolFailure(texts.BACKGROUND_DISABLED)

@@ -1,0 +1,75 @@
+"""An MCP server (the SDK's MCPServer over stdio) that misbehaves on request, for the hostile-server tests.
+
+Tools: ``echo``; ``crash`` (writes to stderr, exits 3 mid-call); ``garbage`` (writes a non-JSON line on
+stdout, then answers); ``hang`` (never answers; when the client cancels it, appends ``cancelled`` to the
+file named by ``$HOSTILE_MARKS``); ``big`` (a 10 MB text); ``fail`` (an ``isError`` result); ``pid``.
+``--garbage-only``: prints a banner and never speaks MCP.
+"""
+
+import os
+import sys
+
+if "--garbage-only" in sys.argv:
+    print("Welcome to not-an-MCP-server 1.0", flush=True)
+    sys.stdin.read()
+    sys.exit(0)
+
+import anyio  # noqa: E402
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
+
+app = MCPServer("hostile", log_level="ERROR")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return f"echo: {text}"
+
+
+@app.tool()
+def crash() -> str:
+    """Exit in the middle of the call."""
+    sys.stderr.write("hostile: fatal: out of cheese\n")
+    sys.stderr.flush()
+    os._exit(3)
+
+
+@app.tool()
+def garbage() -> str:
+    """Write a non-protocol line on stdout, then answer."""
+    os.write(1, b"this is not json\n")
+    return "answered after garbage"
+
+
+@app.tool()
+async def hang() -> str:
+    """Never answer (until cancelled)."""
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        with open(os.environ["HOSTILE_MARKS"], "a") as marks:
+            marks.write("cancelled\n")
+        raise
+    return "never"
+
+
+@app.tool()
+def big() -> str:
+    """A 10 MB answer."""
+    return "x" * 10_000_000
+
+
+@app.tool()
+def fail() -> str:
+    """Fail with a message."""
+    raise ToolError("the disk is made of cheese")
+
+
+@app.tool()
+def pid() -> str:
+    """This server's process id."""
+    return str(os.getpid())
+
+
+app.run()

@@ -1,0 +1,154 @@
+"""Misbehaving MCP servers: a crash mid-call, a call never answered, garbage on stdout, a 10 MB result, a
+program that never speaks MCP. Each gives the turn a clear error within its timeout, never hangs the
+hub, and leaves no process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+
+import pytest
+
+import toh_nb as tn
+from toh_nb.mcp import texts
+
+from .helpers import descendants, hostile
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def results(hub) -> list[tuple[str, bool]]:
+    return [(r["text"], r["is_error"]) for r in hub.transcript(hub.root) if r["kind"] == "tool/result"]
+
+
+def display(server: tn.MCPServer) -> str:
+    return f'MCP server "{server.name}" (`{shlex.join(server.command)}`)'
+
+
+def test_a_crash_mid_call_is_the_calls_error_and_the_next_call_restarts_the_server():
+    before = descendants()
+    server = tn.MCPServer(hostile(), name="h")
+    model = tn.ScriptedModel({"root": [tn.ToolCall("pid", {}), tn.ToolCall("crash", {}), tn.ToolCall("pid", {}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[server]) as hub:
+            result = await hub.run("go")
+            return result, results(hub)
+
+    result, seen = asyncio.run(main())
+    assert result.text == "done"
+    first_pid, crash, second_pid = seen
+    assert crash == ("Error: " + texts.closed_during(display(server), "crash", "hostile: fatal: out of cheese"), True)
+    assert crash[0].endswith("; it is restarted at the next call; its stderr ends: hostile: fatal: out of cheese")
+    assert first_pid[0].isdigit() and second_pid[0].isdigit() and first_pid != second_pid
+    assert descendants() - before == set()
+
+
+def test_a_call_never_answered_times_out_is_cancelled_on_the_server_and_the_session_stays(tmp_path):
+    marks = tmp_path / "marks"
+    server = tn.MCPServer(hostile(), name="h", env={"HOSTILE_MARKS": str(marks)}, timeout=1)
+    model = tn.ScriptedModel({"root": [tn.ToolCall("hang", {}), tn.ToolCall("echo", {"text": "still here"}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[server]) as hub:
+            await hub.run("go")
+            return results(hub)
+
+    hang, echo = asyncio.run(main())
+    assert hang == ("Error: " + texts.call_timeout(display(server), "hang", 1), True)
+    assert hang[0] == (f'Error: {display(server)} did not answer tools/call "hang" within 1 s; the call was '
+                       "cancelled on the server")
+    assert echo == ("echo: still here", False)
+    assert marks.read_text() == "cancelled\n"
+
+
+def test_interrupting_a_turn_cancels_its_in_flight_mcp_call_on_the_server(tmp_path):
+    marks = tmp_path / "marks"
+    server = tn.MCPServer(hostile(), name="h", env={"HOSTILE_MARKS": str(marks)})
+    model = tn.ScriptedModel({"root": [tn.ToolCall("hang", {})]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[server]) as hub:
+            result = await hub.run("go", timeout=3)
+            for _ in range(100):  # the server records the cancel it was sent
+                if marks.exists():
+                    break
+                await asyncio.sleep(0.05)
+            return result, results(hub)
+
+    result, seen = asyncio.run(main())
+    assert result.stop_reason == "aborted"
+    assert seen == [("Error: tool call was aborted before it finished", True)]
+    assert marks.read_text() == "cancelled\n"
+
+
+def test_garbage_on_stdout_is_skipped_and_the_answer_still_arrives():
+    model = tn.ScriptedModel({"root": [tn.ToolCall("garbage", {}), tn.ToolCall("echo", {"text": "x"}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[tn.MCPServer(hostile(), name="h")]) as hub:
+            await hub.run("go")
+            return results(hub)
+
+    assert asyncio.run(main()) == [("answered after garbage", False), ("echo: x", False)]
+
+
+def test_a_10_mb_result_is_cut_for_the_model_and_says_so():
+    model = tn.ScriptedModel({"root": [tn.ToolCall("big", {}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[tn.MCPServer(hostile(), name="h")]) as hub:
+            await hub.run("go")
+            return results(hub)
+
+    [(text, is_error)] = asyncio.run(main())
+    assert not is_error
+    assert text == "x" * texts.MAX_RESULT_CHARS + texts.cut(10_000_000 - texts.MAX_RESULT_CHARS)
+    assert text.endswith("[... 9900000 more characters cut: the MCP result was longer than 100000 characters]")
+
+
+def test_an_is_error_result_is_a_tool_error():
+    model = tn.ScriptedModel({"root": [tn.ToolCall("fail", {}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[tn.MCPServer(hostile(), name="h")]) as hub:
+            await hub.run("go")
+            return results(hub)
+
+    assert asyncio.run(main()) == [("Error: Error executing tool fail: the disk is made of cheese", True)]
+
+
+def test_a_program_that_never_speaks_mcp_fails_within_the_connect_timeout_and_is_stopped():
+    before = descendants()
+    server = tn.MCPServer(hostile("--garbage-only"), name="g", connect_timeout=2)
+
+    async def main():
+        async with tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[server]) as hub:
+            with pytest.raises(tn.ToolError) as caught:
+                await hub.run("go")
+            return str(caught.value)
+
+    message = asyncio.run(main())
+    assert message == texts.handshake_timeout(display(server), 2, "")
+    assert message == f"{display(server)} did not complete the MCP handshake within 2 s"
+    assert descendants() - before == set()
+
+
+def test_closing_the_hub_while_a_server_starts_stops_it_and_the_run_says_so():
+    before = descendants()
+    server = tn.MCPServer(hostile("--garbage-only"), name="g", connect_timeout=60)
+
+    async def main():
+        hub = tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[server])
+        running = asyncio.ensure_future(hub.run("go"))
+        for _ in range(200):  # until the server process exists
+            if descendants() - before:
+                break
+            await asyncio.sleep(0.05)
+        await hub.close()
+        with pytest.raises(tn.ToolError) as caught:
+            await running
+        return str(caught.value)
+
+    assert asyncio.run(main()) == texts.closed_hub(display(server)) == f"{display(server)}: the hub is closed"
+    assert descendants() - before == set()

@@ -1,0 +1,243 @@
+"""One live session with one MCP server, through the official SDK's ``mcp.Client``.
+
+The SDK's client is an anyio context that must be entered and left by the same task, so each session
+has an *owner* task that opens it, hands the connected client out and holds it open until it is told to
+stop. Calls are made from the agents' own tasks (JSON-RPC requests on one session run concurrently); a
+cancelled call is cancelled on the server by the SDK (``notifications/cancelled``).
+
+Every wait is bounded: the start and handshake by ``connect_timeout``, a call by ``timeout`` (the SDK's
+read timeout, and an outer bound a little later in case the transport itself is stuck), the shutdown
+by :data:`CLOSE_GRACE` per step. A server that closes the connection (it exited or crashed) fails the
+call in flight with a diagnostic carrying the end of its stderr; the session is dropped and the next
+call starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from typing import Any
+
+from ..core.errors import ToolError, describe
+from ..core.tools import ToolResult
+from . import texts
+from .config import MCPServer, sdk
+from .results import tool_result
+
+#: seconds each shutdown step may take (the SDK's own stdio shutdown is bounded at about 6 s)
+CLOSE_GRACE = 10.0
+#: seconds past a call's timeout after which the call is abandoned even if the SDK has not given up
+HARD_MARGIN = 5.0
+#: characters of a server's stderr that a diagnostic quotes
+STDERR_TAIL = 400
+#: pages of tools/list read at most (a server whose cursor never ends cannot hang the mount)
+MAX_PAGES = 100
+
+
+def reason_of(error: BaseException) -> str:
+    """The innermost cause of a failed start (anyio wraps them in exception groups)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename!r}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return describe(error)
+
+
+class MCPConnection:
+    """The hub's session with ``server`` (started on first use, restarted after the server died)."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        #: sessions opened so far (1 after the first start; each restart adds one)
+        self.starts = 0
+        self.closed = False
+        self._client: Any = None
+        self._owner: asyncio.Task | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock: asyncio.Lock | None = None
+        self._stderr: Any = None
+        self._listing: list | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    # -- the session ---------------------------------------------------------------------------
+
+    async def client(self) -> Any:
+        """The connected SDK client, starting a session if there is none."""
+        if self.closed:
+            raise ToolError(texts.closed_hub(self.server.display))
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._client is not None:
+                return self._client
+            if self.closed:
+                raise ToolError(texts.closed_hub(self.server.display))
+            return await self._start()
+
+    async def _start(self) -> Any:
+        server = self.server
+        ready: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        if server.command is not None:
+            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        self._owner = asyncio.get_running_loop().create_task(self._own(ready, self._stop, self._stderr),
+                                                             name=f"toh_nb mcp {server.name}")
+        try:
+            self._client = await asyncio.wait_for(asyncio.shield(ready), server.connect_timeout)
+        except asyncio.TimeoutError:
+            stderr = self.stderr_tail()
+            await self._teardown()
+            raise ToolError(texts.handshake_timeout(server.display, server.connect_timeout, stderr)) from None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.closed and ready.cancelled() and not (current is not None and current.cancelling()):
+                raise ToolError(texts.closed_hub(server.display)) from None  # hub.close() stopped the start
+            await self._teardown()
+            raise
+        except Exception as error:
+            stderr = self.stderr_tail()
+            await self._teardown()
+            raise ToolError(texts.start_failed(server.display, reason_of(error), stderr)) from None
+        if self.closed:  # the hub closed while this session started: it is not handed out
+            await self._teardown()
+            raise ToolError(texts.closed_hub(server.display))
+        self.starts += 1
+        return self._client
+
+    async def _own(self, ready: asyncio.Future, stop: asyncio.Event, stderr: Any) -> None:
+        """The owner task: enter the SDK client, hand it out, hold it until ``stop``, leave it."""
+        mcp = sdk()
+        from .. import __version__
+
+        server = self.server
+        try:
+            info = mcp.Implementation(name="toh_nb", version=__version__)
+            if server.command is not None:
+                from mcp.client.stdio import stdio_client
+
+                params = mcp.StdioServerParameters(command=server.command[0], args=server.command[1:],
+                                                   env=server.env or None, cwd=server.cwd)
+                async with mcp.Client(stdio_client(params, errlog=stderr), client_info=info) as client:
+                    ready.set_result(client)
+                    await stop.wait()
+            else:
+                import httpx2
+                from mcp.client.streamable_http import streamable_http_client
+
+                # the SDK's transport timeouts: 30 s to connect or write, 300 s to read a response stream
+                async with httpx2.AsyncClient(headers=server.headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http:
+                    async with mcp.Client(streamable_http_client(server.url, http_client=http),
+                                          client_info=info) as client:
+                        ready.set_result(client)
+                        await stop.wait()
+        except asyncio.CancelledError:
+            if not ready.done():
+                ready.cancel()
+            raise
+        except BaseException as error:  # a failed start is the starter's to report; a later one the call's
+            if not ready.done():
+                ready.set_exception(error if isinstance(error, Exception) else RuntimeError(describe(error)))
+
+    def stderr_tail(self) -> str:
+        """The end of what the server wrote to stderr (one line, for a diagnostic)."""
+        file = self._stderr
+        if file is None or file.closed:
+            return ""
+        try:
+            file.flush()
+            size = file.seek(0, 2)
+            file.seek(max(0, size - 4 * STDERR_TAIL))
+            text = file.read()
+        except (OSError, ValueError):
+            return ""
+        return " ".join(text.split())[-STDERR_TAIL:]
+
+    async def _teardown(self) -> None:
+        """Leave the session: the owner closes the SDK client (stdio: stdin closed, then the process
+        tree terminated, then killed), each step bounded."""
+        owner, stop, stderr, connected = self._owner, self._stop, self._stderr, self._client is not None
+        self._client = self._owner = self._stop = self._stderr = None
+        if stop is not None:
+            stop.set()
+        if owner is not None:
+            if not connected:  # still starting (a handshake that never ends): no reason to wait for it
+                owner.cancel()
+            done, _ = await asyncio.wait({owner}, timeout=CLOSE_GRACE)
+            if not done:
+                owner.cancel()
+                await asyncio.wait({owner}, timeout=CLOSE_GRACE)
+            if owner.done() and not owner.cancelled():
+                owner.exception()  # retrieved: the owner reports nothing of its own
+        if stderr is not None:
+            stderr.close()
+
+    async def _drop(self, client: Any) -> None:
+        """The session ``client`` is dead: tear it down (once) so that the next call starts a new one."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._client is client:
+                await self._teardown()
+
+    async def close(self) -> None:
+        """At ``hub.close()``: no process or connection is left behind. Idempotent."""
+        self.closed = True
+        await self._teardown()
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list:
+        """The server's tools (``mcp.types.Tool``), listed once per hub (a restart keeps them)."""
+        if self._listing is not None:
+            return self._listing
+        client = await self.client()
+        tools: list = []
+        cursor = None
+        try:
+            for _ in range(MAX_PAGES):
+                page = await asyncio.wait_for(client.list_tools(cursor=cursor), self.server.connect_timeout)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        except asyncio.TimeoutError:
+            raise ToolError(texts.list_failed(self.server.display, f"no answer within {self.server.connect_timeout:g} s")) from None
+        except Exception as error:
+            stderr = self.stderr_tail()
+            await self._drop(client)
+            raise ToolError(texts.list_failed(self.server.display, reason_of(error)) + (
+                f"; its stderr ends: {stderr}" if stderr else "")) from None
+        self._listing = tools
+        return tools
+
+    async def call(self, tool: str, arguments: dict) -> ToolResult:
+        """One ``tools/call``, as the result a model reads; every failure is a :class:`ToolError`."""
+        mcp = sdk()
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+        import pydantic
+
+        server = self.server
+        client = await self.client()
+        try:
+            result = await asyncio.wait_for(
+                client.call_tool(tool, arguments, read_timeout_seconds=server.timeout), server.timeout + HARD_MARGIN)
+        except mcp.MCPError as error:
+            if error.code == CONNECTION_CLOSED:
+                stderr = self.stderr_tail()
+                await self._drop(client)
+                raise ToolError(texts.closed_during(server.display, tool, stderr)) from None
+            if error.code == REQUEST_TIMEOUT:
+                raise ToolError(texts.call_timeout(server.display, tool, server.timeout)) from None
+            raise ToolError(texts.refused(server.display, tool, error.error.message)) from None
+        except asyncio.TimeoutError:
+            raise ToolError(texts.call_timeout(server.display, tool, server.timeout)) from None
+        except pydantic.ValidationError as error:
+            raise ToolError(texts.invalid_answer(server.display, tool, f"{error.error_count()} validation "
+                                                 f"error(s), first: {error.errors()[0]['msg']}")) from None
+        except (RuntimeError, ValueError) as error:
+            raise ToolError(texts.invalid_answer(server.display, tool, describe(error))) from None
+        return tool_result(result)
