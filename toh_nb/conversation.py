@@ -38,9 +38,8 @@ TURN = "turn"
 
 
 def _row(turn: Any, role: str, **fields: Any) -> dict:
-    row = {"turn": turn, "role": role, "source": None, "text": None, "tool": None, "arguments": None,
-           "is_error": False, "input_tokens": None, "output_tokens": None, "elapsed_s": None}
-    row.update(fields)
+    row = dict.fromkeys(CONVERSATION_COLUMNS)
+    row.update(turn=turn, role=role, is_error=False, **fields)
     return row
 
 

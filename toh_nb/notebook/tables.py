@@ -148,6 +148,14 @@ class Table(pd.DataFrame):
     def _constructor(self):
         return Table
 
+    @classmethod
+    def of(cls, data: dict, columns: list[str], readable: tuple | None = None) -> "Table":
+        """A table of ``data`` with ``columns``; ``readable``: ``(always, when_set)`` (see the class docstring)."""
+        table = cls(data, columns=columns)
+        if readable is not None:
+            table._toh_readable = (tuple(columns), tuple(readable[0]), tuple(readable[1]))
+        return table
+
     def _readable_columns(self) -> tuple[list, list]:
         """(the columns displayed, the columns left out of the display)."""
         spec = self._toh_readable
@@ -222,10 +230,7 @@ def frame(rows: Iterable[Mapping], columns: list[str], types: Mapping[str, str],
     ``readable``: ``(always, when_set)``, the columns it displays (see :class:`Table`)."""
     rows = list(rows)
     data = {name: _column([row.get(name) for row in rows], types[name]) for name in columns}
-    table = Table(data, columns=columns)
-    if readable is not None:
-        table._toh_readable = (tuple(columns), tuple(readable[0]), tuple(readable[1]))
-    return table
+    return Table.of(data, columns, readable)
 
 
 def chosen(table: str, rows: Iterable[Mapping], columns: list[str], types: Mapping[str, str],

@@ -69,6 +69,7 @@ from .chat import chat_entries, chat_markdown
 from .display import short_id
 from .treeview import (FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, summary,
                        tree_rows)
+from .waterfall import Waterfall
 
 HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
@@ -283,8 +284,9 @@ class AgentTree(anywidget.AnyWidget):
     ``max_nodes`` caps how many rows are synced (the rest are counted in ``hidden``).
     """
 
-    _esm = (HERE / "tree.js").read_text(encoding="utf-8")
-    _css = (HERE / "tree.css").read_text(encoding="utf-8")
+    # one ES module and one style sheet: the tree, then the Timeline's waterfall (its own files)
+    _esm = "\n".join((HERE / name).read_text(encoding="utf-8") for name in ("waterfall.js", "tree.js"))
+    _css = "\n".join((HERE / name).read_text(encoding="utf-8") for name in ("tree.css", "waterfall.css"))
 
     rows = traitlets.List().tag(sync=True)
     visible = traitlets.List().tag(sync=True)
@@ -304,6 +306,8 @@ class AgentTree(anywidget.AnyWidget):
     asks = traitlets.List().tag(sync=True)  # pending permission requests (Allow/Deny prompts)
     now = traitlets.Float(0.0).tag(sync=True)
     hub_closed = traitlets.Bool(False).tag(sync=True)
+    #: the Timeline's data while it is shown: {agent id: activations} (:mod:`toh_nb.notebook.waterfall`)
+    waterfall = traitlets.Dict().tag(sync=True)
 
     def __init__(self, hub: Any, *, interval: float = 0.1, max_nodes: int = 5000, **kwargs: Any) -> None:
         facade, inner = _resolve_hub(hub)
@@ -336,6 +340,8 @@ class AgentTree(anywidget.AnyWidget):
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
         self.on_msg(self._on_message)
+        self._waterfall = Waterfall()
+        self.observe(self._timeline_changed, names=["view", "visible"])
         self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished", "expanded"])
         # the engine iterates its listener lists on its own thread: change them there
         self._call(self._subscribe)
@@ -701,9 +707,22 @@ class AgentTree(anywidget.AnyWidget):
             asks = pending_asks(row["id"] for row in rows)
             if asks != self.asks:
                 self.asks = asks
+        if self.view == "timeline":
+            self._sync_waterfall()
         self.refresh_count += 1
         if any(row["status"] in ACTIVE for row in rows):
             self._arm_heartbeat()
+
+    def _timeline_changed(self, change: Any) -> None:
+        """The Timeline opened, or its rows changed (a filter): its waterfall follows on the next refresh."""
+        if self.view == "timeline":
+            self._mark_dirty()
+
+    def _sync_waterfall(self) -> None:
+        """The shown agents' activations (loop thread; while the Timeline is open)."""
+        waterfall = self._waterfall.build(self._hub, self.rows, self.visible)
+        if waterfall != self.waterfall:
+            self.waterfall = waterfall
 
     # -- display -----------------------------------------------------------------------------------
 
