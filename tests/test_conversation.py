@@ -98,3 +98,23 @@ def test_both_faces_give_the_conversation_and_the_raw_log_one_argument_away():
     assert list(frame.columns) == CONVERSATION_COLUMNS
     assert frame[["role", "tool", "text"]].values.tolist() == [[r["role"], r["tool"], r["text"]] for r in rows]
     assert raw_frame.kind.tolist() == [r["kind"] for r in raw]
+
+
+def test_columns_pick_what_both_faces_return():
+    with tn.Hub(tn.FunctionModel(lambda request: "ok"), ids="sequential") as hub:
+        hub.run("go")
+        inner = hub.async_hub
+        assert hub.portal.call(lambda: inner.transcript("root", columns=["role", "text"])) == [
+            {"role": "user", "text": "go"}, {"role": "assistant", "text": "ok"}, {"role": "turn", "text": "completed"}]
+        assert hub.portal.call(lambda: inner.agents(columns=["id", "turns"])) == [{"id": "root", "turns": 1}]
+        assert hub.portal.call(lambda: inner.transcript("root", raw=True, columns=["kind"]))[0] == {"kind": "turn/start"}
+        assert list(hub.transcript("root", columns=["text", "role"]).columns) == ["text", "role"]
+        assert list(hub.agents(columns=["id"]).id) == ["root"]
+        with pytest.raises(tn.UsageError) as error:
+            hub.portal.call(lambda: inner.transcript("root", columns=["kind"]))
+        assert str(error.value) == ("hub.transcript(): no column 'kind'; columns: turn, role, source, tool, arguments, "
+                                    'text, is_error, input_tokens, output_tokens, elapsed_s (or columns="all")')
+        with pytest.raises(tn.UsageError) as error:
+            hub.transcript("root", columns="kind")
+        assert str(error.value) == ('hub.transcript(): columns must be None, "all" or a list of column names, '
+                                    "got 'kind'")

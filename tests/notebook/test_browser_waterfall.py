@@ -8,8 +8,8 @@ A continuable child runs two turns with a pause between them, and the root deleg
   of empty track, each with its model call inside;
 * the root's lane has one bar holding its model, tool and model spans, in that order;
 * a click on the root's tool span shows that call's messages (its arguments and the child's answer);
-* both themes draw it (screenshots ``waterfall-light.png`` / ``waterfall-dark.png`` in the test's temp
-  dir), and the page records no JavaScript error.
+* both themes draw it (screenshots ``waterfall-*.png`` of the page and ``timeline-*.png`` of the view, light
+  and dark, in the test's temp dir), and the page records no JavaScript error.
 """
 
 from __future__ import annotations
@@ -106,9 +106,11 @@ def test_timeline_is_a_waterfall_with_an_axis_and_one_bar_per_activation(tmp_pat
         expect(detail.locator(".toh-wf-msg-call pre")).to_have_text('{"description": "facts", "prompt": "Find two facts"}')
         expect(detail.locator(".toh-wf-msg-result pre")).to_have_text("facts: Find two facts")
         page.screenshot(path=str(tmp_path / "waterfall-light.png"))
+        tree.locator(".toh-timeline").screenshot(path=str(tmp_path / "timeline-light.png"))
 
         page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
         page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
         page.wait_for_timeout(500)
         page.screenshot(path=str(tmp_path / "waterfall-dark.png"))
+        tree.locator(".toh-timeline").screenshot(path=str(tmp_path / "timeline-dark.png"))
         expect(tree.locator('.toh-lane[data-id="agent-1"] .toh-act')).to_have_count(2)

@@ -490,6 +490,13 @@ class Hub:
         rows = self._by_id(agent_id, self._async.transcript, agent_id, raw)
         return transcript_frame(rows, columns) if raw else conversation_frame(rows, columns)
 
+    def activations(self, agent_id: "str | Child") -> list[dict]:
+        """When the agent worked: one entry per turn (start, end, how it ended, tokens) with its model and
+        tool calls as timed spans, as plain dicts (:meth:`toh_nb.AsyncHub.activations`; what the tree's
+        Timeline draws)."""
+        agent_id = agent_id_of(agent_id)
+        return self._by_id(agent_id, self._async.activations, agent_id)
+
     def events(self):
         """DataFrame of the lifecycle events (subagent/start|end, job/*), in order."""
         return events_frame(self._call(self._async.events))

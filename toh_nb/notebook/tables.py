@@ -28,9 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..conversation import CONVERSATION_COLUMNS
-from ..core.errors import UsageError
 from ..costs import format_cost
-from ..snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS
+from ..snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS, chosen_columns
 from .display import format_elapsed, short_id
 
 TIME = "time"
@@ -99,18 +98,12 @@ AGENT_DEFAULT_COLUMNS = ("id", "parent", "label", "mode", "status", "turns", "in
 AGENT_WHEN_SET = ("token_budget", "tokens_left", "cost", "subtree_cost", "abandoned_tools", "denied")
 #: the conversation's columns that show only when they say something (a non-user source, a tool call …)
 CONVERSATION_ALWAYS = ("turn", "role", "text")
-#: what ``columns=`` accepts besides a list of column names
-ALL_COLUMNS = "all"
 
 
 def hidden_columns_note(names: list[str]) -> str:
     """The line under a table that shows only its readable columns."""
     return (f"+ {len(names)} more column{'s' if len(names) != 1 else ''} in this DataFrame: {', '.join(names)} "
             f'(columns="all" shows every column)')
-
-
-def unknown_column(table: str, name: object, columns: list[str]) -> str:
-    return f"{table}: no column {name!r}; columns: {', '.join(columns)} (or columns=\"all\")"
 
 
 #: a column's value that says nothing more than an empty cell (a user message's source "user")
@@ -237,16 +230,10 @@ def chosen(table: str, rows: Iterable[Mapping], columns: list[str], types: Mappi
            readable: tuple | None, choice: object) -> pd.DataFrame:
     """A table by its ``columns=`` argument: None (the readable display of every column), ``"all"``
     (every column displayed) or a list of column names (exactly those, in that order)."""
-    if choice is None:
-        return frame(rows, columns, types, readable)
-    if choice == ALL_COLUMNS:
-        return frame(rows, columns, types)
-    if isinstance(choice, str) or not isinstance(choice, (list, tuple)):
-        raise UsageError(f'{table}: columns must be None, "all" or a list of column names, got {choice!r}')
-    for name in choice:
-        if name not in types:
-            raise UsageError(unknown_column(table, name, columns))
-    return frame(rows, list(choice), types)
+    names = chosen_columns(table, columns, choice)
+    if names is not None:
+        return frame(rows, names, types)
+    return frame(rows, columns, types, readable if choice is None else None)
 
 
 def jobs_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
