@@ -24,9 +24,10 @@ def test_each_turn_is_one_activation_with_its_timed_model_and_tool_calls():
                             ("tool", "search", 101.0, 101.6, 0, 0, False),
                             ("tool", "search", 101.0, 101.4, 0, 0, True),
                             ("model", "model", 101.6, 102.0, 150, 3, False)]
-    # the idle gap between the turns is no activation
+    # the idle gap between the turns is no activation; the second turn's model call failed, which ended it
     assert (second["start"], second["end"], second["reason"]) == (110.0, 110.5, "error")
-    assert spans(second) == []
+    assert spans(second) == [("model", "model", 110.0, 110.5, 0, 0, True)]
+    assert second["spans"][0]["messages"] == [{"role": "notice", "text": "job finished", "tool": None}]
 
 
 def test_a_span_carries_its_messages():

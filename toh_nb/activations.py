@@ -6,7 +6,9 @@ activation, ``turn/start`` to ``turn/end``; inside it the log times each step:
 
 - a model call ends when its ``assistant/message`` is logged and started at the event before it (the
   turn's start, a message, or the last tool result it answers);
-- a tool call runs from its ``tool/call`` to its ``tool/result`` (matched by call id).
+- a tool call runs from its ``tool/call`` to its ``tool/result`` (matched by call id);
+- a turn that ended while its model was answering (interrupted, timed out, the model failed) ends that
+  call with it, marked ``is_error``.
 
 A turn still running has ``end`` None; so has its call in flight (a model call when the last event
 needs an answer, a tool call without its result). A stored log whose last turn never ended (the
@@ -88,6 +90,9 @@ def activation_rows(session: Any, live: bool = False) -> list[dict]:
                                          "text": _clip(message.text), "tool": span["name"]})
         elif kind == TURN_END:
             data = event.data if isinstance(event.data, dict) else {}
+            if not open_calls and last_kind != ASSISTANT_MESSAGE:  # the turn ended during a model call
+                current["spans"].append(_span(MODEL, "model", last_time, event.time, is_error=True,
+                                              messages=list(inputs)))
             current["end"] = event.time
             current["reason"] = data.get("reason")
             for span in open_calls.values():  # abandoned calls: drawn up to the turn's end

@@ -7,6 +7,7 @@ A continuable child runs two turns with a pause between them, and the root deleg
 * the child's lane has one bar per activation (two), with the pause between them visible as a gap
   of empty track, each with its model call inside;
 * the root's lane has one bar holding its model, tool and model spans, in that order;
+* a child still running has a running bar (to now) with its model call in flight;
 * a click on the root's tool span shows that call's messages (its arguments and the child's answer);
 * both themes draw it (screenshots ``waterfall-*.png`` of the page and ``timeline-*.png`` of the view, light
   and dark, in the test's temp dir), and the page records no JavaScript error.
@@ -23,7 +24,7 @@ PAUSE = 1.5  # seconds between the child's two turns
 CELLS = [
     "import asyncio, time\nimport toh_nb as tn",
     "async def reply(request):\n"
-    "    await asyncio.sleep(0.3)\n"
+    "    await asyncio.sleep(60 if request.label == 'hold on' else 0.3)\n"
     "    if request.label is None and request.messages[-1].role == 'user':\n"
     "        return tn.ModelResponse(tool_calls=[tn.ToolCall('subagent', {'description': 'facts', "
     "'prompt': 'Find two facts'})], usage=tn.Usage(400, 20))\n"
@@ -36,7 +37,7 @@ CELLS = [
     'kid.send("Second pass")\n'
     'kid.wait(timeout=10)\n'
     'print(hub.run("Plan it").text)',
-    "tree = hub.tree()\ntree",
+    'hold = hub.start("Wait", label="hold on")\ntree = hub.tree()\ntree',
 ]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
@@ -66,7 +67,7 @@ def test_timeline_is_a_waterfall_with_an_axis_and_one_bar_per_activation(tmp_pat
         lab.run_all(page)
         output = page.locator(".jp-OutputArea-output").last
         tree = output.locator(".toh-tree")
-        expect(tree.locator(".toh-row")).to_have_count(3)  # root, the child, the one-shot helper
+        expect(tree.locator(".toh-row")).to_have_count(4)  # root, the child, the one-shot helper, "hold on"
         tree.locator("button.toh-view-timeline").click()
         expect(tree.locator('.toh-lane[data-id="agent-1"] .toh-act')).to_have_count(2)
         seen = page.evaluate(WATERFALL_JS, output.element_handle())
@@ -98,6 +99,11 @@ def test_timeline_is_a_waterfall_with_an_axis_and_one_bar_per_activation(tmp_pat
         assert kinds == ["toh-span-model", "toh-span-tool", "toh-span-model"], root
         assert root["spans"][1]["title"].startswith("tool subagent · "), root
         assert root["spans"][0]["right"] <= root["spans"][1]["left"] + 1 <= root["spans"][2]["left"] + 2, root
+
+        # a child still running: its bar runs to now (dashed), its model call in flight
+        holding = tree.locator('.toh-lane[data-id="agent-3"]')
+        expect(holding.locator(".toh-act.toh-act-running")).to_have_count(1)
+        expect(holding.locator(".toh-span-model.toh-span-running")).to_have_count(1)
 
         # a click on the tool span: that call's messages
         tree.locator('.toh-lane[data-id="root"] .toh-span-tool').click()

@@ -139,6 +139,9 @@ function makeWaterfall(model) {
     if (!shown.length) { t0 = now; t1 = now; }
     const span = Math.max(t1 - t0, 1e-3);
     const x = (t) => ((t - t0) / span) * 100;
+    // the track's width in pixels (the view minus the name column), so a label is drawn only where it fits
+    const trackPx = Math.max((el.clientWidth || 860) - 270, 100);
+    const fits = (text, percentOfTrack) => (percentOfTrack / 100) * trackPx >= text.length * 5.5 + 4;
     const ticks = wfTicks(span);
     const axis = h("div", { class: "toh-wf-axis" }, ...ticks.map((tick) => h("span", { class: "toh-wf-tick",
       style: `left:${pct(x(t0 + tick.t))}`, "data-t": String(tick.t), text: tick.label })));
@@ -166,10 +169,12 @@ function makeWaterfall(model) {
           a.spans.forEach((s, index) => {
             const sEnd = s.end !== null ? s.end : now;
             const label = s.kind === "model" ? (wfTokens(s) ? `${s.input_tokens + s.output_tokens} tok` : "model") : s.name;
+            const width = Math.max(((sEnd - s.start) / dur) * 100, 0);
             bar.append(h("span", {
               class: `toh-span toh-span-${s.kind}${s.is_error ? " toh-span-error" : ""}${s.end === null ? " toh-span-running" : ""}${on && selected.span === index ? " toh-selected" : ""}`,
-              role: "button", tabindex: "0", title: wfSpanTitle(s, now), text: label,
-              style: `left:${pct(((s.start - a.start) / dur) * 100)};width:${pct(Math.max(((sEnd - s.start) / dur) * 100, 0))}`,
+              role: "button", tabindex: "0", title: wfSpanTitle(s, now),
+              text: fits(label, (width * (x(aEnd) - x(a.start))) / 100) ? label : "",
+              style: `left:${pct(((s.start - a.start) / dur) * 100)};width:${pct(width)}`,
               onclick: (e) => { e.stopPropagation(); select({ id: row.id, turn: a.turn, span: index }); } }));
           });
           track.append(bar);
