@@ -274,6 +274,7 @@ function render({ model, el }) {
     ["change:summary", redraw], ["change:hidden", redraw], ["change:hub_closed", redraw],
     ["change:now", () => { if (model.get("view") === "timeline") redraw(); }], ["change:view", drawView],
     ["change:waterfall", () => { if (model.get("view") === "timeline") redraw(); }],
+    ["change:waterfall_live", () => { if (model.get("view") === "timeline") redraw(); }], ["msg:custom", waterfall.onMessage],
     ["change:transcript", drawChat], ["change:asks", drawAsks], ["change:message", drawMessage], ["change:message_error", drawMessage],
     ["change:query", () => { if (search.value !== model.get("query")) search.value = model.get("query"); }],
     ["change:status_filter", () => { status.value = model.get("status_filter"); }],

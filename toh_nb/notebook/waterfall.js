@@ -1,11 +1,13 @@
 // The Timeline view as a waterfall (part of the tree's ES module: widget.py puts this file before
-// tree.js, whose `h` and `elapsed` helpers it uses). Python syncs `waterfall`: {agent id: [activation]},
-// an activation being one turn {turn, start, end, reason, input_tokens, output_tokens, spans}, a span one
-// model or tool call {kind, name, start, end, input_tokens, output_tokens, is_error, messages}. Every
+// tree.js, whose `h` and `elapsed` helpers it uses). Python syncs `waterfall` (agents not running) and
+// `waterfall_live` (running ones): {agent id: [activation]}, an activation being one turn {turn, start,
+// end, reason, input_tokens, output_tokens, spans}, a span one model or tool call [kind, name, start, end,
+// input_tokens, output_tokens, is_error] (times to the millisecond). A span's messages are asked for when it is clicked (the `span`
+// action; the kernel answers {type: "span", id, turn, start, messages}). Every
 // shown row gets a lane under a time axis with ticks: an agent's lane has a thin line for its lifetime
 // and one bar per activation (so the idle gaps between a continuable child's turns show), with its
 // model calls (upper half) and tool calls (lower half) drawn inside the bar; a job's lane is one bar.
-// A click on a span or a bar shows its messages below the waterfall.
+// A click on a span shows its messages below the waterfall, a click on a bar the turn's calls.
 
 const WF_TARGET_TICKS = 8;
 // tick steps in seconds: 1-2-5 under ten seconds, then steps a clock reads
@@ -68,12 +70,15 @@ function wfActTitle(name, activation, now) {
     `${activation.spans.length} call${activation.spans.length === 1 ? "" : "s"}`].filter(Boolean).join(" · ");
 }
 
-// The waterfall of one tree: `el` to put in the page, `draw()` after any change of rows, visible rows,
-// `now` or `waterfall`. The selected bar or span survives redraws (kept by agent id, turn and index).
+// The waterfall of one tree: `el` and `detail` to put in the page, `draw()` after any change of rows,
+// visible rows, `now` or the waterfall traits, `onMessage` for the kernel's custom messages. The selected
+// bar or span survives redraws (kept by agent id, turn and the span's start).
 function makeWaterfall(model) {
   const el = h("div", { class: "toh-wf" });
   const detail = h("div", { class: "toh-wf-detail" });
-  let selected = null; // {id, turn, span: index | null}
+  const messages = new Map(); // "id|turn|start" -> the span's messages, as the kernel sent them
+  const spanKey = (id, turn, start) => `${id}|${turn}|${start}`;
+  let selected = null; // {id, turn, span: the span's start | null}
   el.addEventListener("keydown", (e) => {  // bars and spans are buttons for the keyboard too
     if (e.key === "Enter" && e.target.getAttribute && e.target.getAttribute("role") === "button") {
       e.preventDefault(); e.target.click();
@@ -83,7 +88,31 @@ function makeWaterfall(model) {
   function select(next) {
     selected = selected && next && selected.id === next.id && selected.turn === next.turn && selected.span === next.span
       ? null : next;  // a second click on the selection closes it
+    if (selected && selected.span !== null && !messages.has(spanKey(selected.id, selected.turn, selected.span))) {
+      model.send({ action: "span", id: selected.id, text: { turn: selected.turn, start: selected.span } });
+    }
     draw();
+  }
+
+  function onMessage(msg) {
+    if (!msg || msg.type !== "span") return;
+    messages.set(spanKey(msg.id, msg.turn, msg.start), msg.messages);
+    if (selected && selected.id === msg.id && selected.turn === msg.turn && selected.span === msg.start) draw();
+  }
+
+  // every agent's activations, the settled ones and the running ones, each span made an object again
+  // (synced as [kind, name, start, end, input_tokens, output_tokens, is_error])
+  let cached = { settled: null, live: null, data: {} };
+  function synced() {
+    const settled = model.get("waterfall") || {}, live = model.get("waterfall_live") || {};
+    if (cached.settled === settled && cached.live === live) return cached.data;
+    const data = {};
+    for (const [id, acts] of Object.entries({ ...settled, ...live })) {
+      data[id] = acts.map((a) => ({ ...a, spans: a.spans.map(([kind, name, start, end, input_tokens, output_tokens, is_error]) =>
+        ({ kind, name, start, end, input_tokens, output_tokens, is_error })) }));
+    }
+    cached = { settled, live, data };
+    return data;
   }
 
   function pct(value) { return `${value.toFixed(3)}%`; }
@@ -99,27 +128,29 @@ function makeWaterfall(model) {
     const whole = h("button", { class: "toh-wf-transcript", text: "Transcript",
       title: `show the whole conversation of ${row.id}`, onclick: () => model.send({ action: "transcript", id: row.id }) });
     if (selected.span === null) {
-      const items = activation.spans.map((span, index) => h("li", {},
-        h("a", { href: "#", text: wfSpanTitle(span, now), onclick: (e) => { e.preventDefault(); select({ ...selected, span: index }); } })));
+      const items = activation.spans.map((span) => h("li", {},
+        h("a", { href: "#", text: wfSpanTitle(span, now), onclick: (e) => { e.preventDefault(); select({ ...selected, span: span.start }); } })));
       detail.replaceChildren(h("div", { class: "toh-wf-detail-head" },
         h("b", { text: wfActTitle(row.name, activation, now) }), whole, close),
         items.length ? h("ol", { class: "toh-wf-spans" }, ...items) : h("i", { text: "(no model or tool call logged)" }));
       return;
     }
-    const span = activation.spans[selected.span];
+    const span = activation.spans.find((s) => s.start === selected.span);
     if (!span) { selected = null; drawDetail(byId, data); return; }
-    const messages = span.messages.map((m) => h("div", { class: `toh-wf-msg toh-wf-msg-${m.role}` },
+    const said = messages.get(spanKey(row.id, activation.turn, span.start));
+    const shown = (said || []).map((m) => h("div", { class: `toh-wf-msg toh-wf-msg-${m.role}` },
       h("span", { class: "toh-role", text: m.tool && m.role !== "assistant" ? `${m.role} · ${m.tool}` : m.role }),
       h("pre", { class: "toh-wf-text", text: m.text || (m.tool && m.role === "assistant" ? `(calls ${m.tool})` : "") })));
     detail.replaceChildren(h("div", { class: "toh-wf-detail-head" },
       h("b", { text: `${row.name} turn ${activation.turn} · ${wfSpanTitle(span, now)}` }), whole, close),
-      ...(messages.length ? messages : [h("i", { text: "(waiting for the model)" })]));
+      ...(said === undefined ? [h("i", { class: "toh-wf-loading", text: "loading\u2026" })]
+        : shown.length ? shown : [h("i", { text: "(waiting for the model)" })]));
   }
 
   function draw() {
     const rows = model.get("rows");
     const byId = new Map(rows.map((r) => [r.id, r]));
-    const data = model.get("waterfall") || {};
+    const data = synced();
     const now = model.get("now");
     const shown = model.get("visible").map((id) => byId.get(id)).filter((r) => r && r.started !== null);
     // the axis: from the first start to the last end; to now only while something runs
@@ -166,16 +197,16 @@ function makeWaterfall(model) {
             "data-turn": String(a.turn), role: "button", tabindex: "0", title: wfActTitle(row.name, a, now),
             style: `left:${pct(x(a.start))};width:${pct(Math.max(x(aEnd) - x(a.start), 0.15))}`,
             onclick: () => select({ id: row.id, turn: a.turn, span: null }) });
-          a.spans.forEach((s, index) => {
+          a.spans.forEach((s) => {
             const sEnd = s.end !== null ? s.end : now;
             const label = s.kind === "model" ? (wfTokens(s) ? `${s.input_tokens + s.output_tokens} tok` : "model") : s.name;
             const width = Math.max(((sEnd - s.start) / dur) * 100, 0);
             bar.append(h("span", {
-              class: `toh-span toh-span-${s.kind}${s.is_error ? " toh-span-error" : ""}${s.end === null ? " toh-span-running" : ""}${on && selected.span === index ? " toh-selected" : ""}`,
+              class: `toh-span toh-span-${s.kind}${s.is_error ? " toh-span-error" : ""}${s.end === null ? " toh-span-running" : ""}${on && selected.span === s.start ? " toh-selected" : ""}`,
               role: "button", tabindex: "0", title: wfSpanTitle(s, now),
               text: fits(label, (width * (x(aEnd) - x(a.start))) / 100) ? label : "",
               style: `left:${pct(((s.start - a.start) / dur) * 100)};width:${pct(width)}`,
-              onclick: (e) => { e.stopPropagation(); select({ id: row.id, turn: a.turn, span: index }); } }));
+              onclick: (e) => { e.stopPropagation(); select({ id: row.id, turn: a.turn, span: s.start }); } }));
           });
           track.append(bar);
         }
@@ -193,5 +224,5 @@ function makeWaterfall(model) {
     drawDetail(byId, data);
   }
 
-  return { el, detail, draw };
+  return { el, detail, draw, onMessage };
 }
