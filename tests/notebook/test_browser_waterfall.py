@@ -8,7 +8,8 @@ A continuable child runs two turns with a pause between them, and the root deleg
   of empty track, each with its model call inside;
 * the root's lane has one bar holding its model, tool and model spans, in that order;
 * a child still running has a running bar (to now) with its model call in flight;
-* a click on the root's tool span shows that call's messages (its arguments and the child's answer);
+* a click on a bar lists that turn's calls; a click on the root's tool span shows that call's messages
+  (its arguments and the child's answer, fetched from the kernel);
 * both themes draw it (screenshots ``waterfall-*.png`` of the page and ``timeline-*.png`` of the view, light
   and dark, in the test's temp dir), and the page records no JavaScript error.
 """
@@ -105,9 +106,16 @@ def test_timeline_is_a_waterfall_with_an_axis_and_one_bar_per_activation(tmp_pat
         expect(holding.locator(".toh-act.toh-act-running")).to_have_count(1)
         expect(holding.locator(".toh-span-model.toh-span-running")).to_have_count(1)
 
+        # a click on a bar (below its model call): the turn and its calls
+        tree.locator('.toh-lane[data-id="agent-1"] .toh-act').nth(1).click(position={"x": 3, "y": 21})
+        detail = tree.locator(".toh-wf-detail")
+        expect(detail.locator(".toh-wf-detail-head b")).to_contain_text("editor turn 2 · ")
+        expect(detail.locator(".toh-wf-detail-head b")).to_contain_text(" · completed · 1000 in / 100 out · 1 call")
+        expect(detail.locator(".toh-wf-spans li")).to_have_count(1)
+        expect(detail.locator(".toh-wf-spans li").first).to_contain_text("model call · ")
+
         # a click on the tool span: that call's messages
         tree.locator('.toh-lane[data-id="root"] .toh-span-tool').click()
-        detail = tree.locator(".toh-wf-detail")
         expect(detail.locator(".toh-wf-detail-head b")).to_contain_text("root (you) turn 1 · tool subagent · ")
         expect(detail.locator(".toh-wf-msg-call pre")).to_have_text('{"description": "facts", "prompt": "Find two facts"}')
         expect(detail.locator(".toh-wf-msg-result pre")).to_have_text("facts: Find two facts")
