@@ -94,6 +94,9 @@ def test_both_faces_give_the_conversation_and_the_raw_log_one_argument_away():
     assert [(r["role"], r["tool"], r["text"]) for r in rows] == [
         ("user", None, "go"), ("assistant", None, ""), ("tool", "subagent", "x says hi"),
         ("assistant", None, "done"), ("turn", None, "completed")]
+    # a scripted model reports no usage: no token cells (not zeros); the turn's total is 0
+    assert [(r["input_tokens"], r["output_tokens"]) for r in rows if r["role"] in ("assistant", "turn")] == [
+        (None, None), (None, None), (0, 0)]
     assert [r["kind"] for r in raw][:3] == ["turn/start", "user/message", "assistant/message"]
     assert list(frame.columns) == CONVERSATION_COLUMNS
     assert frame[["role", "tool", "text"]].values.tolist() == [[r["role"], r["tool"], r["text"]] for r in rows]

@@ -10,7 +10,7 @@ Rows (:data:`CONVERSATION_COLUMNS`), in log order:
 
 - ``user``: a prompt, a follow-up, a notice or report (``source`` says which: ``user``, ``notice`` …);
 - ``assistant``: the model's text of one model call, with that call's ``input_tokens``/``output_tokens``
-  (the tool calls it made follow as ``tool`` rows);
+  (None when the model reported no usage; the tool calls it made follow as ``tool`` rows);
 - ``tool``: one tool call: ``tool`` (its name), ``arguments`` (JSON), ``text`` (its result; None while it
   runs), ``is_error``;
 - ``queued``: a follow-up accepted and not run yet; ``discarded``: one a kill dropped unread;
@@ -72,9 +72,9 @@ def conversation_rows(session: Any) -> list[dict]:
             rows.append(_row(turn, DISCARDED if fate == "discarded" else QUEUED, source=queued.source.kind if queued.source is not None else "user",
                              text=queued.text))
         elif kind == ASSISTANT_MESSAGE and message is not None:
-            usage = message.usage
-            inp, out = (usage.input_tokens, usage.output_tokens) if usage is not None else (0, 0)
-            if turn in turn_tokens:
+            usage = message.usage  # None: the model reported none (a scripted step): no token cells
+            inp, out = (usage.input_tokens, usage.output_tokens) if usage is not None else (None, None)
+            if turn in turn_tokens and usage is not None:
                 turn_tokens[turn][0] += inp
                 turn_tokens[turn][1] += out
             rows.append(_row(turn, "assistant", text=message.text, input_tokens=inp, output_tokens=out))
