@@ -36,7 +36,10 @@ from .jobs.registry import Job
 from .mcp.config import MCPServer
 from .mcp.mounts import MCPMounts
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
-from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
+from .activations import activation_rows
+from .conversation import CONVERSATION_COLUMNS, conversation_rows
+from .snapshots import (AGENT_COLUMNS, TRANSCRIPT_COLUMNS, agent_rows, chosen_columns, event_rows, job_rows,
+                        select_columns, transcript_rows)
 from .store import open_store, reserved_ids
 from .store.base import SessionStore
 from .subagents import ForkProvider, SpawnProvider, SubagentService
@@ -233,8 +236,9 @@ class AsyncChild(ChildFacts):
         """Wait until the child is settled; the closing text of its last activation (None if none)."""
         return await self._hub.wait_settled(self.id, timeout)
 
-    def transcript(self):
-        return self._hub.transcript(self.id)
+    def transcript(self, raw: bool = False, columns: "str | list[str] | None" = None) -> list[dict]:
+        """This child's conversation, or its raw event log with ``raw=True`` (see :meth:`AsyncHub.transcript`)."""
+        return self._hub.transcript(self.id, raw=raw, columns=columns)
 
 
 class AsyncHub:
@@ -658,21 +662,45 @@ class AsyncHub:
         """One row per background job: id, label, status, detail, owner, started, finished, elapsed_s."""
         return job_rows(self._jobs)
 
-    def agents(self) -> list[dict]:
+    def agents(self, columns: "str | list[str] | None" = None) -> list[dict]:
         """One row per agent of the tree (root first, pre-order): ids, depth, label, mode, status, turns,
         tokens (own, subtree, budget, left), cost, started, elapsed_s, stop_reason, abandoned_tools (sync
-        tool or model calls of the agent whose turn ended while their thread still runs: ``toh_nb.core.threads``)."""
-        return self._costs.fill(agent_rows(self.runtime, self._root.id), self.runtime)
+        tool or model calls of the agent whose turn ended while their thread still runs: ``toh_nb.core.threads``).
+        ``columns``: None or ``"all"`` (every column), or a list of column names (only those)."""
+        chosen_columns("hub.agents()", AGENT_COLUMNS, columns)  # a wrong choice fails before any work
+        rows = self._costs.fill(agent_rows(self.runtime, self._root.id), self.runtime)
+        return select_columns("hub.agents()", rows, AGENT_COLUMNS, columns)
 
-    def transcript(self, agent_id: "str | AsyncChild") -> list[dict]:
-        """One row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""
+    def transcript(self, agent_id: "str | AsyncChild", raw: bool = False,
+                   columns: "str | list[str] | None" = None) -> list[dict]:
+        """The agent's conversation, one row per message, tool call or turn end
+        (:data:`toh_nb.conversation.CONVERSATION_COLUMNS`: turn, role, source, tool, arguments, text,
+        is_error, input_tokens, output_tokens, elapsed_s; see :mod:`toh_nb.conversation`).
+        ``raw=True``: the log itself, one row per event (turn, kind, role, source, text, tool, is_error).
+        ``columns``: None or ``"all"`` (every column), or a list of column names (only those)."""
+        check_flag(raw, "raw")
+        table, names = ("hub.transcript(raw=True)", TRANSCRIPT_COLUMNS) if raw else ("hub.transcript()",
+                                                                                   CONVERSATION_COLUMNS)
+        chosen_columns(table, names, columns)
+        session = self._session_of(agent_id)
+        rows = transcript_rows(session) if raw else conversation_rows(session)
+        return select_columns(table, rows, names, columns)
+
+    def activations(self, agent_id: "str | AsyncChild") -> list[dict]:
+        """When the agent worked: one entry per turn (start, end, how it ended, tokens) with its model and
+        tool calls as timed spans (:func:`toh_nb.activations.activation_rows`; what the tree's waterfall draws)."""
+        agent_id = agent_id_of(agent_id)
+        live = self.runtime.agents.get(agent_id)
+        return activation_rows(self._session_of(agent_id), live=live is not None)
+
+    def _session_of(self, agent_id: "str | AsyncChild") -> Any:
+        """The agent's log: in memory while it lives, else read from the store."""
         agent_id = agent_id_of(agent_id)
         agent = self.runtime.agents.get(agent_id)
         try:  # a log that exists but cannot be read raises the store's StoreError, naming what is wrong
-            session = agent.session if agent is not None else self._store.open(agent_id)
+            return agent.session if agent is not None else self._store.open(agent_id)
         except KeyError:
             raise UsageError(f'unknown agent "{agent_id}"') from None
-        return transcript_rows(session)
 
     def events(self) -> list[dict]:
         """The recorded lifecycle events (children, jobs, interrupts, problems), oldest first."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .core.errors import UsageError
 from .core.inbox_log import queued_message, queued_outcomes
 from .core.session import (ASSISTANT_MESSAGE, MESSAGE_DISCARDED, MESSAGE_QUEUED, TOOL_CALL, TOOL_RESULT, TURN_END,
                            USER_MESSAGE, summarize)
@@ -27,6 +28,37 @@ FINISHED_AS = {"completed": "completed", "error": "failed", "aborted": "killed",
 
 EVENT_COLUMNS = ["time", "kind", "id", "parent", "label", "provider", "mode", "run_id", "stop_reason", "job",
                  "status", "detail"]
+
+
+#: what ``columns=`` of the tables accepts besides a list of column names: every column
+ALL_COLUMNS = "all"
+
+
+def unknown_column(table: str, name: object, columns: list[str]) -> str:
+    return f"{table}: no column {name!r}; columns: {', '.join(columns)} (or columns=\"all\")"
+
+
+def bad_columns(table: str, choice: object) -> str:
+    return f'{table}: columns must be None, "all" or a list of column names, got {choice!r}'
+
+
+def chosen_columns(table: str, columns: list[str], choice: object) -> list[str] | None:
+    """The ``columns=`` argument of ``table`` (``"hub.agents()"`` …) checked: None for None or ``"all"``
+    (every column), else the list of names (each one of ``columns``); a UsageError naming what is wrong."""
+    if choice is None or choice == ALL_COLUMNS:
+        return None
+    if isinstance(choice, str) or not isinstance(choice, (list, tuple)):
+        raise UsageError(bad_columns(table, choice))
+    for name in choice:
+        if name not in columns:
+            raise UsageError(unknown_column(table, name, columns))
+    return list(choice)
+
+
+def select_columns(table: str, rows: list[dict], columns: list[str], choice: object) -> list[dict]:
+    """``rows`` with only the chosen columns (:func:`chosen_columns`), in that order."""
+    names = chosen_columns(table, columns, choice)
+    return rows if names is None else [{name: row.get(name) for name in names} for row in rows]
 
 
 def job_rows(jobs: Any) -> list[dict]:

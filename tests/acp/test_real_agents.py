@@ -43,11 +43,11 @@ needs_opencode = pytest.mark.skipif(OPENCODE is None, reason="opencode not insta
 
 
 def kinds(hub, agent_id):
-    return [row["kind"] for row in hub.transcript(agent_id)]
+    return [row["kind"] for row in hub.transcript(agent_id, raw=True)]
 
 
 def sessions(hub, agent_id):
-    return [json.loads(r["text"]) for r in hub.transcript(agent_id) if r["kind"] == "external/session"]
+    return [json.loads(r["text"]) for r in hub.transcript(agent_id, raw=True) if r["kind"] == "external/session"]
 
 
 # -- fast-agent --------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def test_fast_agent_one_shot_continuable_and_cancel(tmp_path):
             await until(lambda: "external/session" in kinds(h, slow.id), "the slow agent's session", timeout=60)
             slow.interrupt()
             await slow.wait(timeout=60)
-            rows = h.transcript(slow.id)
+            rows = h.transcript(slow.id, raw=True)
             assert [r["text"] for r in rows if r["kind"] == "turn/end"] == ["aborted"]
             assert [r["text"] for r in rows if r["kind"] == "external/cancelled"] == ['{"stopReason": "cancelled"}']
             pids = [pid for agent in agents.values() for link in agent.links for pid in link.pids]
@@ -180,7 +180,7 @@ def test_opencode_one_shot_follow_up_and_cancel(chat, tmp_path):
                         timeout=60)
             slow.interrupt()
             await slow.wait(timeout=60)
-            rows = h.transcript(slow.id)
+            rows = h.transcript(slow.id, raw=True)
             assert [r["text"] for r in rows if r["kind"] == "turn/end"] == ["aborted"]
             assert [r["text"] for r in rows if r["kind"] == "external/cancelled"] == ['{"stopReason": "cancelled"}']
             pids = [pid for link in agent.links for pid in link.pids]
@@ -202,9 +202,9 @@ def test_opencode_permission_granted_and_refused(chat, tmp_path):
                                     provider="deny")
             granted = await h.spawn("RUNTOOL write " + json.dumps({"filePath": str(granted_file), "content": "yes"}),
                                     provider="edit")
-            permissions = [[json.loads(r["text"]) for r in h.transcript(agent_id)
+            permissions = [[json.loads(r["text"]) for r in h.transcript(agent_id, raw=True)
                             if r["kind"] == "external/permission"] for agent_id in ("agent-1", "agent-2")]
-            tools = [r for r in h.transcript("agent-2") if r["kind"] == "external/tool_call"]
+            tools = [r for r in h.transcript("agent-2", raw=True) if r["kind"] == "external/tool_call"]
             return refused, granted, permissions, tools
 
     refused, granted, (denied, allowed), tools = asyncio.run(main())

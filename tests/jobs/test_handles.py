@@ -38,7 +38,7 @@ def test_output_of_a_child_that_hit_max_tokens_is_the_foreground_rendering_and_t
             "max-tokens", "Paris is the capital of Fr", "agent-1", "capital", None)
         assert (result.usage.input_tokens, result.usage.output_tokens) == (9, 7)
         assert result.stop_reason == foreground.stop_reason and result.text == foreground.text
-        transcript = hub.transcript(job.child_id)
+        transcript = hub.transcript(job.child_id, raw=True)
         assert "Paris is the capital of Fr" in list(transcript["text"])
 
 

@@ -21,7 +21,7 @@ def run_tree(**hub_options):
     with tn.Hub(DemoModel(latency=0.005), ids="sequential", **hub_options) as hub:
         result = hub.run(TOPIC)
         agents = hub.agents()
-        transcripts = {agent_id: hub.transcript(agent_id).values.tolist() for agent_id in agents.id}
+        transcripts = {agent_id: hub.transcript(agent_id, raw=True).values.tolist() for agent_id in agents.id}
         return result, agents, transcripts, hub.jobs()
 
 
@@ -78,19 +78,19 @@ def test_continuable_background_mode_follows_up_and_acknowledges_the_notice():
         assert result.text.endswith("3 of 4 delegated tasks answered.")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # the reviewer settles, then the root acknowledges its notice
-            root = hub.transcript("root")
+            root = hub.transcript("root", raw=True)
             agents = hub.agents().set_index("id")
             if (agents.loc["agent-5", "status"] == "ready" and agents.loc["root", "status"] == "idle"
                     and root[root.kind == "assistant/message"].text.tolist()[-1].startswith("Noted: ")):
                 break
             time.sleep(0.02)
-        root = hub.transcript("root")
+        root = hub.transcript("root", raw=True)
         notices = root[root.source == "subagent-settled"].text.tolist()
         assert notices and notices[-1].startswith("Background subagent agent-5 finished")
         assert root[root.kind == "assistant/message"].text.tolist()[-1] == (
             "Noted: Background subagent agent-5 finished and will do no further work unless you send it more.")
         assert str(hub.list_agents()) == "agent-5 [ready] \u2014 review"
-        review = hub.transcript("agent-5")
+        review = hub.transcript("agent-5", raw=True)
         users = review[review.kind == "user/message"].text.tolist()
         assert users[-1] == f'Follow-up: which single risk matters most for "{TOPIC}"?'
         answers = review[review.kind == "assistant/message"].text.tolist()
@@ -120,7 +120,7 @@ def test_user_started_job_notice_is_read_on_the_roots_next_turn():
         result = hub.run("What next?")
         # no delegation tool: a direct answer; the injected job notice did not derail the turn
         assert result.text.startswith('No delegation tool is available here, so a direct answer on "What next":')
-        root = hub.transcript("root")
+        root = hub.transcript("root", raw=True)
         assert root[root.source == "plugin"].text.tolist() == [
             "background job subagent-1 (subagent: indexer) finished [status: completed]. Read its output with job_output."]
 

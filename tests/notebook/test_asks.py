@@ -34,7 +34,7 @@ def pending(tree):
 
 
 def permission_rows(hub, agent_id, kind="external/permission"):
-    frame = hub.transcript(agent_id)
+    frame = hub.transcript(agent_id, raw=True)
     return [json.loads(text) for k, text in zip(frame["kind"], frame["text"]) if k == kind]
 
 

@@ -5,21 +5,17 @@ from __future__ import annotations
 import toh_nb as tn
 from toh_nb.notebook.chat import chat_entries, chat_markdown
 
-ROWS = [
-    {"turn": None, "kind": "subagent/descriptor", "text": "{}"},
-    {"turn": 1, "kind": "turn/start"},
-    {"turn": 1, "kind": "user/message", "role": "user", "source": "user", "text": "Check both"},
-    {"turn": 1, "kind": "assistant/message", "role": "assistant", "text": "", "tool": "subagent, subagent"},
-    {"turn": 1, "kind": "tool/call", "tool": "subagent", "text": '{"description": "a"}'},
-    {"turn": 1, "kind": "tool/call", "tool": "subagent", "text": '{"description": "b"}'},
-    {"turn": 1, "kind": "tool/result", "role": "tool", "tool": "subagent", "text": "a done", "is_error": False},
-    {"turn": 1, "kind": "tool/result", "role": "tool", "tool": "subagent", "text": "Error: b failed",
+ROWS = [  # conversation rows (toh_nb.conversation)
+    {"turn": 1, "role": "user", "source": "user", "text": "Check both"},
+    {"turn": 1, "role": "assistant", "text": "", "tool": "subagent, subagent"},
+    {"turn": 1, "role": "tool", "tool": "subagent", "arguments": '{"description": "a"}', "text": "a done",
+     "is_error": False},
+    {"turn": 1, "role": "tool", "tool": "subagent", "arguments": '{"description": "b"}', "text": "Error: b failed",
      "is_error": True},
-    {"turn": 1, "kind": "assistant/message", "role": "assistant", "text": "One of two"},
-    {"turn": 1, "kind": "turn/end", "text": "completed"},
-    {"turn": 2, "kind": "turn/start"},
-    {"turn": 2, "kind": "user/message", "role": "user", "source": "notice", "text": "job finished"},
-    {"turn": 2, "kind": "turn/end", "text": "aborted"},
+    {"turn": 1, "role": "assistant", "text": "One of two"},
+    {"turn": 1, "role": "turn", "text": "completed"},
+    {"turn": 2, "role": "user", "source": "notice", "text": "job finished"},
+    {"turn": 2, "role": "turn", "text": "aborted"},
 ]
 
 

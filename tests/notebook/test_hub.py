@@ -152,7 +152,7 @@ def test_start_send_wait_and_transcript_of_a_child(hub):
     assert message_id.startswith("msg-")
     assert kid.status == "running"
     assert kid.wait() == "nap helper: second task"
-    transcript = kid.transcript()
+    transcript = kid.transcript(raw=True)
     assert list(transcript.columns) == TRANSCRIPT_COLUMNS
     users = transcript[transcript.kind == "user/message"].text.tolist()
     assert users == ["first task", "second task"]
@@ -175,7 +175,7 @@ def test_interrupt_stops_only_the_current_turn(hub):
     kid.interrupt()
     kid.wait(timeout=5)
     assert kid.status == "ready"
-    ends = kid.transcript()
+    ends = kid.transcript(raw=True)
     assert ends[ends.kind == "turn/end"].text.tolist() == ["aborted"]
     hub.interrupt(kid.id)  # a settled child: an accepted no-op
     hub.interrupt("agent-99")  # unknown: an accepted no-op too
@@ -219,7 +219,7 @@ def test_call_tool_returns_exactly_what_a_model_reads(hub):
 def test_tables_are_dataframes_with_the_documented_columns(hub):
     hub.spawn("a", label="first")
     hub.spawn("b", label="nap bg", background=True).output(wait=True, timeout=5)
-    jobs, agents, transcript, events = hub.jobs(), hub.agents(), hub.transcript("root"), hub.events()
+    jobs, agents, transcript, events = hub.jobs(), hub.agents(), hub.transcript("root", raw=True), hub.events()
     for frame, columns in ((jobs, JOB_COLUMNS), (agents, AGENT_COLUMNS), (transcript, TRANSCRIPT_COLUMNS),
                            (events, EVENT_COLUMNS)):
         assert isinstance(frame, pd.DataFrame)
@@ -228,7 +228,7 @@ def test_tables_are_dataframes_with_the_documented_columns(hub):
     assert agents.id.tolist() == ["root", "agent-1", "agent-2"]
     assert agents.turns.tolist() == [0, 1, 1]
     assert transcript.empty  # the root never took a turn
-    child = hub.transcript("agent-1")
+    child = hub.transcript("agent-1", raw=True)
     assert child[child.kind == "user/message"].text.tolist() == ["a"]
     kinds = events.kind.tolist()
     assert kinds.count("subagent/start") == 2 and kinds.count("job/end") == 1
@@ -401,7 +401,7 @@ def test_handles_are_accepted_wherever_an_id_is_and_kill_stops_a_child():
     with tn.Hub(tn.FunctionModel(slow), ids="sequential") as hub:
         kid = hub.start("work", label="slow")
         hub.send(kid, "queued behind")          # a Child handle instead of its id
-        assert "turn/start" in set(hub.transcript(kid)["kind"])
+        assert "turn/start" in set(hub.transcript(kid, raw=True)["kind"])
         assert hub.child(kid).id == kid.id
         assert kid.kill() is True               # aborts the turn, drops the queue, settles
         assert kid.wait(timeout=5) is None

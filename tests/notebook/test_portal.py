@@ -263,7 +263,7 @@ SIGINT_SCRIPT = textwrap.dedent('''
     except KeyboardInterrupt:
         agents = hub.agents()
         child = agents[agents.label == "slow"].iloc[0]
-        ends = hub.transcript(child.id)
+        ends = hub.transcript(child.id, raw=True)
         ends = ends[ends.kind == "turn/end"].text.tolist()
         mark("INTERRUPTED spawn " + json.dumps({"id": child.id, "stop_reason": child.stop_reason,
                                                 "turn_ends": ends, "status": child.status}))
@@ -440,5 +440,5 @@ def test_interpreter_exit_stops_the_portal_cleanly_and_closes_open_hubs(tmp_path
     # and reopening would repair it as "interrupted")
     with tn.Hub(tn.FunctionModel(lambda r: "resumed"), ids="sequential", store=str(runs)) as hub:
         assert str(hub.list_agents()) == "agent-1 [ready] \u2014 slow"
-        transcript = hub.transcript("agent-1")
+        transcript = hub.transcript("agent-1", raw=True)
         assert transcript[transcript.kind == "turn/end"].text.tolist() == ["aborted"]

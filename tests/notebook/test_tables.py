@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from toh_nb.notebook.tables import agents_frame, events_frame, jobs_frame, transcript_frame
+from toh_nb.core.errors import UsageError
+from toh_nb.notebook.tables import agents_frame, conversation_frame, events_frame, jobs_frame, transcript_frame
 from toh_nb.snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS
 
 UTC_TIME = "datetime64[ns, UTC]"
@@ -221,3 +222,79 @@ def test_a_named_index_is_shown_and_a_table_without_columns_says_so():
                                                                     "agent-2         "]
     assert repr(frame[[]]) == "(2 rows; no columns)"
     assert repr(frame[frame.depth > 5][["id", "id"]]) == "(no rows; columns: id, id)"
+
+
+# -- readable displays: hub.agents() and hub.transcript() show the columns that say something ----------
+
+PLAIN_AGENT = {"id": "root", "parent": None, "depth": 0, "label": None, "mode": "root", "status": "idle", "turns": 2,
+               "input_tokens": 30, "output_tokens": 4, "subtree_tokens": 34, "started": T0, "elapsed_s": 2.0,
+               "stop_reason": "completed", "abandoned_tools": 0}
+
+
+def test_agents_display_their_readable_columns_and_name_the_others():
+    frame = agents_frame([PLAIN_AGENT, dict(AGENT_ROW, token_budget=None, tokens_left=None, cost=None,
+                                            subtree_cost=None, abandoned_tools=0)])
+    assert list(frame.columns) == AGENT_COLUMNS  # every column is in the DataFrame
+    assert repr(frame).splitlines() == [
+        "     id parent    label     mode    status turns input_tokens output_tokens elapsed_s stop_reason",
+        "   root                     root      idle     2           30             4     2.0 s   completed",
+        "agent-1   root research one-shot completed     1           12             5     0.5 s   completed",
+        "+ 9 more columns in this DataFrame: depth, subtree_tokens, token_budget, tokens_left, cost, subtree_cost, "
+        'started, abandoned_tools, denied (columns="all" shows every column)']
+    page = frame._repr_html_()
+    assert "<th>depth</th>" not in page and "<th>stop_reason</th>" in page
+    assert page.endswith("<div><i>+ 9 more columns in this DataFrame: depth, subtree_tokens, token_budget, "
+                         "tokens_left, cost, subtree_cost, started, abandoned_tools, denied "
+                         "(columns=&quot;all&quot; shows every column)</i></div>")
+
+
+def test_a_budget_a_cost_an_abandoned_call_or_a_denial_joins_the_display():
+    frame = agents_frame([PLAIN_AGENT, dict(AGENT_ROW, denied="write x (edit)")])
+    assert repr(frame).splitlines()[0].split() == [
+        "id", "parent", "label", "mode", "status", "turns", "input_tokens", "output_tokens", "token_budget",
+        "tokens_left", "cost", "subtree_cost", "elapsed_s", "stop_reason", "abandoned_tools", "denied"]
+    assert repr(frame).splitlines()[-1] == ('+ 3 more columns in this DataFrame: depth, subtree_tokens, started '
+                                            '(columns="all" shows every column)')
+
+
+def test_filtering_and_sorting_keep_the_readable_display_and_a_selection_shows_what_it_selects():
+    frame = agents_frame([PLAIN_AGENT, AGENT_ROW])
+    assert repr(frame[frame.depth > 0].sort_values("id")).splitlines()[-1].startswith("+ 4 more columns")
+    assert repr(frame[["id", "depth"]]).splitlines() == ["     id depth", "   root     0", "agent-1     1"]
+    assert "more columns" not in repr(frame.assign(extra=1))
+
+
+def test_columns_all_a_list_of_names_and_what_is_refused():
+    rows = [PLAIN_AGENT, AGENT_ROW]
+    everything = agents_frame(rows, columns="all")
+    assert repr(everything).splitlines()[0].split() == AGENT_COLUMNS
+    assert "more columns" not in repr(everything)
+    assert list(agents_frame(rows, columns=["label", "id"]).columns) == ["label", "id"]
+    with pytest.raises(UsageError) as error:
+        agents_frame(rows, columns=["id", "tokens"])
+    assert str(error.value) == ("hub.agents(): no column 'tokens'; columns: " + ", ".join(AGENT_COLUMNS)
+                                + ' (or columns="all")')
+    with pytest.raises(UsageError) as error:
+        agents_frame(rows, columns="some")
+    assert str(error.value) == "hub.agents(): columns must be None, \"all\" or a list of column names, got 'some'"
+
+
+def test_the_conversation_displays_role_and_text_and_the_columns_that_say_something():
+    rows = [{"turn": 1, "role": "user", "source": "user", "text": "Plan it"},
+            {"turn": 1, "role": "assistant", "text": "", "input_tokens": 388, "output_tokens": 27},
+            {"turn": 1, "role": "tool", "tool": "subagent", "arguments": '{"prompt": "p"}', "text": "found"},
+            {"turn": 1, "role": "assistant", "text": "Done", "input_tokens": 412, "output_tokens": 31},
+            {"turn": 1, "role": "turn", "text": "completed", "input_tokens": 800, "output_tokens": 58, "elapsed_s": 1.25}]
+    frame = conversation_frame(rows)
+    assert [str(t) for t in frame.dtypes] == ["Int64", "object", "object", "object", "object", "object", "bool",
+                                              "Int64", "Int64", "float64"]
+    assert repr(frame).splitlines() == [
+        "turn      role     tool       arguments      text input_tokens output_tokens elapsed_s",
+        "   1      user                            Plan it                                     ",
+        "   1 assistant                                             388            27          ",
+        "   1      tool subagent {\"prompt\": \"p\"}     found                                     ",
+        "   1 assistant                               Done          412            31          ",
+        "   1      turn                          completed          800            58     1.2 s",
+        '+ 2 more columns in this DataFrame: source, is_error (columns="all" shows every column)']
+    assert repr(conversation_frame([dict(rows[0], source="notice")])).splitlines()[0].split() == [
+        "turn", "role", "source", "text"]

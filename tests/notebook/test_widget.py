@@ -56,7 +56,7 @@ def tree(hub):
 
 
 def transcript_texts(hub, agent_id):
-    frame = hub.transcript(agent_id)
+    frame = hub.transcript(agent_id, raw=True)
     return list(zip(frame["kind"], frame["text"]))
 
 
@@ -288,7 +288,7 @@ def test_send_queues_a_new_turn(tree, hub):
     wait_for(lambda: tree.last_message == f"message queued as the next turn for subagent {kid.id}",
              what="send reply")
     assert kid.wait(timeout=5) == "helper answered: second question"
-    frame = hub.transcript(kid.id)
+    frame = hub.transcript(kid.id, raw=True)
     users = frame[frame["kind"] == "user/message"]
     assert list(users["text"]) == ["first", "second question"]
     assert list(users["source"])[-1] == "user"
@@ -304,7 +304,7 @@ def test_send_with_empty_text_or_to_a_row_without_send_does_nothing(tree, hub):
     assert tree.last_message == "Error: type a message first" and tree.message_error
     assert tree.act("send", res.agent_id, "hello") is None
     assert tree.last_message == f"Error: send is not available for {res.agent_id} [completed]"
-    assert list(hub.transcript(kid.id)["turn"].dropna()).count(2) == 0
+    assert list(hub.transcript(kid.id, raw=True)["turn"].dropna()).count(2) == 0
 
 
 def test_kill_ends_the_job_as_killed(tree, hub):

@@ -134,7 +134,7 @@ def test_the_transcript_shows_queued_and_discarded_follow_ups_and_the_agents_tab
             await hub.call_tool("send_message", subagent_id=kid.id, message="C")
             kid.kill()
             await until(lambda: kid.status == "ready", "the killed child to settle")
-            rows = [(r["turn"], r["kind"], r["role"], r["source"], r["text"]) for r in hub.transcript(kid)]
+            rows = [(r["turn"], r["kind"], r["role"], r["source"], r["text"]) for r in hub.transcript(kid, raw=True)]
             assert rows[1:] == [  # the start's prompt shows once, as its turn's message (its queued record is hidden)
                 (1, "turn/start", None, None, None),
                 (1, "user/message", "user", "user", "block task"),

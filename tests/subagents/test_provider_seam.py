@@ -63,7 +63,7 @@ def test_one_shot_through_a_registered_provider_records_activity_and_releases_it
             assert result.text == "remote answer to: do the thing"
             assert remote.closed == ["agent-1#1"]  # released when the run was disposed
             assert remote.requests[0].tools == []  # it brings its own tools
-            kinds = [row["kind"] for row in hub.transcript("agent-1")]
+            kinds = [row["kind"] for row in hub.transcript("agent-1", raw=True)]
             assert "external/tool_call" in kinds
             assert [r["mode"] for r in hub.agents()] == ["root", "one-shot"]
 

@@ -39,7 +39,7 @@ def _reopen(tmp_path, bad):
             listing = str(hub.list_agents())
             descendants = str(hub.list_agents("descendants"))
             with pytest.raises(StoreError) as transcript:
-                hub.transcript(bad)
+                hub.transcript(bad, raw=True)
             with pytest.raises(tn.SubagentError) as send:
                 await hub.send(bad, "x")
             tool = (await hub.call_tool("send_message", subagent_id=bad, message="x")).text

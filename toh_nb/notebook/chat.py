@@ -1,53 +1,48 @@
 """An agent's transcript as a readable conversation: the tree's chat view and its Markdown export.
 
-``hub.transcript(id)`` is one row per logged event (turn markers, descriptor, messages, tool calls and
-results), which is right for analysis and wrong for reading. :func:`chat_entries` folds those rows into
-what a person reads: who said what, each tool call with its arguments and result folded under the
-assistant message that made it, turn boundaries as thin separators, no ``None``/``False`` cells.
+``hub.transcript(id)`` is already the conversation (:mod:`toh_nb.conversation`: one row per message, tool
+call and turn end). :func:`chat_entries` groups those rows the way a chat shows them: each tool call
+folded under the assistant message that made it, turns as thin separators, no ``None``/``False`` cells.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
+from ..conversation import DISCARDED, QUEUED, TURN
 
 
 def chat_entries(rows: list[dict]) -> list[dict]:
-    """Entries ``{"role": "user" | "assistant" | "turn", "text": str, ...}`` from transcript rows
-    (:func:`toh_nb.snapshots.transcript`). An assistant entry carries ``calls``: ``[{"tool",
-    "arguments", "result", "is_error"}]``; a user entry its ``source`` (``user``, ``notice``, …)."""
+    """Entries ``{"role": "user" | "assistant" | "turn", "text": str, ...}`` from conversation rows
+    (:func:`toh_nb.conversation.conversation_rows`). An assistant entry carries ``calls``: ``[{"tool",
+    "arguments", "result", "is_error"}]``; a user entry its ``source`` (``user``, ``notice``, … and
+    ``queued``/``discarded`` for a follow-up not run)."""
     entries: list[dict] = []
-    # tool name -> its calls still waiting for a result, oldest first (results are logged in the order
-    # the model made the calls, so parallel calls of one tool pair up first-in, first-out)
-    pending: dict[str, list[dict]] = {}
-    calls: list[dict] = []
+    calls: list[dict] | None = None  # the calls of the last assistant message, where tool rows fold
+    turn = None
     for row in rows:
-        kind = row.get("kind")
-        if kind == TURN_START:
-            entries.append({"role": "turn", "text": f"turn {row.get('turn')}"})
-        elif kind == TURN_END:
+        role = row.get("role")
+        if row.get("turn") is not None and row.get("turn") != turn:
+            turn = row.get("turn")
+            entries.append({"role": "turn", "text": f"turn {turn}"})
+        if role == TURN:
             reason = row.get("text") or ""
             if reason != "completed":
                 entries.append({"role": "turn", "text": f"turn ended: {reason}"})
-        elif kind == USER_MESSAGE:
-            entries.append({"role": "user", "text": row.get("text") or "", "source": row.get("source") or "user"})
-        elif kind == ASSISTANT_MESSAGE:
+        elif role in ("user", QUEUED, DISCARDED):
+            source = role if role != "user" else row.get("source") or "user"
+            entries.append({"role": "user", "text": row.get("text") or "", "source": source})
+            calls = None
+        elif role == "assistant":
             calls = []
             entries.append({"role": "assistant", "text": row.get("text") or "", "calls": calls})
-        elif kind == TOOL_CALL:
-            call = {"tool": row.get("tool") or "", "arguments": row.get("text") or "", "result": None,
-                    "is_error": False}
+        elif role == "tool":
+            call = {"tool": row.get("tool") or "", "arguments": row.get("arguments") or "",
+                    "result": row.get("text"), "is_error": bool(row.get("is_error"))}
+            if calls is None:  # a result without its call (a repaired log): shown on its own
+                calls = []
+                entries.append({"role": "assistant", "text": "", "calls": calls})
             calls.append(call)
-            pending.setdefault(call["tool"], []).append(call)
-        elif kind == TOOL_RESULT:
-            waiting = pending.get(row.get("tool") or "")
-            call = waiting.pop(0) if waiting else None
-            if call is None:  # a result without its call (a repaired log): show it on its own
-                call = {"tool": row.get("tool") or "", "arguments": "", "result": None, "is_error": False}
-                calls.append(call)
-            call["result"] = row.get("text") or ""
-            call["is_error"] = bool(row.get("is_error"))
     return entries
 
 

@@ -53,7 +53,7 @@ from . import portal as portals
 from .display import SendReceipt
 from .interrupts import explained, still_running
 from .progress import waiting
-from .tables import agents_frame, events_frame, jobs_frame, transcript_frame
+from .tables import agents_frame, conversation_frame, events_frame, jobs_frame, transcript_frame
 
 LOOP_MODES = ("portal", "kernel")
 CLOSED_MESSAGE = "this hub is closed; create a new Hub to continue (a store= directory keeps its children)"
@@ -471,15 +471,33 @@ class Hub:
         """DataFrame: id, label, status, detail, owner, started, finished, elapsed_s."""
         return jobs_frame(self._call(self._async.jobs))
 
-    def agents(self):
-        """DataFrame: id, parent, depth, label, mode, status, turns, input_tokens, output_tokens, started,
-        elapsed_s, stop_reason, abandoned_tools — every agent of the tree, one-shot children included."""
-        return agents_frame(self._call(self._async.agents))
+    def agents(self, columns: "str | list[str] | None" = None):
+        """DataFrame, one row per agent of the tree (one-shot children included), with every column of
+        ``toh_nb.snapshots.AGENT_COLUMNS`` (id, parent, depth, label, mode, status, turns, tokens, budget,
+        cost, started, elapsed_s, stop_reason, abandoned_tools, denied). It *displays* the readable ones (id,
+        parent, label, mode, status, turns, input/output tokens, elapsed_s, stop_reason, and budget, cost,
+        abandoned or denied when any agent has one) and names the rest under the table; ``columns="all"``
+        displays every column, a list of names gives exactly those."""
+        return agents_frame(self._call(self._async.agents), columns)
 
-    def transcript(self, agent_id: "str | Child"):
-        """DataFrame, one row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""
+    def transcript(self, agent_id: "str | Child", raw: bool = False, columns: "str | list[str] | None" = None):
+        """DataFrame of the agent's conversation: one row per message (``role`` user / assistant, with the
+        model call's tokens), per tool call (its ``arguments`` and its result in ``text``) and per turn end
+        (how it ended, the turn's tokens and ``elapsed_s``). ``raw=True``: the log itself, one row per event
+        (turn, kind, role, source, text, tool, is_error). The conversation *displays* turn, role, text and the
+        columns that say something (tools, tokens …) and names the rest under it; ``columns="all"``
+        displays every column, a list of names gives exactly those (as in :meth:`agents`)."""
+        check_flag(raw, "raw")
         agent_id = agent_id_of(agent_id)
-        return transcript_frame(self._by_id(agent_id, self._async.transcript, agent_id))
+        rows = self._by_id(agent_id, self._async.transcript, agent_id, raw)
+        return transcript_frame(rows, columns) if raw else conversation_frame(rows, columns)
+
+    def activations(self, agent_id: "str | Child") -> list[dict]:
+        """When the agent worked: one entry per turn (start, end, how it ended, tokens) with its model and
+        tool calls as timed spans, as plain dicts (:meth:`toh_nb.AsyncHub.activations`; what the tree's
+        Timeline draws)."""
+        agent_id = agent_id_of(agent_id)
+        return self._by_id(agent_id, self._async.activations, agent_id)
 
     def events(self):
         """DataFrame of the lifecycle events (subagent/start|end, job/*), in order."""
@@ -622,6 +640,6 @@ class Child(ChildFacts):
             return f"stopped waiting — {self.id} is still running: kid.interrupt() stops its turn"
         return f"stopped waiting — {self.id} is {status}"
 
-    def transcript(self):
-        """DataFrame of the child's log (see ``Hub.transcript``)."""
-        return self._transcript(self.id)
+    def transcript(self, raw: bool = False, columns: "str | list[str] | None" = None):
+        """DataFrame of the child's conversation, or of its raw log with ``raw=True`` (see ``Hub.transcript``)."""
+        return self._transcript(self.id, raw=raw, columns=columns)

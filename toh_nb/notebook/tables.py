@@ -27,8 +27,9 @@ import numbers
 import numpy as np
 import pandas as pd
 
+from ..conversation import CONVERSATION_COLUMNS
 from ..costs import format_cost
-from ..snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS
+from ..snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS, chosen_columns
 from .display import format_elapsed, short_id
 
 TIME = "time"
@@ -47,6 +48,8 @@ AGENT_TYPES = {"id": TEXT, "parent": TEXT, "depth": INT, "label": TEXT, "mode": 
                "stop_reason": TEXT, "abandoned_tools": INT, "denied": TEXT}
 TRANSCRIPT_TYPES = {"turn": NULLABLE_INT, "kind": TEXT, "role": TEXT, "source": TEXT, "text": TEXT, "tool": TEXT,
                     "is_error": BOOL}
+CONVERSATION_TYPES = {"turn": NULLABLE_INT, "role": TEXT, "source": TEXT, "text": TEXT, "tool": TEXT, "arguments": TEXT,
+                      "is_error": BOOL, "input_tokens": NULLABLE_INT, "output_tokens": NULLABLE_INT, "elapsed_s": FLOAT}
 EVENT_TYPES = {"time": TIME, "kind": TEXT, "id": TEXT, "parent": TEXT, "label": TEXT, "provider": TEXT,
                "mode": TEXT, "run_id": TEXT, "stop_reason": TEXT, "job": TEXT, "status": TEXT, "detail": TEXT}
 
@@ -87,13 +90,74 @@ def _cell(column, value, markup: bool = True) -> str:
     return html.escape(text)
 
 
+#: the columns ``hub.agents()`` displays by default, in AGENT_COLUMNS order; the others are in the DataFrame
+#: and shown by ``hub.agents(columns="all")`` (or by selecting them)
+AGENT_DEFAULT_COLUMNS = ("id", "parent", "label", "mode", "status", "turns", "input_tokens", "output_tokens",
+                         "elapsed_s", "stop_reason")
+#: shown by default when one of their cells says something (a budget, a known cost, an abandoned call, a denial)
+AGENT_WHEN_SET = ("token_budget", "tokens_left", "cost", "subtree_cost", "abandoned_tools", "denied")
+#: the conversation's columns that show only when they say something (a non-user source, a tool call …)
+CONVERSATION_ALWAYS = ("turn", "role", "text")
+
+
+def hidden_columns_note(names: list[str]) -> str:
+    """The line under a table that shows only its readable columns."""
+    return (f"+ {len(names)} more column{'s' if len(names) != 1 else ''} in this DataFrame: {', '.join(names)} "
+            f'(columns="all" shows every column)')
+
+
+#: a column's value that says nothing more than an empty cell (a user message's source "user")
+QUIET = {"source": "user"}
+
+
+def _says_something(column: str, values: pd.Series) -> bool:
+    """Whether a column holds anything a reader would miss: a value that is not null, 0, False, or
+    the column's :data:`QUIET` value."""
+    quiet = QUIET.get(column)
+    for value in values.tolist():
+        if value is None or value is pd.NA or value is pd.NaT or value is False or value == 0 or \
+                (quiet is not None and value == quiet):
+            continue
+        if isinstance(value, float) and value != value:
+            continue
+        return True
+    return False
+
+
 class Table(pd.DataFrame):
     """A DataFrame of one of the hub's tables that displays readably (see the module docstring);
-    filtering, slicing and concatenating keep it a Table."""
+    filtering, slicing and concatenating keep it a Table.
+
+    A table made with ``readable=(always, when_set)`` (``hub.agents()``, ``hub.transcript(id)``) displays
+    its ``always`` columns plus those of ``when_set`` that say something, and names the others under the
+    table; they are all in the DataFrame (select them, or ask for ``columns="all"``). Filtering, sorting or
+    slicing rows keeps that display; once the columns change (a selection, a new column) it shows what
+    the frame holds."""
+
+    _metadata = ["_toh_readable"]
+    _toh_readable: tuple | None = None  # (the full columns, always shown, shown when set)
 
     @property
     def _constructor(self):
         return Table
+
+    @classmethod
+    def of(cls, data: dict, columns: list[str], readable: tuple | None = None) -> "Table":
+        """A table of ``data`` with ``columns``; ``readable``: ``(always, when_set)`` (see the class docstring)."""
+        table = cls(data, columns=columns)
+        if readable is not None:
+            table._toh_readable = (tuple(columns), tuple(readable[0]), tuple(readable[1]))
+        return table
+
+    def _readable_columns(self) -> tuple[list, list]:
+        """(the columns displayed, the columns left out of the display)."""
+        spec = self._toh_readable
+        columns = list(self.columns)
+        if spec is None or tuple(columns) != spec[0]:
+            return columns, []
+        always, when_set = spec[1], spec[2]
+        shown = [c for c in columns if c in always or (c in when_set and _says_something(c, self[c]))]
+        return shown, [c for c in columns if c not in shown]
 
     def _display_frame(self, limit: int | None, markup: bool) -> pd.DataFrame:
         """The cells as text, column by column *by position*: a selection that repeats a column
@@ -101,6 +165,9 @@ class Table(pd.DataFrame):
         display like any other table. A named index (``set_index("id")``, a ``groupby``) is shown as
         the columns it came from; an unnamed one (row numbers, kept by filtering) is not."""
         rows = self if limit is None or len(self) <= limit else self.head(limit)
+        shown, hidden = self._readable_columns()
+        if hidden:
+            rows = rows[shown]
         if any(name is not None for name in rows.index.names):
             rows = rows.reset_index(allow_duplicates=True)
         cells = {position: [_cell(column, value, markup) for value in rows.iloc[:, position].tolist()]
@@ -116,8 +183,12 @@ class Table(pd.DataFrame):
     def _repr_html_(self) -> str:
         shown = self._display_frame(pd.get_option("display.max_rows"), markup=True)
         page = shown.to_html(index=False, escape=False, border=0, classes="toh-table")
-        more = self._more(len(shown))
-        return page + (f"<div><i>{more}</i></div>" if more else "")
+        notes = [note for note in (self._more(len(shown)), self._hidden_note()) if note]
+        return page + "".join(f"<div><i>{html.escape(note)}</i></div>" for note in notes)
+
+    def _hidden_note(self) -> str:
+        hidden = self._readable_columns()[1]
+        return hidden_columns_note([str(c) for c in hidden]) if hidden else ""
 
     def __repr__(self) -> str:
         """Plain text like the HTML view (no index, short ids, friendly times); ``(no rows)`` when empty."""
@@ -127,8 +198,8 @@ class Table(pd.DataFrame):
             return f"({len(self)} row{'s' if len(self) != 1 else ''}; no columns)"
         shown = self._display_frame(pd.get_option("display.max_rows"), markup=False)
         text = shown.to_string(index=False)
-        more = self._more(len(shown))
-        return text + (f"\n{more}" if more else "")
+        notes = [note for note in (self._more(len(shown)), self._hidden_note()) if note]
+        return "\n".join([text, *notes])
 
 
 def _column(values: list, kind: str) -> pd.Series:
@@ -146,11 +217,23 @@ def _column(values: list, kind: str) -> pd.Series:
     return pd.Series([None if v is None else str(v) for v in values], dtype="object")
 
 
-def frame(rows: Iterable[Mapping], columns: list[str], types: Mapping[str, str]) -> pd.DataFrame:
-    """A DataFrame with exactly ``columns`` (in order) typed by ``types``; missing keys become nulls."""
+def frame(rows: Iterable[Mapping], columns: list[str], types: Mapping[str, str],
+          readable: tuple | None = None) -> pd.DataFrame:
+    """A DataFrame with exactly ``columns`` (in order) typed by ``types``; missing keys become nulls.
+    ``readable``: ``(always, when_set)``, the columns it displays (see :class:`Table`)."""
     rows = list(rows)
     data = {name: _column([row.get(name) for row in rows], types[name]) for name in columns}
-    return Table(data, columns=columns)
+    return Table.of(data, columns, readable)
+
+
+def chosen(table: str, rows: Iterable[Mapping], columns: list[str], types: Mapping[str, str],
+           readable: tuple | None, choice: object) -> pd.DataFrame:
+    """A table by its ``columns=`` argument: None (the readable display of every column), ``"all"``
+    (every column displayed) or a list of column names (exactly those, in that order)."""
+    names = chosen_columns(table, columns, choice)
+    if names is not None:
+        return frame(rows, names, types)
+    return frame(rows, columns, types, readable if choice is None else None)
 
 
 def jobs_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
@@ -158,17 +241,26 @@ def jobs_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
     return frame(rows, JOB_COLUMNS, JOB_TYPES)
 
 
-def agents_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
+def agents_frame(rows: Iterable[Mapping], columns: object = None) -> pd.DataFrame:
     """``hub.agents()``: id, parent, depth, label, mode, status, turns, tokens (own, subtree, budget and what
     is left of it), cost and subtree_cost (from ``Hub(prices=...)``; NaN when unknown), started, elapsed_s,
     stop_reason, abandoned_tools (sync calls still running after their turn ended), denied (permissions refused
-    to an external agent: "title (kind); …")."""
-    return frame(rows, AGENT_COLUMNS, AGENT_TYPES)
+    to an external agent: "title (kind); …"). Displays :data:`AGENT_DEFAULT_COLUMNS` and the
+    :data:`AGENT_WHEN_SET` columns that hold something; ``columns`` as in :func:`chosen`."""
+    return chosen("hub.agents()", rows, AGENT_COLUMNS, AGENT_TYPES, (AGENT_DEFAULT_COLUMNS, AGENT_WHEN_SET), columns)
 
 
-def transcript_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
-    """``hub.transcript(id)``: one row per event: turn, kind, role, source, text, tool, is_error."""
-    return frame(rows, TRANSCRIPT_COLUMNS, TRANSCRIPT_TYPES)
+def transcript_frame(rows: Iterable[Mapping], columns: object = None) -> pd.DataFrame:
+    """``hub.transcript(id, raw=True)``: one row per event: turn, kind, role, source, text, tool, is_error."""
+    return chosen("hub.transcript(raw=True)", rows, TRANSCRIPT_COLUMNS, TRANSCRIPT_TYPES, None, columns)
+
+
+def conversation_frame(rows: Iterable[Mapping], columns: object = None) -> pd.DataFrame:
+    """``hub.transcript(id)``: the conversation (:mod:`toh_nb.conversation`): one row per message, tool call
+    (with its result) and turn end (with the turn's tokens and duration). Displays turn, role and text,
+    and the other columns when they say something (a tool call, a non-user source, tokens …)."""
+    readable = (CONVERSATION_ALWAYS, tuple(c for c in CONVERSATION_COLUMNS if c not in CONVERSATION_ALWAYS))
+    return chosen("hub.transcript()", rows, CONVERSATION_COLUMNS, CONVERSATION_TYPES, readable, columns)
 
 
 def events_frame(rows: Iterable[Mapping]) -> pd.DataFrame:

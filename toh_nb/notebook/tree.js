@@ -73,7 +73,8 @@ function render({ model, el }) {
   const toolbar = h("div", { class: "toh-toolbar" }, search, status,
     h("label", { class: "toh-check" }, finished, " collapse finished"), treeTab, timelineTab, exportButton);
   const list = h("div", { class: "toh-rows", role: "tree" });
-  const timeline = h("div", { class: "toh-timeline" });
+  const waterfall = makeWaterfall(model);
+  const timeline = h("div", { class: "toh-timeline" }, waterfall.el, waterfall.detail);
   const chat = h("div", { class: "toh-chat" });
   const message = h("pre", { class: "toh-message" });
   const asks = h("div", { class: "toh-asks" });
@@ -218,27 +219,7 @@ function render({ model, el }) {
       model.get("hub_closed") ? h("i", { text: " (the hub is closed)" }) : "");
   }
 
-  function drawTimeline() {
-    const rows = model.get("rows");
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    const now = model.get("now");
-    const shown = model.get("visible").map((id) => byId.get(id)).filter((r) => r && r.started !== null);
-    const t0 = Math.min(...shown.map((r) => r.started), now);
-    const t1 = Math.max(now, ...shown.map((r) => (r.ended !== null ? r.ended : now)));
-    const span = Math.max(t1 - t0, 1e-3);
-    const lanes = shown.map((row) => {
-      const end = row.ended !== null ? row.ended : now;
-      const left = ((row.started - t0) / span) * 100;
-      const width = Math.max(((end - row.started) / span) * 100, 0.4);
-      const bar = h("div", { class: `toh-bar toh-${row.status}`, title:
-        `${row.name} ${row.id}: ${row.status}, started +${(row.started - t0).toFixed(2)} s, ${elapsed(end - row.started)}`,
-        style: `left:${left.toFixed(3)}%;width:${width.toFixed(3)}%` });
-      return h("div", { class: "toh-lane", "data-id": row.id },
-        h("span", { class: "toh-lane-name", style: `padding-left:${row.level * 10}px`, text: `${row.name} ${row.short}`.trim() }),
-        h("span", { class: "toh-lane-track" }, bar));
-    });
-    timeline.replaceChildren(h("div", { class: "toh-axis", text: `0 s … ${elapsed(span)}` }), ...lanes);
-  }
+  function drawTimeline() { waterfall.draw(); }  // waterfall.js
 
   function drawChat() {
     const t = model.get("transcript");
@@ -292,6 +273,8 @@ function render({ model, el }) {
   const handlers = [["change:rows", redraw], ["change:visible", redraw], ["change:folded", redraw],
     ["change:summary", redraw], ["change:hidden", redraw], ["change:hub_closed", redraw],
     ["change:now", () => { if (model.get("view") === "timeline") redraw(); }], ["change:view", drawView],
+    ["change:waterfall", () => { if (model.get("view") === "timeline") redraw(); }],
+    ["change:waterfall_live", () => { if (model.get("view") === "timeline") redraw(); }], ["msg:custom", waterfall.onMessage],
     ["change:transcript", drawChat], ["change:asks", drawAsks], ["change:message", drawMessage], ["change:message_error", drawMessage],
     ["change:query", () => { if (search.value !== model.get("query")) search.value = model.get("query"); }],
     ["change:status_filter", () => { status.value = model.get("status_filter"); }],

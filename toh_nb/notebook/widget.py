@@ -69,6 +69,7 @@ from .chat import chat_entries, chat_markdown
 from .display import short_id
 from .treeview import (FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, summary,
                        tree_rows)
+from .waterfall import Waterfall, span_message
 
 HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
@@ -78,7 +79,7 @@ LIVE = ("running", "stopping", "idle")
 #: what the status filter offers (one vocabulary for agents and jobs)
 STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
 ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript",
-           "allow", "deny")
+           "allow", "deny", "span")
 #: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
 KERNEL_ROUTING_HOOK = "_reply_subshell_for"
 #: where ACP permission requests asked with ``permissions="ask"`` wait (loaded only when ACP is in use)
@@ -283,8 +284,9 @@ class AgentTree(anywidget.AnyWidget):
     ``max_nodes`` caps how many rows are synced (the rest are counted in ``hidden``).
     """
 
-    _esm = (HERE / "tree.js").read_text(encoding="utf-8")
-    _css = (HERE / "tree.css").read_text(encoding="utf-8")
+    # one ES module and one style sheet: the tree, then the Timeline's waterfall (its own files)
+    _esm = "\n".join((HERE / name).read_text(encoding="utf-8") for name in ("waterfall.js", "tree.js"))
+    _css = "\n".join((HERE / name).read_text(encoding="utf-8") for name in ("tree.css", "waterfall.css"))
 
     rows = traitlets.List().tag(sync=True)
     visible = traitlets.List().tag(sync=True)
@@ -304,6 +306,10 @@ class AgentTree(anywidget.AnyWidget):
     asks = traitlets.List().tag(sync=True)  # pending permission requests (Allow/Deny prompts)
     now = traitlets.Float(0.0).tag(sync=True)
     hub_closed = traitlets.Bool(False).tag(sync=True)
+    #: the Timeline's data while it is shown: {agent id: activations} of the agents not running, and of
+    #: the running ones (:mod:`toh_nb.notebook.waterfall`)
+    waterfall = traitlets.Dict().tag(sync=True)
+    waterfall_live = traitlets.Dict().tag(sync=True)
 
     def __init__(self, hub: Any, *, interval: float = 0.1, max_nodes: int = 5000, **kwargs: Any) -> None:
         facade, inner = _resolve_hub(hub)
@@ -336,6 +342,8 @@ class AgentTree(anywidget.AnyWidget):
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
         self.on_msg(self._on_message)
+        self._waterfall = Waterfall()
+        self.observe(self._timeline_changed, names=["view", "visible"])
         self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished", "expanded"])
         # the engine iterates its listener lists on its own thread: change them there
         self._call(self._subscribe)
@@ -407,10 +415,10 @@ class AgentTree(anywidget.AnyWidget):
         except Exception as problem:  # the comm is gone: nothing to tell
             self.errors.append(f"{type(problem).__name__}: {problem}")
 
-    def act(self, action: str, node_id: str | None = None, text: str | None = None) -> Any:
+    def act(self, action: str, node_id: str | None = None, text: Any = None) -> Any:
         """Do what a click in the page does: ``interrupt``/``send``/``kill``/``transcript``/
-        ``close_transcript``/``toggle``/``export``/``export_transcript`` on row ``node_id`` (``text``:
-        the message for ``send``), or ``allow``/``deny`` on the pending permission request ``node_id``
+        ``close_transcript``/``toggle``/``export``/``export_transcript``/``span`` on row ``node_id``
+        (``text``: the message for ``send``; for ``span``, which call of the Timeline: ``{"turn", "start"}``), or ``allow``/``deny`` on the pending permission request ``node_id``
         (an id from ``asks``). Work for the engine is handed to the portal; the return value is its
         future (or None; the answer's line for ``allow``/``deny``)."""
         if action not in ACTIONS:
@@ -442,6 +450,8 @@ class AgentTree(anywidget.AnyWidget):
             raise UsageError(f"{node_id} is a job; its transcript is its child agent's")
         if action == "transcript":
             return self._show_transcript(node_id)
+        if action == "span":
+            return self._show_span(node_id, text)
         return self._download(f"{node_id}.md", self.export_markdown(node_id), "text/markdown")
 
 
@@ -701,9 +711,37 @@ class AgentTree(anywidget.AnyWidget):
             asks = pending_asks(row["id"] for row in rows)
             if asks != self.asks:
                 self.asks = asks
+        if self.view == "timeline":
+            self._sync_waterfall()
         self.refresh_count += 1
         if any(row["status"] in ACTIVE for row in rows):
             self._arm_heartbeat()
+
+    def _timeline_changed(self, change: Any) -> None:
+        """The Timeline opened, or its rows changed (a filter): its waterfall follows on the next refresh."""
+        if self.view == "timeline":
+            self._mark_dirty()
+
+    def _sync_waterfall(self) -> None:
+        """The shown agents' activations (loop thread; while the Timeline is open)."""
+        settled, live = self._waterfall.build(self._hub, self.rows, self.visible)
+        with self.hold_sync():
+            if settled != self.waterfall:
+                self.waterfall = settled
+            if live != self.waterfall_live:
+                self.waterfall_live = live
+
+    def _show_span(self, agent_id: str, where: Any) -> Any:
+        """A click on a span of the Timeline (``where``: ``{"turn", "start"}``): its messages go to the page."""
+        if not isinstance(where, dict):
+            raise UsageError(f"span needs {{'turn', 'start'}}, got {where!r}")
+        hub, turn, start = self._hub, where.get("turn"), where.get("start")
+
+        async def run() -> str:
+            self.send(span_message(agent_id, hub.activations(agent_id), turn, start))
+            return f"messages of {agent_id} turn {turn}"
+
+        return self._submit(run, f"messages of {agent_id} turn {turn}")
 
     # -- display -----------------------------------------------------------------------------------
 

@@ -1,0 +1,138 @@
+"""The tree's Timeline data (``tree.waterfall``): each shown agent's activations, only while the Timeline
+is open, re-read only for agents that moved."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import toh_nb as tn
+from toh_nb.notebook import waterfall
+from toh_nb.notebook.widget import AgentTree
+
+
+def reply(request):
+    return tn.ModelResponse(text=f"{request.label or 'root'}: {request.last_user_text}", usage=tn.Usage(100, 10))
+
+
+def test_the_timeline_syncs_one_activation_per_turn_with_the_idle_gap_between_them(monkeypatch):
+    with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
+        kid = hub.start("first", label="editor")
+        kid.wait(timeout=5)
+        time.sleep(0.3)
+        kid.send("second")
+        kid.wait(timeout=5)
+        tree = AgentTree(hub)
+        sent: list = []
+        monkeypatch.setattr(tree, "send", lambda content, buffers=None: sent.append(content))
+        try:
+            assert tree.waterfall == {} and tree.waterfall_live == {}  # the Tree view: nothing read
+            tree.view = "timeline"
+            tree.refresh()
+            data, live = tree.waterfall, tree.waterfall_live
+            # a click on the second turn's model call: its messages come back as one message
+            start = data["agent-1"][1]["spans"][0][2]
+            tree.act("span", "agent-1", {"turn": 2, "start": start}).result(timeout=5)
+            asked = [message for message in sent if message.get("type") == "span"]
+        finally:
+            tree.close()
+    assert list(data) == ["root", "agent-1"] and live == {}
+    assert data["root"] == []  # the root never took a turn
+    first, second = data["agent-1"]
+    assert [(a["turn"], a["reason"], a["input_tokens"], a["output_tokens"]) for a in (first, second)] == [
+        (1, "completed", 100, 10), (2, "completed", 100, 10)]
+    assert second["start"] - first["end"] >= 0.3
+    # the sync carries timing (to the millisecond) and tokens, each span as a list; the messages only on a click
+    assert waterfall.SPAN_FIELDS == ("kind", "name", "start", "end", "input_tokens", "output_tokens", "is_error")
+    ((kind, name, begin, end, inp, out, error),) = second["spans"]
+    assert (kind, name, begin, inp, out, error) == ("model", "model", start, 100, 10, False)
+    assert begin == round(begin, 3) and end == round(end, 3) and second["start"] <= begin <= end <= second["end"]
+    assert asked == [{"type": "span", "id": "agent-1", "turn": 2, "start": start, "messages": [
+        {"role": "user", "text": "second", "tool": None}, {"role": "assistant", "text": "editor: second", "tool": None}]}]
+
+
+def test_running_agents_sync_apart_from_settled_ones():
+    import threading
+
+    release = threading.Event()
+
+    def slow(request):
+        if request.label == "hold":
+            release.wait(10)
+        return reply(request)
+
+    with tn.Hub(tn.FunctionModel(slow), ids="sequential") as hub:
+        hub.spawn("done", label="quick")
+        hold = hub.start("wait", label="hold")
+        tree = AgentTree(hub)
+        try:
+            tree.view = "timeline"
+            tree.refresh()
+            settled, live = dict(tree.waterfall), dict(tree.waterfall_live)
+            release.set()
+            hold.wait(timeout=5)
+            tree.refresh()
+            after = (sorted(tree.waterfall), tree.waterfall_live)
+        finally:
+            tree.close()
+    assert sorted(settled) == ["agent-1", "root"] and list(live) == ["agent-2"]
+    (running,) = live["agent-2"]
+    assert running["end"] is None and [(s[0], s[3]) for s in running["spans"]] == [("model", None)]
+    assert after == (["agent-1", "agent-2", "root"], {})
+
+
+def test_a_span_click_for_a_call_that_is_not_there_says_so():
+    with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
+        hub.spawn("a", label="alpha")
+        tree = AgentTree(hub)
+        try:
+            future = tree.act("span", "agent-1", {"turn": 1, "start": 0.5})
+            with pytest.raises(tn.UsageError, match=r"^no call of agent-1 turn 1 started at 0\.5$"):
+                future.result(timeout=5)
+            with pytest.raises(tn.UsageError, match=r"^span needs \{'turn', 'start'\}, got 'x'$"):
+                tree.act("span", "agent-1", "x")
+        finally:
+            tree.close()
+
+
+def test_a_filter_narrows_the_timeline_and_settled_agents_are_not_read_again(monkeypatch):
+    with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
+        hub.spawn("a", label="alpha")
+        hub.spawn("b", label="beta")
+        read: list[str] = []
+        inner = hub.async_hub
+        original = inner.activations
+        monkeypatch.setattr(inner, "activations", lambda agent_id: read.append(agent_id) or original(agent_id))
+        tree = AgentTree(hub)
+        try:
+            tree.view = "timeline"
+            tree.refresh()
+            assert sorted(tree.waterfall) == ["agent-1", "agent-2", "root"] and tree.waterfall_live == {}
+            tree.refresh()  # nothing moved: nothing read again
+            assert sorted(read) == ["agent-1", "agent-2", "root"]
+            tree.query = "beta"
+            tree.refresh()
+            assert list(tree.waterfall) == ["root", "agent-2"]  # the match and its ancestor
+        finally:
+            tree.close()
+
+
+def test_at_most_max_agents_are_synced(monkeypatch):
+    monkeypatch.setattr(waterfall, "MAX_AGENTS", 2)
+    with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
+        for label in ("a", "b", "c"):
+            hub.spawn(label, label=label)
+        tree = AgentTree(hub)
+        try:
+            tree.view = "timeline"
+            tree.refresh()
+            assert list(tree.waterfall) == ["root", "agent-1"]
+        finally:
+            tree.close()
+
+
+def test_the_waterfall_is_part_of_the_widgets_module_and_style():
+    assert "function makeWaterfall(model)" in AgentTree._esm
+    assert AgentTree._esm.rstrip().endswith("export default { render };")
+    assert ".toh-wf-tick" in AgentTree._css and ".toh-row" in AgentTree._css
