@@ -34,7 +34,7 @@ class ScriptedModel:
     the hub's root agent. A script is a list of steps, one per model call of that agent; a step is a
     ``str`` (final answer), a ``ToolCall`` or a list of them (one assistant message), a ``ModelResponse``,
     or a function of the request returning any of these (sync or async). Every agent gets its own cursor,
-    so twins with the same label each run the whole script::
+    so twins with the same label each run the whole script, for example:
 
         tn.ScriptedModel({
             "root": [tn.ToolCall("subagent", {"description": "sum", "prompt": "add 2+2"}),
