@@ -166,7 +166,20 @@ class ChildFacts:
 
 
 class AsyncJob(JobFacts):
-    """A background one-shot child, as a job (``subagent-N``)."""
+    """A background one-shot child, as a job (``subagent-N``): what ``await hub.spawn(..., background=True)`` returns.
+
+    ``await job.output(wait=True)`` reads its result, ``job.kill()`` stops it; ``job.id``, ``job.status`` and
+    ``job.child_id`` say where it stands. Made by the hub (``hub.job(id)`` finds one again), not by you.
+
+    Args:
+        hub: the hub that owns it.
+        job: the job registry's record.
+
+    Raises:
+        UsageError: ``output``/``result`` given a ``timeout`` without ``wait=True``, or ``kill`` a reason that
+            is not a string.
+        JobError: the job is not one of this hub's root's jobs.
+    """
 
     def __init__(self, hub: "AsyncHub", job: Job) -> None:
         self._hub = hub
@@ -208,13 +221,29 @@ class AsyncJob(JobFacts):
                 pass
 
     def kill(self, reason: str | None = None) -> str:
+        """Ask the job to stop: ``"requested"``, or ``"already-finished"`` for a settled job."""
         if reason is not None and not isinstance(reason, str):
             raise UsageError(f"reason must be a string or None, got {type(reason).__name__}")
         return self._jobs.kill(self._job.id, self._root, reason)
 
 
 class AsyncChild(ChildFacts):
-    """A continuable child: send it turns, interrupt it, wait for it to settle."""
+    """A continuable child: send it turns, interrupt it, wait for it to settle (``await hub.start(...)``).
+
+    Each ``await kid.send(message)`` queues a turn (FIFO; a ``ready`` child is resumed from its log);
+    ``kid.interrupt()`` aborts the turn in progress; ``kid.kill()`` stops it for good; ``await kid.wait()``
+    returns the closing text of its last activation. Made by the hub (``hub.child(id)`` finds one again).
+
+    Args:
+        hub: the hub that owns it.
+        child_id: the child's agent id.
+        label: the child's label.
+
+    Raises:
+        UsageError: an empty message or a bad timeout.
+        ClosedError: the hub is closed.
+        SubagentError: the child cannot take the message (``NOT_RESUMABLE``, with the reason).
+    """
 
     def __init__(self, hub: "AsyncHub", child_id: str, label: str) -> None:
         self._hub = hub
@@ -223,9 +252,11 @@ class AsyncChild(ChildFacts):
         self.label = label
 
     async def send(self, message: str) -> str:
+        """Queue ``message`` as this child's next turn (resuming it if ``ready``); the message id."""
         return await self._hub.send(self.id, message)
 
     def interrupt(self) -> None:
+        """Abort this child's turn in progress; its queued messages still run."""
         self._hub.interrupt(self.id)
 
     def kill(self) -> bool:
@@ -242,7 +273,50 @@ class AsyncChild(ChildFacts):
 
 
 class AsyncHub:
-    """The async API. ``async with AsyncHub() as hub: res = await hub.spawn("...")``."""
+    """The async twin of ``tn.Hub`` for scripts and services: the same names and arguments, awaited.
+
+    ``async with tn.AsyncHub() as hub: res = await hub.spawn("...")``. Its tables (``jobs()``, ``agents()``,
+    ``transcript()``, ``events()``) return plain rows (lists of dicts), which ``tn.Hub`` shows as
+    DataFrames, so the engine never imports pandas.
+
+    Args:
+        model: the root's model, and its children's unless they are given one; default the offline
+            ``tn.DemoModel``.
+        store: where agents' logs go: ``None`` keeps everything in memory; a directory path writes one
+            JSONL log per agent there, so continuable children survive a restart (``ready``, resumed by
+            ``send``); or a ``SessionStore`` object.
+        max_depth: the deepest child a delegation may start (0 forbids delegation; ``"provider-managed"``
+            sends no cap).
+        max_parallel_tool_calls: tool calls of one model response run at once (a rolling pool).
+        ids: ``"uuid"`` (default) or ``"sequential"`` (``agent-1``, ``agent-2``, …: reproducible output).
+        background_mode: what ``run_in_background`` starts by default: ``"one-shot"`` (a job) or
+            ``"continuable"`` (a child).
+        tools: your tools for every agent: plain typed functions, ``tn.Tool`` objects, or
+            ``tn.SubagentTool`` objects mounted beside the delegation tools.
+        delegation_tools: the delegation tools every agent is offered (``tn.SubagentTool`` objects or dicts
+            of their settings); default one ``subagent`` tool.
+        root_id: the root agent's id (default ``root``), e.g. to reopen a store written under another root.
+        fsync: the JSONL store's durability: ``"batch"`` (default), ``"always"`` or ``"never"``; see the
+            Guarantees page.
+        max_jobs_per_owner: background jobs one agent may have running at once.
+        report_delivery: ``"next-step"`` (default: a child's report wakes its parent) or ``"quiet"``
+            (reports wait for the parent's next turn).
+        max_tokens: the completion limit of the root's model calls (children inherit it).
+        max_steps: model calls per turn (default 50; ``None``: no limit) -> stop ``max-steps``.
+        token_budget: input plus output tokens of the root and all its descendants -> ``token-budget``.
+        turn_timeout: wall-clock seconds per turn -> ``max-time``.
+        providers: more ways of making children, by name: ``{"coder": tn.AcpAgent([...])}``.
+        history: lifecycle events kept for ``hub.events()`` and ``stream(history=True)``.
+        prices: input and output price per million tokens, keyed by model name
+            (``{"gpt-4o-mini": (0.15, 0.60)}``): ``hub.agents()`` and the tree then show costs.
+
+    Raises:
+        UsageError: an argument of the wrong type or range (naming it), or a model without an async
+            ``request`` method.
+        ProviderError: a delegation tool names a provider that is not registered.
+        StoreError: ``store`` is held by another hub (``… is in use by another hub (pid N)``) or cannot be
+            created, or ``root_id`` does not match the id grammar.
+    """
 
     def __init__(self, model: Model | None = None, *, store: str | os.PathLike[str] | SessionStore | None = None,
                  max_depth: int | str = 3,
@@ -370,6 +444,7 @@ class AsyncHub:
 
     @property
     def root(self) -> str:
+        """The root agent's id (``root`` unless ``root_id=`` says otherwise)."""
         return self._root.id
 
     @property
@@ -378,10 +453,12 @@ class AsyncHub:
 
     @property
     def closed(self) -> bool:
+        """Whether ``close()`` was called: a closed hub refuses new work."""
         return self._closed
 
     @property
     def model(self) -> Any:
+        """The root's model (the one children use unless given their own)."""
         return self.runtime.model
 
     @property
@@ -556,6 +633,7 @@ class AsyncHub:
         return await self._service.followup(self._root, agent_id, message, USER_SOURCE)
 
     def interrupt(self, agent_id: "str | AsyncChild") -> None:
+        """Abort the child's turn in progress (its queued messages still run); a no-op when it is not running."""
         self._check_open()
         agent_id = agent_id_of(agent_id)
         self._service.interrupt(agent_id, self._root)
@@ -568,6 +646,7 @@ class AsyncHub:
         return self._service.kill(agent_id_of(agent_id), self._root)
 
     async def wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
+        """Wait up to ``timeout`` seconds until the child is settled; the closing text of its last activation (None if none)."""
         child_id = agent_id_of(child_id)
         timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout

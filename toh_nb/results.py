@@ -56,9 +56,21 @@ def item_html(css: str, ident: str, status: str | None, label: str | None, extra
 
 @dataclass(slots=True)
 class RunResult:
-    """The outcome of a run: ``text`` (final text), ``output`` (content blocks), ``stop_reason``
-    (``completed | aborted | error | max-tokens | refusal``), ``agent_id``, ``usage``, and for a failed
-    run the ``diagnostic``."""
+    """The outcome of a run: what a foreground ``hub.spawn``, ``hub.run`` or a finished job returns.
+
+    Raises nothing: a plain record. ``ok`` tells whether the run completed; for a failed run ``text`` still
+    holds what the model produced before the end and ``diagnostic`` says why it ended.
+
+    Args:
+        text: the final text of the run.
+        output: the final content blocks.
+        stop_reason: ``completed``, ``aborted``, ``error``, ``max-tokens``, ``max-steps``, ``token-budget``,
+            ``max-time`` or ``refusal``.
+        agent_id: the id of the agent that ran.
+        usage: the tokens the run used.
+        diagnostic: for a run that did not complete, what ended it.
+        label: the agent's label.
+    """
 
     text: str
     output: list = field(default_factory=list)

@@ -39,7 +39,19 @@ TOOL_KINDS = ("read", "edit", "delete", "move", "search", "execute", "think", "f
 
 @dataclass(frozen=True, slots=True)
 class PermissionRequest:
-    """What a permission callable sees: the tool call and the options the agent offers."""
+    """What a permission callable sees when an ACP agent asks to run a tool: the call and the options offered.
+
+    ``permissions=`` of ``tn.AcpAgent`` may be a function of one of these returning ``True``/``False`` or an
+    option id. Raises nothing: a plain frozen record.
+
+    Args:
+        session_id: the agent's ACP session id.
+        title: the tool call's title as the agent gave it (``Write /w/out.txt``).
+        kind: its ACP tool kind (``read``, ``edit``, ``execute``, …; ``other`` when the agent gave none).
+        tool_call_id: the tool call's id.
+        options: the options the agent offers, as ``{"id", "name", "kind"}`` dicts.
+        raw_input: the tool call's raw input, if the agent sent it.
+    """
 
     session_id: str
     title: str
@@ -61,7 +73,17 @@ ASK_TIMEOUT = 120.0
 
 @dataclass(frozen=True, slots=True)
 class AskUser:
-    """``permissions=AskUser(timeout=60)``: ask the notebook user (``"ask"`` is ``AskUser()``)."""
+    """``permissions=AskUser(timeout=60)``: an ACP agent's permission requests are asked of the notebook user.
+
+    Each request appears at the top of ``hub.tree()`` with **Allow** and **Deny**; the agent's turn waits,
+    and a request nobody answers in time is denied. ``permissions="ask"`` is ``AskUser()``.
+
+    Args:
+        timeout: seconds a request waits for an answer before it is denied.
+
+    Raises:
+        UsageError: ``timeout`` is not a positive number.
+    """
 
     timeout: float = ASK_TIMEOUT
 

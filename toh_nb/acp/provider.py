@@ -77,21 +77,40 @@ class AcpModel:
 
 
 class AcpAgent:
-    """An external agent started as ``command`` (a list of arguments, no shell) in the workspace ``cwd``.
+    """An external agent over the Agent Client Protocol as a subagent provider (extra ``acp``).
 
-    - ``env``: variables added to (``inherit_env=True``, default) or replacing the environment; values
-      never appear in reprs, logs or diagnostics.
-    - ``cwd``: the agent's workspace, an absolute directory path. ``None``: each child gets a fresh
-      temporary directory (never the notebook's working directory by accident), removed when the child
-      is done: a one-shot child's at the end of its run, a continuable child's at ``hub.close()`` (it
-      stays for follow-ups until then; a later hub cannot resume that child: its workspace is gone).
-    - ``permissions``: ``"deny"`` (default), ``"allow"``, a collection of ACP tool kinds to allow
-      (``{"read", "edit"}``), a callable ``(PermissionRequest) -> bool | option id`` (sync or async), or
-      ``"ask"`` / ``AskUser(timeout)``: the notebook user answers in ``hub.tree()`` (denied on timeout).
-    - ``timeout``: seconds for each protocol step (start + initialize, session/new, session/load, and the
-      acknowledgement of a cancel); ``prompt_timeout``: for a whole prompt (default none: the hub's
-      ``turn_timeout`` bounds turns).
-    - ``eof_grace``/``kill_grace``: disposal waits after closing stdin and after SIGTERM.
+    Any ACP agent (fast-agent, opencode, Claude Code, Gemini CLI, or ``python -m toh_nb acp``) becomes a
+    provider: ``tn.Hub(providers={"coder": tn.AcpAgent([...])})``. Its children are ordinary children of
+    the tree; their "model" is an ACP session in an agent process toh_nb starts (one per activation) and
+    owns, with its whole process tree, until the child is disposed. One child turn is one
+    ``session/prompt``; the agent brings its own tools and manages its own depth, so a persona or a tool
+    filter for it is refused.
+
+    Args:
+        command: the agent's argv, a list of arguments run without a shell
+            (``["opencode", "acp", "--pure"]``).
+        env: variables added to (``inherit_env=True``, default) or replacing the environment; values never
+            appear in reprs, logs or diagnostics.
+        cwd: the agent's workspace, an absolute directory path. ``None``: each child gets a fresh temporary
+            directory (never the notebook's working directory by accident), removed when the child is done:
+            a one-shot child's at the end of its run, a continuable child's at ``hub.close()`` (a later hub
+            cannot resume that child: its workspace is gone).
+        permissions: ``"deny"`` (default), ``"allow"``, a collection of ACP tool kinds to allow
+            (``{"read", "edit"}``), a callable ``(PermissionRequest) -> bool | option id`` (sync or async),
+            or ``"ask"`` / ``AskUser(timeout)``: the notebook user answers in ``hub.tree()`` (denied on
+            timeout).
+        timeout: seconds for each protocol step (start and initialize, ``session/new``, ``session/load``,
+            and the acknowledgement of a cancel).
+        name: the provider's name; ``None``: the key it is registered under in ``providers=``.
+        prompt_timeout: seconds for a whole prompt (default none: the hub's ``turn_timeout`` bounds turns).
+        inherit_env: whether the agent inherits the notebook's environment (plus ``env``).
+        eof_grace: seconds disposal waits after closing the agent's stdin before SIGTERM.
+        kill_grace: seconds disposal waits after SIGTERM before SIGKILL of the process tree.
+
+    Raises:
+        UsageError: the ``acp`` extra is missing (naming it), ``command`` is not a non-empty list of
+            non-empty strings, ``env`` is not a mapping of str to str, ``cwd`` is not an existing absolute
+            directory, ``permissions`` is not a policy, a timeout is out of range, or ``name`` is empty.
     """
 
     capabilities = Capabilities(continuable=True, persona=False, tool_filter=False, depth_limit=False)

@@ -26,7 +26,16 @@ class Text:
 
 @dataclass(slots=True, frozen=True)
 class ToolCall:
-    """A tool call requested by a model. ``id`` is filled in by the engine when the model gives none."""
+    """A tool call requested by a model: what a model's response (or a ``ScriptedModel`` step) asks to run.
+
+    Raises nothing: a plain frozen record. The engine checks the arguments against the tool's schema
+    when it runs the call (a bad one becomes an ``Error: …`` result the model reads).
+
+    Args:
+        name: the tool's name, as offered to the model (``"subagent"``, ``"job_output"``, a user tool).
+        arguments: the call's arguments, a JSON object as a dict.
+        id: the call id the result answers; filled in by the engine when the model gives none.
+    """
 
     name: str
     arguments: dict = field(default_factory=dict)
@@ -55,9 +64,17 @@ Block = Union[Text, ToolCallBlock, ToolResultBlock]
 
 @dataclass(slots=True)
 class Usage:
-    """Tokens of a model call (or a sum of calls). ``estimated`` is True when a count was not the
-    server's but estimated by the adapter (a stream that reported no usage: about four characters per
-    token), so a budget still counts the call; a sum is estimated when any part of it was."""
+    """Tokens of a model call, or a sum of calls: what budgets charge and what the tables and tree show.
+
+    ``estimated`` is True when a count was not the server's but estimated by the adapter (a stream that
+    reported no usage: about four characters per token), so a budget still counts the call; a sum is
+    estimated when any part of it was. Raises nothing: a plain record.
+
+    Args:
+        input_tokens: prompt tokens.
+        output_tokens: completion tokens.
+        estimated: whether the counts are the adapter's estimate rather than the server's report.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -76,7 +93,19 @@ class Usage:
 
 @dataclass(slots=True, frozen=True)
 class Source:
-    """Provenance of a user-role message (``kind`` is one of :data:`SOURCE_KINDS`)."""
+    """Provenance of a user-role message: who or what put it into the conversation.
+
+    A prompt from you is ``Source("user")``; a follow-up relayed from another agent, a settlement notice or
+    a report carries its sender's session id, its form and a short summary, so the transcript and the tree
+    can say where each message came from. Raises nothing: a plain frozen record.
+
+    Args:
+        kind: one of ``SOURCE_KINDS`` in ``toh_nb.core.content`` (``"user"`` for your own prompts).
+        form: ``"relay"``, ``"notice"`` or ``"snapshot"``; ``None`` for a direct prompt.
+        sender: the session id of the agent that sent it.
+        summary: a short summary (at most 120 characters), as notices show it.
+        plugin: the name of the plug-in that produced it, if one did.
+    """
 
     kind: str = "user"
     form: str | None = None  # relay | notice | snapshot
@@ -103,18 +132,26 @@ def relay_source(kind: str, sender: str) -> Source:
 
 
 class Message:
-    """One conversation message.
+    """One conversation message: what a transcript holds and what a model reads in ``ModelRequest.messages``.
 
     ``role`` is ``user`` (prompts, follow-ups, notices, reports — see ``source``), ``assistant`` (model
-    output, possibly with tool calls) or ``tool`` (one tool result).
+    output, possibly with tool calls) or ``tool`` (one tool result). ``content`` is a list of blocks
+    (text, tool call, tool result); ``message.text`` is its text.
 
-    ``content`` is a list of blocks. A message of one block — most of them: every prompt, follow-up
-    and plain answer, every tool result, a step's lone tool call — keeps a text as its ``str`` and a
-    tool block without its list, and builds the list each time ``content`` is read. Why: the blocks
-    and their lists were 44 of the ~117 objects the garbage collector tracked per idle continuable
-    child after 11 turns, and each full collection walks every one (bench/README.md, round eight).
-    So ``content`` of such a message is a new list at every read: assign ``message.content = [...]``
-    to change it; changing the list read does not change the message.
+    A message of one block — most of them: every prompt, follow-up and plain answer, every tool result, a
+    step's lone tool call — keeps a text as its ``str`` and a tool block without its list, and builds the
+    list each time ``content`` is read. Why: the blocks and their lists were 44 of the ~117 objects the
+    garbage collector tracked per idle continuable child after 11 turns, and each full collection walks
+    every one (bench/README.md, round eight). So ``content`` of such a message is a new list at every
+    read: assign ``message.content = [...]`` to change it; changing the list read does not change the
+    message. Raises nothing: a plain record.
+
+    Args:
+        role: ``"user"``, ``"assistant"`` or ``"tool"``.
+        content: a text, or a list of content blocks.
+        id: the message id (``msg-3``), given by the engine.
+        source: where a user-role message came from (``Source``).
+        usage: the tokens of the model call that produced an assistant message.
     """
 
     __slots__ = ("role", "_content", "id", "source", "usage")

@@ -26,7 +26,11 @@ from __future__ import annotations
 
 
 class TohError(Exception):
-    """Base class of every error toh_nb raises on purpose."""
+    """Base class of every error toh_nb raises on purpose: ``except tn.TohError`` catches them all.
+
+    Never raised itself; each subclass says when it is raised. In IPython it shows its message first
+    and only the frames of your cells, hiding toh_nb's own.
+    """
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows instead of the full traceback: the message first, then only the frames
@@ -45,15 +49,34 @@ class TohError(Exception):
 
 
 class UsageError(TohError, ValueError):
-    """A public API was called with arguments or in a state it does not accept."""
+    """A public API was called with arguments or in a state it does not accept.
+
+    Raised at the call, before anything is started or written, with a message naming the parameter or
+    the state that is wrong (``max_steps must be a positive integer, got -1``); the hub stays usable.
+    Also a ``ValueError``, so code catching that keeps working.
+    """
 
 
 class ClosedError(UsageError):
-    """The hub (or runtime) was closed; nothing more can be started on it."""
+    """The hub (or runtime) was closed; nothing more can be started on it.
+
+    Raised by any call that would start work (``spawn``, ``start``, ``send``, ``run``) on a closed hub,
+    and by waits that a ``hub.close()`` cut short. A ``UsageError``.
+    """
 
 
 class SubagentError(TohError):
-    """A refusal of the subagent service, carrying the reference's code and exact message."""
+    """A refusal of the subagent service, carrying the reference's code and exact message.
+
+    Raised when a hub call is refused for the same reason the model's tool would be (a message to an
+    agent the caller may not reach, a continuable child that cannot resume, …). Inside a turn the model
+    reads the same refusal as an ``Error: …`` tool result instead.
+
+    Args:
+        message: the reference's exact text, which is also ``str(error)``.
+        code: the reference's code, kept as ``.code`` (``UNAUTHORIZED``, ``NOT_RESUMABLE``,
+            ``NO_PROVIDER``, ``DUPLICATE_PROVIDER``, …).
+    """
 
     def __init__(self, message: str, code: str) -> None:
         super().__init__(message)
@@ -64,12 +87,29 @@ class SubagentError(TohError):
 
 
 class ProviderError(SubagentError, UsageError):
-    """An unknown provider name, or a call needing a capability the provider lacks (``.code``
-    ``NO_PROVIDER`` / ``UNSUPPORTED_CAPABILITY``): both a usage error and a subagent refusal."""
+    """An unknown provider name, or a call needing a capability the provider lacks.
+
+    Raised by ``spawn``/``start`` (and the delegation tool, as a refusal) when ``provider=`` names no
+    registered provider (``.code`` ``NO_PROVIDER``) or the call asks for what the provider cannot do, such
+    as a persona or a tool filter for an external ACP agent (``UNSUPPORTED_CAPABILITY``). Both a
+    ``UsageError`` and a ``SubagentError``.
+
+    Args:
+        message: what is wrong, naming the provider.
+        code: ``NO_PROVIDER`` or ``UNSUPPORTED_CAPABILITY`` (kept as ``.code``).
+    """
 
 
 class SubagentDepthError(TohError):
-    """A child would sit deeper than the configured ``max_depth``."""
+    """A child would sit deeper than the configured ``max_depth``.
+
+    Raised when a delegation would start a child deeper than the hub's (or the delegation tool's)
+    ``max_depth``; its message is the reference's ``subagent depth <n> exceeds maxDepth <m>``.
+
+    Args:
+        attempted_depth: the depth the child would have had (kept as ``.attempted_depth``).
+        max_depth: the limit in force (kept as ``.max_depth``).
+    """
 
     def __init__(self, attempted_depth: int, max_depth: int) -> None:
         super().__init__(f"subagent depth {attempted_depth} exceeds maxDepth {max_depth}")
@@ -81,27 +121,54 @@ class SubagentDepthError(TohError):
 
 
 class JobError(TohError):
-    """A refusal of the background job registry."""
+    """A refusal of the background job registry.
+
+    Raised when a job call names no job of this hub (``unknown job subagent-9``), or a start would
+    exceed ``max_jobs_per_owner`` active jobs of one owner.
+    """
 
 
 class ToolError(TohError):
-    """A tool call could not be dispatched (unknown tool, invalid arguments)."""
+    """A tool call could not be dispatched (unknown tool, invalid arguments).
+
+    Raised when a tool is called by a name no agent is offered, or with arguments its schema rejects.
+    Inside a turn the model reads it as an ``Error: …`` tool result; it reaches your code only from a
+    call you make yourself.
+    """
 
 
 class StoreError(TohError):
-    """The session store refused an operation (invalid id, a second writer, an unreadable log)."""
+    """The session store refused an operation (invalid id, a second writer, an unreadable log).
+
+    Raised when ``tn.Hub(store=...)`` finds the directory held by another hub (``… is in use by another
+    hub (pid N)``), when an id does not match the id grammar, and when a damaged log is read for a
+    transcript or a resume (the message names the file, line and field).
+    """
 
 
 class ModelError(TohError):
-    """A model could not produce a response."""
+    """A model could not produce a response.
+
+    Raised by a model's ``request`` (an HTTP error after its retries, a response of the wrong shape, an
+    unknown ``stop_reason``). The engine never lets it escape a turn: the turn ends with stop reason
+    ``error`` and the message becomes its diagnostic.
+    """
 
 
 class ScriptExhausted(ModelError):
-    """A ScriptedModel was asked for a turn its script does not have."""
+    """A ScriptedModel was asked for a turn its script does not have.
+
+    Raised when an agent makes more model calls than its script has steps; the message names the agent
+    and the step, and the turn ends ``error`` with it as the diagnostic.
+    """
 
 
 class ReplayMissError(ModelError):
-    """A ReplayModel was asked for a request that was not recorded."""
+    """A ReplayModel was asked for a request that was not recorded.
+
+    Raised when a replayed session sends a request whose digest is not in the recording (the prompt,
+    the system prompt or the tools changed since it was made): record it again.
+    """
 
 
 def describe(error: BaseException) -> str:

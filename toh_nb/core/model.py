@@ -25,7 +25,16 @@ STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "refusal")
 
 @dataclass(slots=True, frozen=True)
 class ToolSpec:
-    """A tool as the model sees it: name, description and the JSON Schema of its arguments."""
+    """A tool as the model sees it: name, description and the JSON Schema of its arguments.
+
+    Models receive a list of these in ``ModelRequest.tools``; an adapter turns them into its API's tool
+    format. Raises nothing: a plain frozen record.
+
+    Args:
+        name: the name the model calls it by.
+        description: the text the model reads to decide when to call it.
+        parameters: the JSON Schema (an ``object`` schema) of its arguments.
+    """
 
     name: str
     description: str
@@ -34,6 +43,27 @@ class ToolSpec:
 
 @dataclass(slots=True)
 class ModelRequest:
+    """What a model is asked, once per step of an agent's turn: the conversation, the tools and who asks.
+
+    A model (``tn.FunctionModel``'s function, a ``ScriptedModel`` step, your own ``Model``) reads it;
+    ``depth``, ``turn`` and ``step`` let a ``tool_choice`` function or a script act differently at the
+    root's first step. Raises nothing: built by the engine, never by hand in normal use.
+
+    Args:
+        agent_id: the id of the agent making the call (``root``, ``agent-3``, …).
+        label: the agent's label, ``None`` for the root.
+        depth: 0 for the root, its parent's depth plus one for a child.
+        system: the system prompt.
+        messages: the conversation, oldest first: a read-only list-like snapshot.
+        tools: the tools offered at this step, as ``ToolSpec`` objects.
+        max_tokens: the completion limit for this call (``None``: the model's own default).
+        path: labels from the root down to this agent, joined by ``/`` (``root/research/detail``).
+        turn: 1-based number of the agent's current turn.
+        step: 1-based number of the model call inside that turn.
+        on_delta: set while the hub's event stream has listeners: a model that streams text calls it with
+            each piece; not part of what the model is asked.
+    """
+
     agent_id: str
     label: str | None
     depth: int
@@ -65,6 +95,21 @@ class ModelRequest:
 
 @dataclass(slots=True)
 class ModelResponse:
+    """What a model answers to one ``ModelRequest``: text, tool calls, usage and why it stopped.
+
+    A model function may return a plain ``str`` instead (a final answer); the engine wraps it.
+
+    Args:
+        text: the assistant's text (may be empty when it only calls tools).
+        tool_calls: the calls to run, in order; the engine runs them in its tool pool.
+        usage: the tokens the call used (``Usage()`` when unknown: the adapter estimates).
+        stop_reason: ``"end_turn"``, ``"tool_use"``, ``"max_tokens"`` or ``"refusal"``; ``None`` derives it
+            from ``tool_calls``.
+
+    Raises:
+        ModelError: ``stop_reason`` is not one of those four.
+    """
+
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -81,6 +126,19 @@ class ModelResponse:
 
 @runtime_checkable
 class Model(Protocol):
+    """The model protocol: anything with ``async def request(self, request: ModelRequest) -> ModelResponse``.
+
+    Every model of the package implements it (``DemoModel``, ``ScriptedModel``, ``FunctionModel``,
+    ``OpenAIChatModel``, ``LocalModel``, ``RecordingModel``, ``ReplayModel``); give a hub your own class with
+    that one method to plug in another backend. The engine calls ``request`` once per step, cancels it on
+    interrupt, kill, ``turn_timeout`` or ``hub.close()``, and ends the turn ``error`` with the message of
+    whatever it raises as the diagnostic. Optional: a ``name`` attribute (the key of ``prices=``) and
+    ``async def aclose()`` (called when the hub closes).
+
+    Raises:
+        TypeError: instantiating the protocol itself; implement it in your own class.
+    """
+
     async def request(self, request: ModelRequest) -> ModelResponse: ...
 
 

@@ -45,7 +45,16 @@ class ToolAborted(asyncio.CancelledError):
 
 @dataclass(slots=True)
 class ToolResult:
-    """What one tool call produced: the rendered ``text`` the model reads, the error flag and the value."""
+    """What one tool call produced: the rendered ``text`` the model reads, the error flag and the value.
+
+    A tool function may return one to control the exact text and error flag; any other return value is
+    rendered to text. Raises nothing: a plain record.
+
+    Args:
+        text: what the model reads as the tool's result.
+        is_error: whether the model reads it as a failure (``Error: …``).
+        value: the Python value behind the text, for code that inspects results.
+    """
 
     text: str
     is_error: bool = False
@@ -60,8 +69,17 @@ class ToolResult:
 
 @dataclass(slots=True)
 class ToolContext:
-    """Who is calling: the calling agent, its runtime, the call id, and whether a human (the notebook
-    user acting as the root agent) rather than the agent's model made the call."""
+    """Who is calling a tool: the calling agent, its runtime, the call id, and whether a human made the call.
+
+    A tool function that declares a parameter annotated ``tn.ToolContext`` receives one (it is not part of
+    the schema the model sees). Raises nothing: a plain record built by the engine.
+
+    Args:
+        agent: the calling agent (``.id``, ``.label``, ``.depth``).
+        runtime: the engine runtime the agent runs in.
+        call_id: the id of this tool call.
+        by_user: True when the notebook user, acting as the root agent, made the call rather than a model.
+    """
 
     agent: Any
     runtime: Any
@@ -281,8 +299,23 @@ async def dispatch(registry_lookup: Callable[[str], Tool | None], ctx: ToolConte
 
 
 class FunctionTool(Tool):
-    """A tool made from a typed Python function (``toh_nb.Tool``): the signature and docstring give the
-    JSON Schema; sync functions run in a worker thread so a slow one cannot stall other agents."""
+    """A tool made from a typed Python function (``tn.Tool``): its signature and docstring give the JSON Schema.
+
+    Pass plain functions as ``tn.Hub(tools=[fn])`` (each is wrapped in one of these) or wrap one yourself to
+    rename it or describe it differently. Sync functions run in a worker thread, so a slow one cannot stall
+    other agents; async ones run on the loop and are cancelled on interrupt. A call's arguments are
+    validated against the schema before the function runs.
+
+    Args:
+        fn: the function (sync or async) with annotated parameters.
+        name: the tool name the model calls (default: the function's ``__name__``).
+        description: what the model reads (default: the function's docstring).
+        concurrency_safe: whether calls of this tool may run in parallel with others of one response.
+
+    Raises:
+        UsageError: ``fn`` is not callable, has no usable name (a lambda without ``name=``), or takes
+            ``*args``/``**kwargs``, which cannot be described to a model.
+    """
 
     __slots__ = ("function",)
 

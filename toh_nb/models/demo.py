@@ -139,7 +139,22 @@ def _role(label: str | None) -> str | None:
 
 
 class DemoModel:
-    """The offline default model: a deterministic planner/worker. See the module docstring."""
+    """The offline default model: a deterministic planner/worker that really delegates.
+
+    ``tn.Hub()`` uses it when no model is given. The root fans out three parallel foreground children
+    (``research``, ``analyse``, ``draft``; ``research`` delegates once more), starts a ``review`` child in the
+    background, collects it, and answers with a summary; children answer with a short text for their
+    role. No network, no key, no randomness between runs; token usage is counted in words. Its name in
+    ``prices=`` is ``"demo"``.
+
+    Args:
+        latency: seconds each model call sleeps, scaled by a deterministic factor in [0.5, 1.5).
+        seed: varies the wording of answers deterministically (an integer or a string).
+
+    Raises:
+        UsageError: ``latency`` is negative, NaN or not a number, or ``seed`` is neither an integer nor a
+            string.
+    """
 
     def __init__(self, latency: float = 0.02, seed: int = 0) -> None:
         check_number(latency, "latency", none=None)

@@ -11,10 +11,21 @@ ModelFunction = Callable[[ModelRequest], Union[ModelResponse, str, Awaitable[Uni
 
 
 class FunctionModel:
-    """Calls ``fn(request)``; a plain ``str`` return is a final answer, an exception ends the turn
-    with stop reason ``error`` (its message becomes the diagnostic). An async ``fn`` may await and is
-    cancelled on interrupt or kill. A sync ``fn`` runs in a worker thread, so a slow one never stalls
-    other agents; an interrupt stops waiting for it at once (the thread finishes on its own)."""
+    """A model that is a plain Python function of the request: deterministic agents for tests and tutorials.
+
+    ``fn(request)`` returns a ``str`` (a final answer) or a ``ModelResponse`` (text, tool calls, usage). An
+    exception it raises ends the turn with stop reason ``error``, its message becoming the diagnostic. An
+    async ``fn`` may await and is cancelled on interrupt or kill; a sync ``fn`` runs in a worker thread, so a
+    slow one never stalls other agents, and an interrupt stops waiting for it at once (the thread
+    finishes on its own).
+
+    Args:
+        fn: a function of the ``ModelRequest`` (sync or async).
+        name: the model's name, the key of its row in ``prices=`` (default: the function's ``__name__``).
+
+    Raises:
+        UsageError: ``fn`` is not callable.
+    """
 
     def __init__(self, fn: ModelFunction, name: str | None = None) -> None:
         if not callable(fn):

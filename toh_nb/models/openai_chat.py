@@ -151,6 +151,47 @@ class _StreamCut(Exception):
 
 
 class OpenAIChatModel:
+    """Any OpenAI-compatible chat-completions endpoint as a model: OpenAI, DeepSeek, Ollama, vLLM, llama.cpp.
+
+    Tool calling, usage (estimated at about four characters a token when the server reports none),
+    bounded retries with backoff on 429/5xx/connection errors, per-attempt timeouts, cancellation on
+    interrupt or kill, and optional streaming are built in. ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are
+    honoured when ``api_key``/``base_url`` are not given; the key never reaches logs, recordings or reprs.
+    Needs the ``openai`` extra (in ``dev``). Nothing is sent before the first request.
+
+    Args:
+        model: the model name the server knows (``"gpt-4o-mini"``); also its key in ``prices=``.
+        base_url: the endpoint (``http://localhost:11434/v1``); default ``OPENAI_BASE_URL``, else OpenAI's.
+        api_key: the key; default ``OPENAI_API_KEY``. A local server with a ``base_url`` needs none.
+        max_retries: retries of a 429, 5xx, connection error or timeout (0: none).
+        timeout: seconds per attempt (for a stream: per chunk).
+        backoff: the first retry's wait in seconds, doubling per attempt.
+        max_backoff: the cap of a retry's wait (a ``Retry-After`` header is honoured within it).
+        stream: stream the completion, passing text deltas to ``on_delta``.
+        on_delta: ``on_delta(agent_id, text)`` (sync or async), called with each text delta.
+        temperature: sent when given; the server's default otherwise.
+        extra_body: extra JSON fields for every request body.
+        client: an ``openai.AsyncOpenAI`` to use instead of building one.
+        max_tokens: the completion limit when a request sets none (``None`` sends none).
+        tool_choice: ``"auto"``, ``"none"``, ``"required"``, a tool name, ``None`` (not sent) or a function of
+            the ``ModelRequest`` returning one of those.
+        profile: the server's quirks: ``"openai"``, ``"llama.cpp"``, ``"ollama"`` or ``"vllm"``
+            (``toh_nb/models/profiles.py``); each quirk below overrides the profile's value.
+        max_tokens_field: ``"max_completion_tokens"`` or ``"max_tokens"``: the field the limit is sent in.
+        tool_results_as_text: send tool results as user text (for templates that drop the tool role).
+        stream_usage: ask a stream for usage (``stream_options``).
+        stream_with_tools: stream even when tools are offered.
+        unescape_html: undo a server's HTML-escaping of the conversation in answers.
+        tool_choice_required: whether the server supports ``tool_choice="required"``.
+        empty_auto_text: ask an empty ``"auto"`` text answer again with ``tool_choice="none"``.
+
+    Raises:
+        UsageError: the ``openai`` package is missing (naming the extra), ``model`` is empty, a number is
+            out of range, ``profile`` is unknown, or ``tool_choice`` is not one the profile supports.
+        ModelError: (from a request, ending that turn ``error``) an HTTP error after the retries, a
+            malformed response, or no key and no ``base_url``.
+    """
+
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
                  max_retries: int = 3, timeout: float = 60.0, backoff: float = 0.5, max_backoff: float = 30.0,
                  stream: bool = False, on_delta: Callable[[str, str], Any] | None = None,

@@ -109,7 +109,23 @@ def response_from_json(data: dict) -> ModelResponse:
 
 
 class RecordingModel:
-    """Wraps ``inner`` and appends each exchange (request, response or error) to the JSONL file ``path``."""
+    """Wraps a real model and appends each exchange to a JSONL file, to replay it offline with ``ReplayModel``.
+
+    Every request, with its response or error, becomes one line keyed by a digest of what the model was
+    asked (system prompt, messages, tools, ``max_tokens``; no ids or times), so the same notebook replays
+    without a key, a network or a bill. The API key of the inner model, ``OPENAI_API_KEY`` and the
+    ``scrub=`` strings are written as ``<redacted>``. Record with ``ids="sequential"``: responses are replayed
+    verbatim, and one that quotes a random id would name an agent the replay does not have.
+
+    Args:
+        inner: the model to record (any ``tn.Model``).
+        path: the JSONL file to append to (its directory is created).
+        overwrite: start the file empty instead of appending.
+        scrub: more strings to redact from every line written.
+
+    Raises:
+        OSError: the file's directory cannot be created or the file cannot be written.
+    """
 
     def __init__(self, inner: Any, path: str | os.PathLike, *, overwrite: bool = False,
                  scrub: Iterable[str] = ()) -> None:
@@ -181,7 +197,19 @@ class RecordingModel:
 
 
 class ReplayModel:
-    """Serves the responses of a recording by request digest; a request never recorded is a miss."""
+    """Serves the responses of a ``RecordingModel`` file by request digest: a recorded session, offline.
+
+    A request asked several times is served its recorded responses in order; a recorded model error is
+    replayed as the same ``ModelError``.
+
+    Args:
+        path: the recording (a JSONL file written by ``RecordingModel``).
+
+    Raises:
+        UsageError: there is no file at ``path``, or a line of it is not a recorded exchange.
+        ReplayMissError: (from a request, ending that turn ``error``) a request that was never recorded,
+            naming the agent and turn: the prompts, tools or system prompt changed since the recording.
+    """
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)

@@ -28,6 +28,30 @@ from ..core.model import ModelRequest, ModelResponse, call_off_loop, coerce_resp
 
 
 class ScriptedModel:
+    """Deterministic scripted turns, addressable per agent: a whole delegation tree written as data, for tests.
+
+    Each key of ``scripts`` names a script: an agent path (``root/sum``), a label (``sum``), or ``root`` for
+    the hub's root agent. A script is a list of steps, one per model call of that agent; a step is a
+    ``str`` (final answer), a ``ToolCall`` or a list of them (one assistant message), a ``ModelResponse``,
+    or a function of the request returning any of these (sync or async). Every agent gets its own cursor,
+    so twins with the same label each run the whole script, for example:
+
+        tn.ScriptedModel({
+            "root": [tn.ToolCall("subagent", {"description": "sum", "prompt": "add 2+2"}),
+                     lambda req: f"child said {req.messages[-1].text}"],
+            "sum": ["4"],
+        })
+
+    Args:
+        scripts: the scripts by agent path or label, or one function serving every agent.
+        default: a list of steps or a function, for agents no key matches.
+
+    Raises:
+        UsageError: ``scripts`` is neither a mapping nor a function, or a script is not a list of steps.
+        ScriptExhausted: (from a request, ending that turn ``error``) an agent made more model calls than its
+            script has steps; the message names the agent and step.
+    """
+
     def __init__(self, scripts: Mapping[str, Sequence[Any]] | Callable[[ModelRequest], Any] | None = None,
                  default: Sequence[Any] | Callable[[ModelRequest], Any] | None = None) -> None:
         if callable(scripts) and not isinstance(scripts, Mapping):

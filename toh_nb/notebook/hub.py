@@ -169,18 +169,57 @@ def _finalize(state: _State) -> None:
 
 
 class Hub:
-    """The sync API for notebooks and scripts; see the module docstring.
+    """The hub: a root agent you talk to from a notebook cell, its delegation tree, and everything to watch it.
 
-    Arguments are those of :class:`~toh_nb.hub.AsyncHub` (``model`` defaults to the offline
-    :class:`~toh_nb.models.demo.DemoModel`, ``store=None`` keeps everything in memory) plus ``loop``:
+    ``hub.run(prompt)`` gives the root's model a turn (it may delegate); ``hub.spawn`` starts a one-shot
+    child (foreground: a ``RunResult``; ``background=True``: a ``Job``); ``hub.start`` a continuable
+    ``Child``. ``hub.tree()`` is the live widget, ``hub.agents()``/``jobs()``/``transcript()``/``events()``
+    are DataFrames, ``hub.stream()`` the typed event stream. Every method is one call onto the engine's
+    loop; ``hub.close()`` (or ``with tn.Hub() as hub:``, or interpreter exit) stops everything. Re-running
+    ``tn.Hub(store=d)`` in a kernel closes the previous hub of that store and takes over.
 
-    - ``"portal"`` (default): the engine runs on the shared portal loop thread;
-    - ``"kernel"``: the engine runs on the caller's own event loop (the kernel's) through
-      ``nest_asyncio``. Explicit opt-in only, never applied implicitly. Its limits: ``nest_asyncio`` is
-      unmaintained, breaks ``asyncio.current_task()`` on Python 3.14, cannot patch uvloop, has been
-      reported to corrupt ipykernel >= 7 kernels, patches asyncio for the whole process, and background
-      children only progress while the kernel loop runs (between cells, during hub calls), not while a
-      cell runs long synchronous code.
+    Args:
+        model: the root's model, and its children's unless they are given one; default the offline
+            ``tn.DemoModel``.
+        store: where agents' logs go: ``None`` keeps everything in memory; a directory path writes one
+            JSONL log per agent there, so continuable children survive a restart (``ready``, resumed by
+            ``send``); or a ``SessionStore`` object.
+        max_depth: the deepest child a delegation may start (0 forbids delegation; ``"provider-managed"``
+            sends no cap).
+        max_parallel_tool_calls: tool calls of one model response run at once (a rolling pool).
+        ids: ``"uuid"`` (default) or ``"sequential"`` (``agent-1``, ``agent-2``, …: reproducible output).
+        background_mode: what ``run_in_background`` starts by default: ``"one-shot"`` (a job) or
+            ``"continuable"`` (a child).
+        tools: your tools for every agent: plain typed functions, ``tn.Tool`` objects, or
+            ``tn.SubagentTool`` objects mounted beside the delegation tools.
+        delegation_tools: the delegation tools every agent is offered (``tn.SubagentTool`` objects or dicts
+            of their settings); default one ``subagent`` tool.
+        root_id: the root agent's id (default ``root``), e.g. to reopen a store written under another root.
+        fsync: the JSONL store's durability: ``"batch"`` (default), ``"always"`` or ``"never"``; see the
+            Guarantees page.
+        max_jobs_per_owner: background jobs one agent may have running at once.
+        report_delivery: ``"next-step"`` (default: a child's report wakes its parent) or ``"quiet"``
+            (reports wait for the parent's next turn).
+        loop: ``"portal"`` (default): the engine runs on a shared loop thread, so the kernel stays free;
+            ``"kernel"``: on the kernel's own event loop through ``nest_asyncio``, an explicit opt-in with known
+            limits: ``nest_asyncio`` is unmaintained, breaks ``asyncio.current_task()`` on Python 3.14, cannot
+            patch uvloop, has been reported to corrupt ipykernel >= 7 kernels, patches asyncio for the whole
+            process, and background children only progress while the kernel loop runs.
+        max_tokens: the completion limit of the root's model calls (children inherit it).
+        max_steps: model calls per turn (default 50; ``None``: no limit) -> stop ``max-steps``.
+        token_budget: input plus output tokens of the root and all its descendants -> ``token-budget``.
+        turn_timeout: wall-clock seconds per turn -> ``max-time``.
+        providers: more ways of making children, by name: ``{"coder": tn.AcpAgent([...])}``.
+        history: lifecycle events kept for ``hub.events()`` and ``stream(history=True)``.
+        prices: input and output price per million tokens, keyed by model name
+            (``{"gpt-4o-mini": (0.15, 0.60)}``): ``hub.agents()`` and the tree then show costs.
+
+    Raises:
+        UsageError: an argument of the wrong type or range (naming it), a tool that cannot be described to
+            a model, or an unknown ``loop``.
+        ProviderError: a delegation tool names a provider that is not registered.
+        StoreError: ``store`` is held by a hub of another process (``… is in use by another hub (pid N)``),
+            cannot be created, or ``root_id`` does not match the id grammar.
     """
 
     def __init__(self, model: Model | None = None, *, store: str | os.PathLike[str] | SessionStore | None = None,
@@ -259,10 +298,12 @@ class Hub:
 
     @property
     def closed(self) -> bool:
+        """Whether ``close()`` was called: a closed hub refuses new work."""
         return self._state.closed or self._async.closed
 
     @property
     def model(self) -> Any:
+        """The root's model (the one children use unless given their own)."""
         return self._async.model
 
     @property
@@ -554,7 +595,24 @@ class Hub:
 
 
 class Job(JobFacts):
-    """A background one-shot child, as a job (``subagent-N``)."""
+    """A background one-shot child, as a job (``subagent-N``): what ``hub.spawn(..., background=True)`` returns.
+
+    ``job.output(wait=True)`` reads its result (a job that did not complete returns the same error text a
+    foreground delegation would, naming the transcript that holds the run); ``job.result()`` is its
+    ``RunResult``; ``job.kill()`` stops it. ■ (interrupting the kernel) while waiting stops the wait, not
+    the job. Made by the hub (``hub.job(id)`` finds one again), not by you.
+
+    Args:
+        call: the hub's call onto its loop.
+        inner: the ``AsyncJob`` it wraps.
+        record: the job registry's record.
+
+    Raises:
+        UsageError: ``wait`` is not a bool, a ``timeout`` is given without ``wait=True``, or ``kill`` a
+            reason that is not a string.
+        ClosedError: the hub is closed.
+        JobError: the job is not one of this hub's root's jobs.
+    """
 
     def __init__(self, call: Callable[..., Any], inner: AsyncJob, record: Any) -> None:
         self._call = call  # the hub's call onto its loop (refuses once the hub is closed)
@@ -598,7 +656,23 @@ class Job(JobFacts):
 
 
 class Child(ChildFacts):
-    """A continuable child: send it turns, interrupt it, wait for it to settle."""
+    """A continuable child: send it turns, interrupt it, wait for it to settle (what ``hub.start(...)`` returns).
+
+    ``kid.send(message)`` queues a turn (FIFO; a ``ready`` child is resumed from its log) and returns the
+    message id, shown as ``sent message msg-3 to agent-1``; ``kid.interrupt()`` aborts the turn in progress;
+    ``kid.kill()`` stops it for good; ``kid.wait()`` returns the closing text of its last activation;
+    ``kid.transcript()`` is its conversation as a DataFrame. Made by the hub (``hub.child(id)``).
+
+    Args:
+        call: the hub's call onto its loop.
+        inner: the ``AsyncChild`` it wraps.
+        transcript: builds the child's transcript table.
+
+    Raises:
+        UsageError: an empty message or a bad timeout.
+        ClosedError: the hub is closed.
+        SubagentError: the child cannot take the message (``NOT_RESUMABLE``, with the reason).
+    """
 
     def __init__(self, call: Callable[..., Any], inner: AsyncChild, transcript: Callable[[str], Any]) -> None:
         self._call = call  # the hub's call onto its loop (refuses once the hub is closed)

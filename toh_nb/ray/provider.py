@@ -106,20 +106,40 @@ def check_task_options(options: Any, what: str = "child_resources") -> dict | No
 
 
 class RayProvider:
-    """Children whose turns' steps run in a pool of Ray actors (see the module docstring).
+    """Children whose turns' steps run in a pool of Ray actors: model calls and user tools on a cluster (extra ``ray``).
 
-    ``model``: what the hosts run: a model object or a zero-argument factory returning one, pickled
-    (cloudpickle: importable callables by reference, notebook functions by value). ``None``: the model
-    the child would use in-process (its ``model=`` option, else its parent's), which must pickle.
-    ``address``: an existing cluster (``"ray://head:10001"``, ``"auto"``); ``None`` connects to the
-    cluster this process is already connected to, else starts a local one (at first use, never on
-    import). ``host_actors``: the pool size. ``num_cpus``/``resources``: what each host actor reserves
-    (Ray places hosts on nodes that have it). ``max_concurrency``: calls one host runs at once.
-    ``child_resources``: what each *user tool call* of a child reserves — a dict of Ray task options
-    (``{"num_cpus": 1}``, ``num_gpus``, ``memory``, ``resources``), or a function of the child's
-    :class:`ChildInfo` (label, depth, mode) returning one or None — so the calls of a tool-heavy child run
-    as Ray tasks, each holding those resources while it runs and scheduled wherever they are free
-    (other children's tools stay on their host, in threads).
+    A Ray child is an ordinary child of the notebook's tree (listing, messages, interrupts, tables, the
+    widget and the store behave as with ``spawn``); its agent loop runs on a small pool of async *host
+    actors*, each serving many children as coroutines. toh_nb's own tools (``subagent``, job and control
+    tools) still act on the notebook's tree. The provider connects at first use, never on import.
+
+    Args:
+        model: what the hosts run: a model object or a zero-argument factory returning one, pickled
+            (cloudpickle: importable callables by reference, notebook functions by value). ``None``: the
+            model the child would use in-process (its ``model=`` option, else its parent's), which must
+            pickle.
+        address: an existing cluster (``"ray://head:10001"``, ``"auto"``); ``None`` connects to the cluster
+            this process is already connected to, else starts a local one.
+        host_actors: the pool size.
+        num_cpus: CPUs each host actor reserves (Ray places hosts on nodes that have them).
+        resources: custom Ray resources each host actor reserves.
+        env_vars: names of variables copied from this process's environment into the hosts'
+            ``runtime_env`` (or a dict of names and values); they appear in no log, event or repr.
+        runtime_env: Ray's ``runtime_env`` for the hosts (``{"pip": [...], "working_dir": "..."}``).
+        max_concurrency: calls one host actor runs at once.
+        init_options: keyword arguments for ``ray.init`` when the provider connects or starts a cluster.
+        child_resources: what each *user tool call* of a child reserves: a dict of Ray task options
+            (``{"num_cpus": 1}``, ``num_gpus``, ``memory``, ``resources``), or a function of the child's
+            ``ChildInfo`` returning one or ``None``; such calls run as Ray tasks scheduled wherever those
+            resources are free (other children's tools stay on their host, in threads).
+        name: the provider's name.
+
+    Raises:
+        UsageError: the ``ray`` extra is missing (naming it), a count or resource is out of range,
+            ``address`` is not a string, ``env_vars`` names a variable that is not set, ``model`` is neither a
+            model nor a factory, or (at ``spawn``/``start``) something the hosts need cannot be pickled.
+        ModelError: (ending that child's turn ``error``) a host actor or its node died during a call; the
+            diagnostic names the host and node.
     """
 
     capabilities = Capabilities()

@@ -49,8 +49,21 @@ NO_TOOLS = {"allow": []}
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """What a provider's children can do. ``depth_limit=False`` is the reference's provider-managed depth:
-    the child harness owns its recursion budget and toh_nb sends no cap."""
+    """What a provider's children can do, declared rather than probed.
+
+    A call that needs a capability the provider lacks (a continuable child, a persona, a tool filter, a
+    depth limit) is refused with a ``ProviderError`` naming the provider and the capability. Raises
+    nothing itself: a plain frozen record.
+
+    Args:
+        continuable: children can be continuable (``hub.start``, ``background_mode="continuable"``).
+        persona: a child accepts a persona (a system prompt of its own).
+        tool_filter: a child accepts allow/deny lists of the tools it is offered.
+        depth_limit: toh_nb enforces ``max_depth``; ``False`` is the reference's provider-managed depth: the
+            child harness owns its recursion budget and toh_nb sends no cap.
+        inherits_parent_context: a child starts with its parent's conversation (``fork``).
+        output_schema: a child can be asked for output matching a schema.
+    """
 
     continuable: bool = True
     persona: bool = True
@@ -69,7 +82,23 @@ class Capabilities:
 
 @dataclass(slots=True)
 class ChildPlan:
-    """What a provider contributes to one child (see the module docstring)."""
+    """What a provider contributes to one child; the service owns everything else about it.
+
+    A provider's ``plan`` (or ``resume``) returns one. Raises nothing: a plain record; the service checks it
+    when it builds the child.
+
+    Args:
+        seed: events the child's log starts with (``fork`` copies the parent's completed turns).
+        model: the child's model. An agent that lives elsewhere (an ACP coding agent) is a model adapter:
+            one turn of the child is one prompt to it, cancelled when the turn is cancelled.
+        own_tools: the child brings its own tools (an external harness), so toh_nb offers it none.
+        close: releases what the plan holds (a process, an actor) when the child is disposed: a one-shot
+            run at its end, a continuable activation when it settles, everything at ``hub.close()``.
+        wrap_tool: called once per tool the child sees; the tool it returns (same name, description and
+            schema) is the one dispatched, so a provider can run user tools elsewhere (a Ray actor).
+        agent_class: the child's ``Agent`` subclass (no slots of its own), for a child whose turns' steps
+            run elsewhere.
+    """
 
     seed: list[Event] = field(default_factory=list)
     model: Any = None
@@ -93,7 +122,21 @@ class ChildPlan:
 
 @dataclass(slots=True)
 class ChildInfo:
-    """What the service tells a provider about the child it is planning."""
+    """What the service tells a provider about the child it is planning: its identity, mode and request.
+
+    Raises nothing: a plain record built by the service.
+
+    Args:
+        id: the child's agent id.
+        mode: ``"one-shot"`` or ``"continuable"``.
+        label: the child's label, if any.
+        depth: the child's depth (its parent's plus one).
+        parent_id: the id of the agent that started it.
+        request: the start request (prompt, persona, tool filter, options); ``None`` on a cold resume.
+        record: ``record(kind, data)`` logs an external activity into the child's transcript and the event
+            stream (``external/<kind>``).
+        model: the model the child would run in-process (its own ``model=`` option, else its parent's).
+    """
 
     id: str
     mode: Literal["one-shot", "continuable"]
@@ -110,7 +153,19 @@ class ChildInfo:
 
 @runtime_checkable
 class Provider(Protocol):
-    """A registered way of making children (``tn.Hub(providers={"name": provider})``)."""
+    """The provider protocol: a registered way of making children (``tn.Hub(providers={"name": provider})``).
+
+    Implement ``name``, ``capabilities`` (a ``Capabilities``) and ``async plan(child: ChildInfo) ->
+    ChildPlan``; ``async resume(child, session) -> ChildPlan`` rebuilds a settled continuable child from its
+    log. Optional: ``plan_now``/``resume_now`` (synchronous planning, for in-process providers),
+    ``resume_problem(child_id, store)`` (why a child could not resume), ``async aclose()`` (release what
+    the provider holds, at ``hub.close()``) and ``attach()`` (called when a hub registers it). Select one
+    with ``provider="name"`` on ``spawn``/``start`` or ``tn.SubagentTool(provider="name")``.
+
+    Raises:
+        TypeError: instantiating the protocol itself; implement it in your own class.
+        UsageError: (at ``tn.Hub(providers=...)``) an object without a name, capabilities or a plan method.
+    """
 
     name: str
     capabilities: Capabilities

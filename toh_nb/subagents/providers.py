@@ -9,7 +9,20 @@ from .provider import Capabilities, ChildInfo, ChildPlan
 
 
 class SpawnProvider:
-    """A fresh child: its conversation starts with the prompt alone."""
+    """The built-in ``spawn`` provider: a fresh child whose conversation starts with its prompt alone.
+
+    Registered by every hub under ``"spawn"``, the default of ``spawn``, ``start`` and the ``subagent`` tool;
+    supports every capability and plans synchronously, so a child exists the moment its delegation
+    returns. Register another instance under another name to give a second delegation tool its own
+    provider name.
+
+    Args:
+        name: the name it is registered and selected under.
+
+    Raises:
+        UsageError: (at registration) the name is empty.
+        SubagentError: (at registration) the name is already taken (``.code`` ``DUPLICATE_PROVIDER``).
+    """
 
     capabilities = Capabilities()
 
@@ -33,7 +46,18 @@ class SpawnProvider:
 
 
 class ForkProvider(SpawnProvider):
-    """A child seeded with the parent's events up to its last completed turn (captured once)."""
+    """The built-in ``fork`` provider: a child seeded with its parent's conversation up to its last completed turn.
+
+    The parent's events are captured once, when the child starts; the child then runs on its own. Use it
+    for a child that needs what its parent already knows (``provider="fork"``).
+
+    Args:
+        name: the name it is registered and selected under.
+
+    Raises:
+        UsageError: (at registration) the name is empty.
+        SubagentError: (at registration) the name is already taken (``.code`` ``DUPLICATE_PROVIDER``).
+    """
 
     capabilities = Capabilities(inherits_parent_context=True)
 

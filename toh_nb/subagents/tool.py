@@ -31,16 +31,32 @@ class ToolFailure(Exception):
 
 @dataclass(frozen=True)
 class SubagentTool:
-    """One delegation tool the models see: ``tn.Hub(tools=[tn.SubagentTool(name="coder", provider="coder")])``.
+    """One delegation tool the models see: ``tn.Hub(delegation_tools=[tn.SubagentTool(name="coder", provider="coder")])``.
 
-    ``name`` is the tool name the model calls; ``provider`` a registered provider (``spawn``, ``fork`` or
-    one given as ``tn.Hub(providers={...})``); ``background_mode`` what ``run_in_background`` starts
-    (``"one-shot"`` job or ``"continuable"`` child; ``None``: the hub's); ``persona``/``tool_filter`` apply
-    to every child it starts; ``max_depth`` (``None``: the hub's; ``"provider-managed"``: no cap, for
-    providers whose children own their recursion budget); ``model``, ``max_tokens``, ``max_steps``,
-    ``token_budget`` and ``turn_timeout`` bound the children it starts; ``tools``: MCP servers
-    (``tn.MCPServer``) whose tools every child it starts sees besides the hub's. Checked when the hub
-    mounts it.
+    Every agent is offered one ``subagent`` tool by default; give the hub several of these to offer more,
+    each with its own name, provider and bounds for the children it starts.
+
+    Args:
+        name: the tool name the model calls.
+        provider: a registered provider (``spawn``, ``fork`` or one given as ``tn.Hub(providers={...})``).
+        background_mode: what ``run_in_background`` starts: ``"one-shot"`` (a job) or ``"continuable"``
+            (a child); ``None``: the hub's.
+        enable_run_in_background: offer the ``run_in_background`` parameter at all; ``False`` makes every
+            call wait for its child (a small model that sets it on its own loses the answer otherwise).
+        persona: a system prompt for every child it starts.
+        tool_filter: allow/deny lists of the tools its children are offered (``{"deny": ["subagent"]}``).
+        max_depth: the deepest child it may start; ``None``: the hub's; ``"provider-managed"``: no cap, for
+            providers whose children own their recursion budget.
+        model: the model its children run (default: their parent's).
+        max_tokens: the completion limit of its children's model calls.
+        max_steps: model calls per turn of each child.
+        token_budget: tokens each child's subtree may use.
+        turn_timeout: wall-clock seconds per turn of each child.
+        tools: MCP servers (``tn.MCPServer``) whose tools every child it starts sees besides the hub's.
+
+    Raises:
+        UsageError: (when the hub mounts it) a setting of the wrong type or range, or a name taken twice.
+        ProviderError: (when the hub mounts it) ``provider`` names no registered provider.
     """
 
     name: str = "subagent"
