@@ -292,7 +292,8 @@ class AsyncHub:
         background_mode: what ``run_in_background`` starts by default: ``"one-shot"`` (a job) or
             ``"continuable"`` (a child).
         tools: your tools for every agent: plain typed functions, ``tn.Tool`` objects, or
-            ``tn.SubagentTool`` objects mounted beside the delegation tools.
+            ``tn.SubagentTool`` objects mounted beside the delegation tools, or ``tn.MCPServer`` objects
+            whose tools every agent sees (extra ``mcp``).
         delegation_tools: the delegation tools every agent is offered (``tn.SubagentTool`` objects or dicts
             of their settings); default one ``subagent`` tool.
         root_id: the root agent's id (default ``root``), e.g. to reopen a store written under another root.
@@ -309,6 +310,9 @@ class AsyncHub:
         history: lifecycle events kept for ``hub.events()`` and ``stream(history=True)``.
         prices: input and output price per million tokens, keyed by model name
             (``{"gpt-4o-mini": (0.15, 0.60)}``): ``hub.agents()`` and the tree then show costs.
+        tracing: ``True`` emits the agent tree as OpenTelemetry spans through the global ``TracerProvider``;
+            a ``TracerProvider`` or ``tn.Tracing(provider, capture_content=...)`` picks the provider (extra
+            ``otel``; see the Traces guide). ``None``/``False`` (default) imports nothing of OpenTelemetry.
 
     Raises:
         UsageError: an argument of the wrong type or range (naming it), or a model without an async

@@ -40,14 +40,26 @@ class MCPServer:
     """An MCP tool server: ``MCPServer(command=["npx", "-y", "pkg"], env=None, cwd=None)`` (stdio) or
     ``MCPServer(url="http://127.0.0.1:8000/mcp", headers=None)`` (streamable HTTP).
 
-    - ``env``: variables added to the SDK's safe default environment (``HOME``, ``PATH``, ``USER`` …);
-      the server never sees the rest of the notebook's environment (API keys) unless given here.
-      Values never appear in reprs or diagnostics.
-    - ``name``: the server's name (default: the command's program name, or the URL's host and port); it
-      prefixes its tools' names when they clash (``<name>_<tool>``).
-    - ``prefix``: ``True`` always prefixes this server's tools with its name.
-    - ``timeout``: seconds one ``tools/call`` may take (the call is then cancelled on the server and the
-      turn reads an error); ``connect_timeout``: seconds to start the server and finish the handshake.
+    Args:
+        command: the program and its arguments, for a server over stdio (give this or ``url``).
+        url: the server's streamable-HTTP endpoint (``http`` or ``https``).
+        env: variables added to the SDK's safe default environment (``HOME``, ``PATH``, ``USER`` …); the
+            server never sees the rest of the notebook's environment (API keys) unless given here. Values
+            never appear in reprs or diagnostics. Stdio only.
+        cwd: the server process's working directory. Stdio only.
+        headers: HTTP headers sent with every request (e.g. authorization); never shown. HTTP only.
+        name: the server's name (default: the command's program name, or the URL's host and port); it
+            prefixes its tools' names when they clash (``<name>_<tool>``).
+        prefix: ``True`` always prefixes this server's tools with its name.
+        timeout: seconds one ``tools/call`` may take (the call is then cancelled on the server and the
+            turn reads an error).
+        connect_timeout: seconds to start the server and finish the handshake.
+
+    Raises:
+        UsageError: neither or both of ``command`` and ``url``, an empty or non-string command, a URL that
+            is not http(s), ``env``/``cwd`` with a URL or ``headers`` with a command, a mapping that is not
+            of strings, a relative or missing ``cwd``, a bad name, flag or timeout, or the ``mcp`` extra is
+            not installed.
     """
 
     __slots__ = ("command", "url", "cwd", "name", "prefix", "timeout", "connect_timeout", "_env", "_headers")

@@ -136,6 +136,8 @@ class ChildInfo:
         record: ``record(kind, data)`` logs an external activity into the child's transcript and the event
             stream (``external/<kind>``).
         model: the model the child would run in-process (its own ``model=`` option, else its parent's).
+        mcp_servers: the MCP servers whose tools the child would see; an external harness is handed them
+            (ACP ``session/new``'s ``mcpServers``) so it uses the same tools.
     """
 
     id: str

@@ -20,11 +20,16 @@ EXTRA_HINT = 'tracing needs OpenTelemetry: pip install "toh-nb[otel]" (opentelem
 class Tracing:
     """Tracing settings: ``tn.Hub(tracing=tn.Tracing(provider, capture_content=True))``.
 
-    - ``provider``: the OpenTelemetry ``TracerProvider`` to use; None: the global one
-      (``opentelemetry.trace.get_tracer_provider()``, as ``tracing=True``).
-    - ``capture_content``: record prompts, answers, tool arguments and results on the spans (masked
-      of the secrets the hub holds). None: as ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
-      says (off unless it is ``true``).
+    Args:
+        provider: the OpenTelemetry ``TracerProvider`` to use; None: the global one
+            (``opentelemetry.trace.get_tracer_provider()``, as ``tracing=True``).
+        capture_content: record prompts, answers, tool arguments and results on the spans (masked of the
+            secrets the hub holds). None: as ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says
+            (off unless it is ``true``).
+
+    Raises:
+        UsageError: ``provider`` is not a ``TracerProvider`` (has no ``get_tracer``), or ``capture_content``
+            is not a bool or None.
     """
 
     provider: Any = None
