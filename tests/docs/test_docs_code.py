@@ -39,6 +39,37 @@ def test_the_pages_hold_the_examples_the_guides_promise():
     assert any(b.needs == ["acp"] for b in by_page["docs/guides/acp.md"])
     assert any(b.needs == ["ray"] for b in by_page["docs/guides/ray.md"])
     assert any("token_budget=" in b.code for b in by_page["docs/concepts.md"])
+    mcp = [b for b in by_page["docs/guides/mcp.md"] if b.needs == ["mcp"]]
+    assert any("tn.MCPServer(command=[sys.executable" in b.code for b in mcp)  # a Python server over stdio
+    assert any("tn.MCPServer(url=" in b.code for b in mcp)  # one over streamable HTTP, started by the block
+    assert any("tool_filter=" in b.code for b in mcp)
+    traces = [b for b in by_page["docs/guides/traces.md"] if b.needs == ["otel"]]
+    assert any("InMemorySpanExporter" in b.code and "tracing=" in b.code for b in traces)
+
+
+def test_a_block_needing_a_missing_extra_is_skipped_with_the_reason(monkeypatch, tmp_path):
+    """``# needs: mcp`` / ``# needs: otel`` skip where the SDK is missing (a dotted module whose parent
+    package is missing too) and name the extra to install; they run where it is installed."""
+    import importlib.util
+
+    from .. import markdown_code
+
+    def absent(name, *args):
+        if name.split(".")[0] in ("mcp", "opentelemetry"):
+            if "." in name:
+                raise ModuleNotFoundError(f"No module named {name.split('.')[0]!r}")
+            return None
+        return real(name, *args)
+
+    real = importlib.util.find_spec
+    assert markdown_code.missing_extras(["mcp", "otel", "server"]) == []
+    monkeypatch.setattr(importlib.util, "find_spec", absent)
+    assert markdown_code.missing_extras(["mcp", "otel", "server"]) == ["mcp", "otel"]
+    block = Block("python", 3, "Traces", "# needs: otel\nraise SystemExit(1)\n", "docs/guides/traces.md")
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        run_as_written(block, tmp_path)
+    assert str(skipped.value) == ("docs/guides/traces.md line3-traces needs the otel extra: pip install -e "
+                                  "'.[otel]' (.ci/run installs every extra)")
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=[ident(b) for b in PYTHON])
@@ -83,3 +114,13 @@ def test_every_bash_block_is_valid_bash_and_names_only_real_options(block):
 
 def test_there_are_shell_blocks_to_check():
     assert len(SHELL) >= 3
+
+
+def test_a_collector_block_whose_spans_never_arrive_fails(tmp_path):
+    """``# needs: collector`` is checked, not trusted: a block that exports nothing to the stand-in
+    collector fails, as one exporting to a Phoenix that is not running would."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    block = Block("python", 7, "Phoenix", "# needs: otel, collector\nprint('no exporter here')\n",
+                  "docs/guides/traces.md")
+    with pytest.raises(AssertionError, match="docs/guides/traces.md line7-phoenix: no span reached the collector"):
+        run_as_written(block, tmp_path)
