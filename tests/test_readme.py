@@ -75,7 +75,7 @@ def test_the_supported_pythons_stated_are_the_ones_pyproject_allows():
 def test_what_the_readme_says_ci_installs_is_what_ci_installs():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     installs = set(re.findall(r"pip install --quiet -e '(\.\[[a-z,]+\])'", ci))
-    assert installs == {".[dev,local,acp,ray,docs]"}
+    assert installs == {".[dev,local,acp,ray,otel,mcp,docs]"}
     readme = README.read_text(encoding="utf-8")
     claims = re.findall(r"`\.ci/run` .*?installs `?(?:pip install -e ')?(\.\[[a-z,]+\])", readme.replace("\n", " "))
     assert claims and set(claims) <= installs, claims

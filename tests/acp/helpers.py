@@ -21,11 +21,3 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
     return state not in ("Z", "X")
-
-
-def find_agent(env_var: str, *candidates: str) -> str | None:
-    """A real agent's executable: ``$env_var``, then the well-known install paths, then ``PATH``."""
-    for path in (os.environ.get(env_var), *candidates):
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return shutil.which(os.path.basename(candidates[-1])) if candidates else None

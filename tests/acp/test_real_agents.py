@@ -28,14 +28,11 @@ from ..models.chat_server import (
     stream_tool_calls,
     text,
 )
-from .helpers import alive, find_agent
+from ..real_parts import FAST_AGENT, OPENCODE
+from .helpers import alive
 
 pytestmark = pytest.mark.slow
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FAST_AGENT = find_agent("TOH_NB_FAST_AGENT", os.path.join(REPO, ".ci-agents", "fast-agent", "bin", "fast-agent"),
-                        "fast-agent")
-OPENCODE = find_agent("TOH_NB_OPENCODE", os.path.join(REPO, ".ci-agents", "opencode", "node_modules",
-                                                      "opencode-linux-x64", "bin", "opencode"), "opencode")
 needs_fast_agent = pytest.mark.skipif(FAST_AGENT is None, reason="fast-agent not installed (set TOH_NB_FAST_AGENT "
                                       "or run .ci/run, which installs it into .ci-agents/)")
 needs_opencode = pytest.mark.skipif(OPENCODE is None, reason="opencode not installed (set TOH_NB_OPENCODE or run "

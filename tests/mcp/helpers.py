@@ -11,10 +11,12 @@ import time
 
 import pytest
 
+from ..real_parts import MCP_NODE_BIN
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTILE = os.path.join(HERE, "servers", "hostile.py")
 HTTP_SERVER = os.path.join(HERE, "servers", "http_server.py")
-NODE_BIN = os.environ.get("TOH_NB_MCP_NODE_BIN", "/work/agents/mcp/node_modules/.bin")
+NODE_BIN = MCP_NODE_BIN
 EVERYTHING = os.path.join(NODE_BIN, "mcp-server-everything")
 FILESYSTEM = os.path.join(NODE_BIN, "mcp-server-filesystem")
 

@@ -14,12 +14,12 @@ import toh_nb as tn
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 
-from ..acp.helpers import FAKE_AGENT, fake, find_agent  # noqa: E402
+from ..acp.helpers import FAKE_AGENT, fake  # noqa: E402
+from ..real_parts import FAST_AGENT  # noqa: E402
 from .helpers import HOSTILE, hostile, http_server  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-FAST_AGENT = find_agent("TOH_NB_FAST_AGENT", "/work/agents/fast-agent/bin/fast-agent")
 
 
 def spawn_mcp(tmp_path, flags, servers):

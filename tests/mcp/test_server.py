@@ -17,6 +17,7 @@ import pytest
 import toh_nb as tn
 from toh_nb.mcp.server import DELEGATION_TOOLS, unknown_tool
 
+from ..real_parts import FAST_AGENT
 from .helpers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -145,10 +146,9 @@ def test_streamable_http_on_127_0_0_1():
     assert not answer.is_error and answer.content[0].text
 
 
-FAST_AGENT = os.environ.get("TOH_NB_FAST_AGENT") or "/work/agents/fast-agent/bin/fast-agent"
 
 
-@pytest.mark.skipif(not os.access(FAST_AGENT, os.X_OK), reason="fast-agent not installed (set TOH_NB_FAST_AGENT)")
+@pytest.mark.skipif(FAST_AGENT is None, reason="fast-agent not installed (set TOH_NB_FAST_AGENT or run .ci/run)")
 def test_fast_agent_as_a_third_party_mcp_client_delegates_to_the_tree(tmp_path):
     """fast-agent's offline ``passthrough`` model calls ``subagent`` on ``python -m toh_nb mcp``; the
     answer is the tool's own text and the child is in the store a later hub opens."""

@@ -1,4 +1,4 @@
-"""A real trace backend: Arize Phoenix (``/work/phoenix-venv`` or ``TOH_NB_PHOENIX``), offline on 127.0.0.1.
+"""A real trace backend: Arize Phoenix (``$TOH_NB_PHOENIX``, else ``.ci-agents/phoenix``), offline on 127.0.0.1.
 
 Slow (Phoenix needs 30-40 s to start on a fresh database); skipped when Phoenix or the OTLP/HTTP
 exporter is absent. Spans go over OTLP/HTTP; they are read back with Phoenix's own client (run by
@@ -20,11 +20,13 @@ import pytest
 
 import toh_nb as tn
 
+from ..real_parts import PHOENIX as PHOENIX_VENV
+
 from .conftest import delegate, say, script
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
-PHOENIX = pathlib.Path(os.environ.get("TOH_NB_PHOENIX", "/work/phoenix-venv"))
+PHOENIX = pathlib.Path(PHOENIX_VENV)
 READ_BACK = """
 import json, sys
 from phoenix.client import Client
