@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 FAKE_AGENT = os.path.join(os.path.dirname(__file__), "fake_agent.py")
