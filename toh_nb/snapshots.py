@@ -29,13 +29,17 @@ EVENT_COLUMNS = ["time", "kind", "id", "parent", "label", "provider", "mode", "r
                  "status", "detail"]
 
 
-def job_rows(jobs: Any) -> list[dict]:
+def job_rows(jobs: Any, child_ids: bool = False) -> list[dict]:
+    """One row per background job (JOB_COLUMNS); ``child_ids=True`` adds each job's ``child_id``."""
     now = time.time()
     rows = []
-    for job in jobs.jobs.values():
-        rows.append({"id": job.id, "label": job.label, "status": job.status, "detail": job.detail,
-                     "owner": job.owner_id, "started": job.started, "finished": job.finished,
-                     "elapsed_s": (job.finished or now) - job.started})
+    for job in list(jobs.jobs.values()):
+        row = {"id": job.id, "label": job.label, "status": job.status, "detail": job.detail,
+               "owner": job.owner_id, "started": job.started, "finished": job.finished,
+               "elapsed_s": (job.finished or now) - job.started}
+        if child_ids:
+            row["child_id"] = job.child_id
+        rows.append(row)
     return rows
 
 

@@ -84,7 +84,7 @@ def test_a_turn_timeout_with_a_setsid_helper_holding_stdout_ends_the_turn_not_th
         async def main():
             agents = providers()
             async with tn.AsyncHub(ids="sequential", providers=agents, turn_timeout=2) as h:
-                return await h.spawn("HANG-HELD", provider="coder"), h.transcript("agent-1"), agents
+                return await h.spawn("HANG-HELD", provider="coder"), await h.transcript("agent-1"), agents
 
         result, transcript, agents = asyncio.run(main())
     assert result.stop_reason == "max-time"

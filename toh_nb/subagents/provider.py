@@ -103,6 +103,9 @@ class ChildInfo:
     request: Any  # the StartRequest (prompt, persona, tool filter, options); None on a cold resume
     record: Callable[[str, dict], None]  # log an external activity into the child's transcript and stream
     model: Any = None  # the model the child would run in-process (its own option, else its parent's)
+    #: ask a person (``await ask(title, kind, tool_call_id, timeout, notify)`` -> allowed): published on the
+    #: hub's event stream as ``PermissionAsked``, answered with ``hub.answer_permission`` (toh_nb.core.asks)
+    ask: Callable[..., Awaitable[bool]] | None = None
 
 
 @runtime_checkable
