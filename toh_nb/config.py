@@ -127,6 +127,13 @@ class HubConfig:
         """Keywords for ``open_store`` (``fsync`` when given)."""
         return {"fsync": self.fsync} if self.fsync is not None else {}
 
+    def open_store(self) -> SessionStore:
+        """The store this config names, opened (``None``: in memory; a path: the JSONL directory, locked;
+        a store object: itself, fitted with the defaults of the optional abilities it lacks)."""
+        from .store import open_store
+
+        return open_store(self.store, **self.store_options)
+
 
 #: the configuration's field names, in the constructors' order
 FIELDS = tuple(field.name for field in dataclasses.fields(HubConfig))

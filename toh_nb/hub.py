@@ -38,7 +38,7 @@ from .jobs import texts as job_texts
 from .jobs.registry import Job
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
 from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
-from .store import open_store, reserved_ids
+from .store import reserved_ids
 from .store.base import SessionStore
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
@@ -356,7 +356,7 @@ class AsyncHub:
         self._max_depth = validate_max_depth(max_depth)  # None: "provider-managed", no cap
         root_limits = config.limits
         self._costs = CostBook(config.prices)
-        self._store = open_store(config.store, **config.store_options)
+        self._store = config.open_store()
         try:
             self._ids = IdSource(config.ids)
             self._ids.skip_past(reserved_ids(self._store))

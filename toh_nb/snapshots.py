@@ -50,7 +50,7 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
     store = runtime.store
     # a store that keeps what it read of each stored log answers without parsing it again: the live
     # tree refreshes this table up to ten times a second
-    summary_of = getattr(store, "summary", None) or (lambda agent_id: summarize(store.open(agent_id)))
+    summary_of = store.summary
     now = time.time()
     #: sync calls whose turn ended while their thread still runs, per agent (toh_nb.core.threads)
     abandoned = runtime.user_threads.abandoned_by_owner()

@@ -106,7 +106,7 @@ SCRIPT = textwrap.dedent("""
         pids = (await kid.wait(timeout=60)).split()
         await h.send(kid.id, "SLOW")
         while not any(r["kind"] == "external/agent_message_chunk" and "working" in r["text"]
-                      for r in h.transcript(kid.id)):
+                      for r in await h.transcript(kid.id)):
             await asyncio.sleep(0.01)
         print(" ".join(pids + [str(agent.links[-1].pids[0]), str(agent.links[-1].process.launcher_pid)]), flush=True)
         await asyncio.Event().wait()

@@ -40,6 +40,8 @@ class Runtime:
                  history: int = DEFAULT_HISTORY, gc: bool | None = None) -> None:
         check_count(max_parallel_tool_calls, "max_parallel_tool_calls")
         self.model = model
+        #: the session store, with every optional ability of ``toh_nb.store.base.StoreBase`` (``open_store``
+        #: fits a store of your own with the defaults of those it lacks)
         self.store = store
         self.ids = ids
         self.max_parallel_tool_calls = max_parallel_tool_calls
@@ -85,8 +87,7 @@ class Runtime:
         continuable child's start, a job's start, a ``send``'s follow-up, a cold resume): after a
         crash that follows the return, what it acknowledged is in the log. One acknowledgement of the
         store's writer: the writer's round trip, nothing when the store records at once (memory)."""
-        acknowledged = getattr(self.store, "acknowledged", None)
-        pending = acknowledged(session) if acknowledged is not None else None
+        pending = self.store.acknowledged(session)
         if pending is not None:
             await pending
 

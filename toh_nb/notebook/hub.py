@@ -43,11 +43,9 @@ from ..core.tools import ToolResult
 from ..config import HubConfig
 from ..core.events import DEFAULT_HISTORY, HubEvent
 from ..core.checks import agent_id_of, check_flag, check_text, check_timeout
-from ..hub import Activity, AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, check_start_options, stored_root_id
+from ..hub import (Activity, AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, SessionStore, ToolFilter,
+                   check_start_options, stored_root_id)
 from ..results import AgentListing, RunResult
-from ..store import open_store
-from ..store.base import SessionStore
-from ..subagents.arguments import ToolFilter
 from . import portal as portals
 from .display import SendReceipt
 from .interrupts import explained, still_running
@@ -193,7 +191,7 @@ class Hub:
         _take_over(store_key, store)
         # the store opens here, in the caller's thread: its directory scan (a slow or network disk) must
         # not run on the portal loop that every hub of the process shares
-        opened = open_store(store, **config.store_options)
+        opened = config.open_store()
         try:
             root = stored_root_id(opened, root_id)
             if root is not None:
