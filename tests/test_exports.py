@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 import toh_nb as tn
-import toh_nb.events as events
+from toh_nb import events
 from toh_nb.core import events as core_events
 from toh_nb.core import states
 

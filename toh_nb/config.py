@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .core.budget import DEFAULT_MAX_STEPS, Limits
 from .core.checks import check_count, shown
@@ -56,7 +57,9 @@ def check_gc(gc: Any) -> bool | None:
 
 
 def fsync_policies() -> tuple[str, ...]:
-    from .store.jsonl import FSYNC_POLICIES  # imported when asked: a hub without a directory never loads it
+    from .store.jsonl import (
+        FSYNC_POLICIES,  # imported when asked: a hub without a directory never loads it
+    )
 
     return FSYNC_POLICIES
 
@@ -108,12 +111,12 @@ class HubConfig:
         check_gc(self.gc)
 
     @classmethod
-    def of(cls, arguments: Mapping[str, Any]) -> "HubConfig":
+    def of(cls, arguments: Mapping[str, Any]) -> HubConfig:
         """The config from a constructor's arguments (``locals()``: its other names are ignored), so the
         twins never copy the list of keywords by hand."""
         return cls(**{name: arguments[name] for name in FIELDS if name in arguments})
 
-    def replace(self, **changes: Any) -> "HubConfig":
+    def replace(self, **changes: Any) -> HubConfig:
         """A copy with some fields changed (checked again)."""
         return dataclasses.replace(self, **changes)
 

@@ -8,15 +8,60 @@ filters; :data:`KINDS` maps every kind to its type.
 
 from __future__ import annotations
 
-from .core.events import (ChildEnded, ChildStarted, ExternalActivity, HubClosed, HubEvent, Interrupted, JobEnded,
-                          JobStarted, JobStopping, ListenerFailed, MessageQueued, ModelRequested, ModelResponded,
-                          PermissionAnswered, PermissionAsked, Problem, ProviderChanged, StatusChanged, TextDelta,
-                          ToolAbandoned, ToolCalled, ToolReturned, TurnEnded, TurnStarted)
+from .core.events import (
+                          ChildEnded,
+                          ChildStarted,
+                          ExternalActivity,
+                          HubClosed,
+                          HubEvent,
+                          Interrupted,
+                          JobEnded,
+                          JobStarted,
+                          JobStopping,
+                          ListenerFailed,
+                          MessageQueued,
+                          ModelRequested,
+                          ModelResponded,
+                          PermissionAnswered,
+                          PermissionAsked,
+                          Problem,
+                          ProviderChanged,
+                          StatusChanged,
+                          TextDelta,
+                          ToolAbandoned,
+                          ToolCalled,
+                          ToolReturned,
+                          TurnEnded,
+                          TurnStarted,
+)
 
-__all__ = ["HubEvent", "TurnStarted", "TurnEnded", "ModelRequested", "ModelResponded", "TextDelta", "ToolCalled",
-           "ToolReturned", "MessageQueued", "StatusChanged", "ExternalActivity", "ChildStarted", "ChildEnded",
-           "JobStarted", "JobStopping", "JobEnded", "Interrupted", "ToolAbandoned", "PermissionAsked",
-           "PermissionAnswered", "ProviderChanged", "Problem", "ListenerFailed", "HubClosed", "KINDS"]
+__all__ = [
+                          "KINDS",
+                          "ChildEnded",
+                          "ChildStarted",
+                          "ExternalActivity",
+                          "HubClosed",
+                          "HubEvent",
+                          "Interrupted",
+                          "JobEnded",
+                          "JobStarted",
+                          "JobStopping",
+                          "ListenerFailed",
+                          "MessageQueued",
+                          "ModelRequested",
+                          "ModelResponded",
+                          "PermissionAnswered",
+                          "PermissionAsked",
+                          "Problem",
+                          "ProviderChanged",
+                          "StatusChanged",
+                          "TextDelta",
+                          "ToolAbandoned",
+                          "ToolCalled",
+                          "ToolReturned",
+                          "TurnEnded",
+                          "TurnStarted",
+]
 
 #: every event kind (``"turn/end"`` …) and its type
 KINDS: dict[str, type[HubEvent]] = {cls.kind: cls for cls in (

@@ -15,7 +15,7 @@ FORBIDDEN = {
     "the hub's store object": re.compile(r"(hub|_async|inner)\.(store|_store)\b"),
     "a sys.modules read": re.compile(r"\bsys\.modules\b"),
     "an import of the engine's jobs or subagents packages": re.compile(
-        r"^\s*(from|import)\s+(\.\.|toh_nb\.)(jobs|subagents|store)\b", re.M),
+        r"^\s*(from|import)\s+(\.\.|toh_nb\.)(jobs|subagents|store)\b", re.MULTILINE),
 }
 
 

@@ -56,7 +56,6 @@ class AcknowledgingStore(MinimalStore):
 
     def acknowledged(self, session: Session):
         self.acks.append(session.id)
-        return None
 
 
 def test_a_store_with_only_the_required_methods_runs_a_hub_with_the_defaults():

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .checks import check_flag
 from .errors import UsageError
@@ -68,7 +69,7 @@ class PermissionDesk:
                 notify(ask.to_dict())
             try:
                 allowed = bool(await asyncio.wait_for(asyncio.shield(ask.future), timeout))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 ask.answered_by = ask.answered_by or "timeout"
                 allowed = False
             except asyncio.CancelledError:
