@@ -402,6 +402,9 @@ class AsyncHub:
             raise
         self._closed = False
         self._child_models: list[Any] = []
+        self._labels: dict[str, str] | None = None  # the root's continuable children by label (_child_labelled)
+        self._labels_stamp: tuple[int, int] = (0, 0)
+        self._tool_calls = 0
 
     def _register_providers(self, providers: Mapping[str, Any] | None) -> None:
         """``providers={"name": provider}``: each registered under its key (``spawn``/``fork`` are built in)."""
@@ -586,14 +589,31 @@ class AsyncHub:
         self._check_open()
         check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         if label is not None:
-            for entry in self._service.list_children(self._root.id):
-                if entry.kind == "child" and entry.label == label:
-                    return AsyncChild(self, entry.id, entry.label or label, reused=True)
+            existing = self._child_labelled(label)
+            if existing is not None:
+                return AsyncChild(self, existing, label, reused=True)
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
                                 provider)
         child_id, _ = await self._service.start_continuable(provider, request)
+        if self._labels is not None:
+            self._labels.setdefault(request.label, child_id)
         return AsyncChild(self, child_id, request.label)
+
+    def _child_labelled(self, label: str) -> str | None:
+        """The id of the root's first continuable child labelled ``label`` (live or stored), or None.
+
+        The root's children by label are listed once and then kept: this hub's own ``start`` calls add
+        theirs; the listing is read again only when someone else may have started one (the root's model
+        during a turn, or ``call_tool``), so N labelled starts cost N lookups, not N listings."""
+        stamp = (self._root.turns, self._tool_calls)
+        if self._labels is None or stamp != self._labels_stamp or self._root.status == "running":
+            labels: dict[str, str] = {}
+            for entry in self._service.list_children(self._root.id):
+                if entry.kind == "child" and entry.label:
+                    labels.setdefault(entry.label, entry.id)
+            self._labels, self._labels_stamp = labels, stamp
+        return self._labels.get(label)
 
     async def child(self, child_id: "str | AsyncChild") -> AsyncChild:
         """A handle on an existing continuable child (for example after a restart)."""
@@ -689,6 +709,7 @@ class AsyncHub:
         """Run one tool as the root agent; returns exactly what a model would read."""
         self._check_open()
         check_text(name, "name")
+        self._tool_calls += 1  # a delegation tool may start a child of the root (see _child_labelled)
         ctx = ToolContext(self._root, self._runtime, self._ids.call(), by_user=True)
         return await dispatch(self._root.tools.get, ctx, name, arguments)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..core.errors import StoreError
+from ..store.base import full_store
 from ..core.session import SessionHeader
 from ..core.states import AgentStatus
 from . import descriptor as descriptors
@@ -126,7 +127,9 @@ def children_headers(store: Any, parent_id: str) -> list[SessionHeader]:
 
 def list_children(store: Any, status: Callable[[str], str], parent_id: str,
                   resume_problem: ResumeProblem | None = None) -> AgentList:
-    """The direct continuable children of ``parent_id``."""
+    """The direct continuable children of ``parent_id`` (``store``: any :class:`SessionStore`; the
+    optional abilities it lacks get their defaults, ``toh_nb.store.base.StoreBase``)."""
+    store = full_store(store)
     out = AgentList()
     for header in children_headers(store, parent_id):
         row = entry(store, status, header, False, 1, resume_problem)
@@ -140,6 +143,7 @@ def list_descendants(store: Any, status: Callable[[str], str], root_id: str,
                      resume_problem: ResumeProblem | None = None) -> AgentList:
     """Every continuable descendant of ``root_id``, depth first in creation order (the unreadable logs
     under each parent after its readable children's subtrees)."""
+    store = full_store(store)
     out = AgentList()
     # entries: a header to list (and descend into), or a parent id whose unreadable logs come next
     stack: list[tuple[Any, int]] = [(root_id, 1)]
