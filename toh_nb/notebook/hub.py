@@ -28,10 +28,12 @@ foreground child is aborted; a waited-for background job or child keeps running)
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import html
 import importlib.util
 import os
+import queue
 import threading
 import weakref
 from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, overload
@@ -41,7 +43,7 @@ from ..core.errors import ClosedError, TohError, UsageError
 from ..core.model import Model
 from ..core.tools import ToolResult
 from ..config import HubConfig
-from ..core.events import DEFAULT_HISTORY, HubEvent
+from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
 from ..core.checks import agent_id_of, check_flag, check_text, check_timeout
 from ..hub import (Activity, AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, SessionStore, ToolFilter,
                    check_start_options, stored_root_id)
@@ -53,6 +55,17 @@ from .progress import waiting
 from .tables import agents_frame, events_frame, jobs_frame, transcript_frame
 
 LOOP_MODES = ("portal", "kernel")
+_STREAM_END = object()  # astream ended (the hub closed)
+
+
+class _StreamFailed:
+    """What ``astream`` raised on the portal (a refused argument), raised again in the reader's thread."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
 CLOSED_MESSAGE = "this hub is closed; create a new Hub to continue (a store= directory keeps its children)"
 
 
@@ -421,32 +434,50 @@ class Hub:
     def stream(self, agent: Any = None, *, kinds: Any = None, history: bool = False,
                timeout: float | None = None) -> Iterator[HubEvent]:
         """``for ev in hub.stream(...)``: typed events as they happen — :meth:`AsyncHub.astream` (same
-        ``agent``, ``kinds``, ``history`` and ``timeout``), read from the portal one event per step. Ends
-        after the hub's closing event or, with ``timeout``, after that many seconds without an event; the
-        work keeps running on the portal while the loop body runs."""
+        ``agent``, ``kinds`` and ``history``), run on the portal and read here. Ends after the hub's closing
+        event or, with ``timeout``, after that many seconds without an event (counted here, between two
+        reads); the work keeps running on the portal while the loop body runs, and events wait until read."""
         if self._loop_mode == "kernel":
             raise UsageError('hub.stream() needs the portal loop; with Hub(loop="kernel") use '
                              "`async for ev in hub.async_hub.astream()`")
         check_timeout(timeout)
         check_flag(history, "history")
-        self._check_open()
-        events = self._async.astream(agent, kinds=kinds, history=history, timeout=timeout)
+        events: queue.SimpleQueue = queue.SimpleQueue()
+        astream = self._async.astream
 
-        async def step() -> tuple[bool, Any]:
+        async def pump() -> None:
             try:
-                return True, await events.__anext__()
-            except StopAsyncIteration:
-                return False, None
+                async for event in astream(agent, kinds=kinds, history=history):
+                    events.put(event)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as error:  # a refused argument: raised in the reader's thread
+                events.put(_StreamFailed(error))
+            else:
+                events.put(_STREAM_END)
 
+        async def start() -> asyncio.Task:
+            task = asyncio.get_running_loop().create_task(pump())
+            await asyncio.sleep(0)  # the pump runs up to its first wait: astream has subscribed
+            return task
+
+        task = self._call(start)
         try:
             while True:
-                more, event = self._runner.call(step)
-                if not more:
+                try:
+                    event = events.get(timeout=timeout)
+                except queue.Empty:
                     return
+                if event is _STREAM_END:
+                    return
+                if isinstance(event, _StreamFailed):
+                    raise event.error
                 yield event
+                if isinstance(event, HubClosed):
+                    return
         finally:
-            if not self.closed:
-                self._runner.call(events.aclose)
+            if not task.done() and not self.closed:
+                self._runner.call(task.cancel)
 
     # -- permission requests ------------------------------------------------------------------------
 
