@@ -143,7 +143,8 @@ class AcpAgent:
               already_sent: Sequence[Any] = ()) -> ChildPlan:
         link = AgentLink(command=self.command, env=self.environment(), cwd=cwd, policy=self.policy,
                          timeout=self.timeout, prompt_timeout=self.prompt_timeout, eof_grace=self.eof_grace,
-                         kill_grace=self.kill_grace, record=child.record, ask=child.ask, session_id=session_id,
+                         kill_grace=self.kill_grace, record=child.record, ask=child.ask if child.desk is not None else None,
+                         session_id=session_id,
                          agent_id=child.id)
         self.links.append(link)
         close = link.close

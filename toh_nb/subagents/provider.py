@@ -103,9 +103,19 @@ class ChildInfo:
     request: Any  # the StartRequest (prompt, persona, tool filter, options); None on a cold resume
     record: Callable[[str, dict], None]  # log an external activity into the child's transcript and stream
     model: Any = None  # the model the child would run in-process (its own option, else its parent's)
-    #: ask a person (``await ask(title, kind, tool_call_id, timeout, notify)`` -> allowed): published on the
-    #: hub's event stream as ``PermissionAsked``, answered with ``hub.answer_permission`` (toh_nb.core.asks)
-    ask: Callable[..., Awaitable[bool]] | None = None
+    #: the hub's desk of questions for a person (``toh_nb.core.asks``): see :meth:`ask`
+    desk: Any = None
+
+    async def ask(self, title: str, kind: str, tool_call_id: str, timeout: float | None,
+                  notify: Callable[[dict], Any] | None = None) -> bool:
+        """Ask a person to allow a tool call of this child: published on the hub's event stream as
+        ``PermissionAsked``, answered with ``hub.answer_permission`` (the tree's buttons call it);
+        False when denied or unanswered within ``timeout`` seconds."""
+        if self.desk is None:
+            from ..core.errors import UsageError
+
+            raise UsageError(f"child {self.id} was planned outside a hub: there is nobody to ask")
+        return await self.desk.ask(self.id, title, kind, tool_call_id, timeout, notify)
 
 
 @runtime_checkable

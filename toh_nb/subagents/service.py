@@ -125,7 +125,7 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
     def _child_info(self, child_id: str, mode: str, label: str | None, depth: int, parent_id: str,
                     request: StartRequest | None, model: Any = None) -> ChildInfo:
         return ChildInfo(child_id, mode, label, depth, parent_id, request, functools.partial(self._record, child_id),
-                         model, functools.partial(self.runtime.asks.ask, child_id))
+                         model, self.runtime.asks)
 
     def _record(self, child_id: str, kind: str, data: dict) -> None:
         """An external child's activity (a remote tool call, a plan): into its log and the event stream."""
