@@ -8,6 +8,10 @@ a model calling the tools would.
 
 Work the user starts never wakes the root agent's model: its notices wait for the root's next turn.
 Work the root's model starts (during ``run``) wakes it as the reference harness does.
+
+The face is closed: the runtime, the job registry and the store are internals (``runtime``,
+``job_registry`` and ``store`` still answer, with a DeprecationWarning, for one release); the notebook
+layer reads the public methods, :class:`HubView` and the event stream only.
 """
 
 from __future__ import annotations
@@ -321,7 +325,15 @@ class HubView:
 
 
 class AsyncHub:
-    """The async API. ``async with AsyncHub() as hub: res = await hub.spawn("...")``."""
+    """The async API. ``async with AsyncHub() as hub: res = await hub.spawn("...")``.
+
+    One rule for which members are coroutines (as httpx's ``AsyncClient`` to its ``Client``): every
+    method that reads, acts on or waits for the engine is a coroutine — ``await hub.list_agents()``,
+    ``await hub.agents()``, ``await hub.kill(kid)``, ``await kid.interrupt()`` — with the same name and
+    arguments as on the sync :class:`~toh_nb.Hub`; ``astream`` is an async iterator; properties
+    (``root``, ``closed``, ``model``, ``config``, ``activity``, ``view``) are plain. Code that runs on the
+    hub's loop thread and cannot await (an event listener, a widget refreshing) reads through
+    :attr:`view`. The keyword arguments are the fields of :class:`~toh_nb.config.HubConfig`."""
 
     def __init__(self, model: Model | None = None, *, store: str | os.PathLike[str] | SessionStore | None = None,
                  max_depth: int | str = 3,
