@@ -54,3 +54,23 @@ def test_the_sync_hub_says_it_returned_the_existing_child(capsys):
     assert capsys.readouterr().out == (
         'toh_nb: the root already has a child labelled "x": agent-1 [ready]; returned it and did not send the '
         "prompt (kid.send(...) sends more; another label starts a second child)\n")
+
+
+def test_labelled_starts_list_the_roots_children_once_not_once_per_start(monkeypatch):
+    from toh_nb.subagents.service import SubagentService
+
+    listings = []
+    real = SubagentService.list_children
+    monkeypatch.setattr(SubagentService, "list_children",
+                        lambda self, parent_id: listings.append(parent_id) or real(self, parent_id))
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
+            kids = [await hub.start(f"work {i}", label=f"w{i}") for i in range(20)]
+            again = await hub.start("more", label="w7")
+            await hub.run("a root turn: its model may have started children")
+            after = await hub.start("more", label="w3")
+            return [k.id for k in kids][7], again.id, after.id
+
+    assert asyncio.run(main()) == ("agent-8", "agent-8", "agent-4")
+    assert listings == ["root", "root"]  # once at the first labelled start, once after the root's turn
