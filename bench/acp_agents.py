@@ -72,10 +72,10 @@ async def measure(command: list[str], cwd: str, interrupt: bool) -> dict[str, fl
         out["follow_up"] = time.perf_counter() - start
         if interrupt:
             slow = await hub.start("SLOW", label="slow", provider="x")
-            while "external/agent_message_chunk" not in {r["kind"] for r in hub.transcript(slow.id, raw=True)}:
+            while "external/agent_message_chunk" not in {r["kind"] for r in await hub.transcript(slow.id, raw=True)}:
                 await asyncio.sleep(0.005)
             start = time.perf_counter()
-            slow.interrupt()
+            await slow.interrupt()
             await slow.wait(timeout=60)
             out["interrupt"] = time.perf_counter() - start
     return out

@@ -59,7 +59,7 @@ async def engine(n: int, store: str | None = None, fsync: str | None = None) -> 
             for child in children:
                 await child.wait()
             t4 = c.now()
-            listing = hub.list_agents()
+            listing = await hub.list_agents()
             t5 = c.now()
         phases = {"start": t1 - t0, "settle": t2 - t1, "send": t3 - t2, "settle2": t4 - t3, "list": t5 - t4}
         text = str(listing)

@@ -59,7 +59,7 @@ async def measure(threads: int | None) -> list[dict]:
         started = time.perf_counter()
         result = await hub.run(DELEGATE)
         seconds = time.perf_counter() - started
-        agents = [header.id for header in hub.runtime.store.headers()]
+        agents = [header.id for header in hub._runtime.store.headers()]
         assert len(agents) == 2, agents
         figures.append({"name": "local_delegation", "agents": len(agents), "model_calls": 3,
                         "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,

@@ -61,7 +61,7 @@ async def _children(n: int, store: str | None, fsync: str | None, *, trace: bool
             out["registry_bytes"] = registry
             out["top_sites"] = [[_site(s.traceback[0]), round(s.size_diff / n)] for s in stats
                                 if not _in_task_registry(s.traceback[0])][:10]
-        listing = hub.list_agents()
+        listing = await hub.list_agents()
         if len(listing) != n or any(e.status != "ready" for e in listing):
             raise SystemExit(f"memory: {len(listing)} listed of {n}, not all ready")
     finally:

@@ -67,7 +67,7 @@ async def children(n: int, provider_name: str, providers: dict) -> dict:
         del kids
         c.settle_gc()
         after = c.proc_status_kb("VmRSS")
-        listing = hub.list_agents()
+        listing = await hub.list_agents()
         if len(listing) != n or any(e.status != "ready" for e in listing):
             raise SystemExit(f"ray_children: {len(listing)} listed of {n}, not all ready")
         trips = await round_trips_of(providers.get("ray"))

@@ -183,7 +183,7 @@ async def reopen_and_list(directory: str, children: int) -> float:
 
     start = c.now()
     hub = AsyncHub(c.model(lambda request: "ok"), store=directory, ids="sequential")
-    listing = str(hub.list_agents())
+    listing = str(await hub.list_agents())
     seconds = c.now() - start
     await hub.close()
     rows = listing.splitlines()

@@ -52,7 +52,7 @@ def test_agent_rows_carry_costs_of_finished_children_and_unpriced_models_have_no
                 prices={"gpt-4o-mini": (0.15, 0.60)}) as hub:
         hub.spawn("Sum it up", label="summary")
         hub.spawn("Other", label="other", model=tn.FunctionModel(priced, name="local-thing"))
-        rows = hub.async_hub.agents()
+        rows = hub.async_hub.view.agents()
         got = [(r["id"], r["cost"], r["subtree_cost"]) for r in rows]
         assert got == [("root", 0.0, pytest.approx(0.00021)), ("agent-1", pytest.approx(0.00021),
                                                                  pytest.approx(0.00021)),
@@ -65,4 +65,4 @@ def test_agent_rows_carry_costs_of_finished_children_and_unpriced_models_have_no
 def test_without_prices_there_is_no_cost():
     with tn.Hub(tn.FunctionModel(priced, name="gpt-4o-mini"), ids="sequential") as hub:
         hub.spawn("Sum it up", label="summary")
-        assert {(r["cost"], r["subtree_cost"]) for r in hub.async_hub.agents()} == {(None, None)}
+        assert {(r["cost"], r["subtree_cost"]) for r in hub.async_hub.view.agents()} == {(None, None)}

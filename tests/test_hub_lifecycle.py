@@ -37,7 +37,7 @@ def test_close_with_work_in_flight_leaves_no_tasks_and_consistent_logs(no_leftov
         with pytest.raises(tn.ClosedError, match="this hub is closed"):
             await hub.spawn("again")
         with pytest.raises(tn.ClosedError):
-            hub.list_agents()
+            await hub.list_agents()
         await hub.close()  # idempotent
         no_leftover_tasks()
 

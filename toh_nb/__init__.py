@@ -69,6 +69,16 @@ _EXPORTS = {
     "ModelError": "toh_nb.core.errors",
     "ScriptExhausted": "toh_nb.core.errors",
     "ReplayMissError": "toh_nb.core.errors",
+    "HubConfig": "toh_nb.config",
+    "HubView": "toh_nb.hub",
+    "Activity": "toh_nb.hub",
+    "StopReason": "toh_nb.core.states",
+    # the event types of hub.stream() / hub.astream() (also in toh_nb.events)
+    **{name: "toh_nb.events" for name in (
+        "HubEvent", "TurnStarted", "TurnEnded", "ModelRequested", "ModelResponded", "TextDelta", "ToolCalled",
+        "ToolReturned", "MessageQueued", "StatusChanged", "ExternalActivity", "ChildStarted", "ChildEnded",
+        "JobStarted", "JobStopping", "JobEnded", "Interrupted", "ToolAbandoned", "PermissionAsked",
+        "PermissionAnswered", "ProviderChanged", "Problem", "ListenerFailed", "HubClosed")},
 }
 _ALIASES = {"Tool": ("toh_nb.core.tools", "FunctionTool")}
 

@@ -8,6 +8,10 @@ a model calling the tools would.
 
 Work the user starts never wakes the root agent's model: its notices wait for the root's next turn.
 Work the root's model starts (during ``run``) wakes it as the reference harness does.
+
+The face is closed: the runtime, the job registry and the store are internals (``runtime``,
+``job_registry`` and ``store`` still answer, with a DeprecationWarning, for one release); the notebook
+layer reads the public methods, :class:`HubView` and the event stream only.
 """
 
 from __future__ import annotations
@@ -17,21 +21,25 @@ import functools
 import html
 import os
 import time
-from typing import Any, Literal, Mapping, Sequence, overload
+import warnings
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Iterable, Literal, Mapping, Sequence, overload
 
 from .core.budget import DEFAULT_MAX_STEPS, Limits
-from .core.checks import agent_id_of, check_count, check_flag, check_text, check_timeout, shown
-from .core.events import DEFAULT_HISTORY, HubClosed, SubtreeFilter
+from .core.checks import agent_id_of, check_count, check_flag, check_text, check_timeout
+from .core.events import DEFAULT_HISTORY, HubClosed, HubEvent, SubtreeFilter
 from .core.content import USER_SOURCE, text_of, user_message
 from .core.errors import ClosedError, UsageError
-from .core.ids import IdSource, invalid_id, is_valid_id
+from .core.ids import IdSource
 from .core.model import Model
 from .core.runtime import Runtime
 from .core.session import ASSISTANT_MESSAGE, SessionHeader, conversation_of, last_turn_number
 from .core.session_repair import repair_tail
 from .core.tools import FunctionTool, Tool, ToolContext, ToolResult, dispatch
+from .config import HubConfig, check_root_id, check_tool_lists  # noqa: F401 - check_tool_lists: re-exported
 from .costs import CostBook
 from .jobs import JobRegistry, make_job_tools
+from .jobs import texts as job_texts
 from .jobs.registry import Job
 from .mcp.config import MCPServer
 from .mcp.mounts import MCPMounts
@@ -40,7 +48,7 @@ from .activations import activation_rows
 from .conversation import CONVERSATION_COLUMNS, conversation_rows
 from .snapshots import (AGENT_COLUMNS, TRANSCRIPT_COLUMNS, agent_rows, chosen_columns, event_rows, job_rows,
                         select_columns, transcript_rows)
-from .store import open_store, reserved_ids
+from .store import reserved_ids
 from .store.base import SessionStore
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
@@ -71,23 +79,6 @@ def check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any,
     check_text(provider, "provider")
 
 
-def check_root_id(root_id: Any) -> None:
-    """``root_id`` is None or an id of the id grammar: checked before the store is opened, so an id that
-    is a path (``toh-x/../../victim``) never has a store directory made or locked for it."""
-    if root_id is not None and not is_valid_id(root_id):
-        raise UsageError(invalid_id(root_id, "root_id") if isinstance(root_id, str)
-                         else f"root_id must be a string or None, got {type(root_id).__name__}")
-
-
-def check_tool_lists(tools: Any, delegation_tools: Any) -> None:
-    """``tools`` and ``delegation_tools`` are lists (a string or a single tool is a common slip)."""
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple)):
-        raise UsageError(f"tools must be a list of functions or tn.Tool objects, got {type(tools).__name__}")
-    if delegation_tools is not None and not isinstance(delegation_tools, (list, tuple)):
-        raise UsageError("delegation_tools must be a list of tn.SubagentTool (or dicts of its settings), "
-                         f"got {type(delegation_tools).__name__}")
-
-
 def stored_root_id(store: Any, root_id: str | None) -> str | None:
     """The root session a hub on ``store`` continues (``root_id``, else the newest stored root), or None
     for a new one. The sync Hub calls it in the caller's thread to read that log off the shared loop."""
@@ -98,10 +89,9 @@ def stored_root_id(store: Any, root_id: str | None) -> str | None:
     return max(roots, key=lambda h: h.created).id if roots else None
 
 
-def _fsync_policies() -> tuple[str, ...]:
-    from .store.jsonl import FSYNC_POLICIES  # imported when asked: a hub without a directory never loads it
-
-    return FSYNC_POLICIES
+def _deprecated(name: str, instead: str) -> None:
+    warnings.warn(f"AsyncHub.{name} is internal and will be removed in the next release; use {instead}",
+                  DeprecationWarning, stacklevel=3)
 
 
 def _default_label(prompt: str) -> str:
@@ -111,31 +101,34 @@ def _default_label(prompt: str) -> str:
 
 
 class JobFacts:
-    """The read-only face AsyncJob and the sync Job share: the engine's job record and displays."""
+    """The read-only face AsyncJob and the sync Job share: id, label, live status, displays.
 
-    _job: Job
+    ``_facts`` is whatever holds those attributes: the engine's job record for an AsyncJob, the AsyncJob
+    for the sync Job (plain attribute reads, safe from the caller's thread)."""
+
+    _facts: Any
 
     @property
     def id(self) -> str:
-        return self._job.id
+        return self._facts.id
 
     @property
     def label(self) -> str:
-        return self._job.label
+        return self._facts.label
 
     @property
     def status(self) -> str:
         """``running | stopping | completed | killed | failed``."""
-        return self._job.status
+        return self._facts.status
 
     @property
     def detail(self) -> str | None:
-        return self._job.detail
+        return self._facts.detail
 
     @property
     def child_id(self) -> str | None:
         """The id of the child agent doing the work."""
-        return self._job.child_id
+        return self._facts.child_id
 
     def __repr__(self) -> str:
         detail = f", {self.detail}" if self.detail else ""
@@ -147,16 +140,19 @@ class JobFacts:
 
 
 class ChildFacts:
-    """The read-only face AsyncChild and the sync Child share: id, label, live status, displays."""
+    """The read-only face AsyncChild and the sync Child share: id, label, live status, displays.
+
+    ``reused``: ``start(label=...)`` found a child of the root with that label and returned it instead
+    of starting a second one (the prompt was not sent)."""
 
     id: str
     label: str
-    _service: SubagentService
+    reused: bool = False
 
     @property
     def status(self) -> str:
         """``running | idle | ready`` (``ready``: settled, resumes on the next ``send``)."""
-        return self._service.status_of(self.id)
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"Child({self.id} [{self.status}] \u2014 {self.label})"
@@ -183,7 +179,7 @@ class AsyncJob(JobFacts):
 
     def __init__(self, hub: "AsyncHub", job: Job) -> None:
         self._hub = hub
-        self._job = job
+        self._facts = job
         # a handle is part of its hub (made by AsyncHub here): it reads the hub's job registry directly, since
         # a public name would put the engine's registry on the user's surface (and on the sync twin's)
         self._jobs, self._root = hub._jobs, hub._root  # noqa: SLF001
@@ -199,32 +195,32 @@ class AsyncJob(JobFacts):
         reference's rule: a failed job has no output there.) :meth:`result` gives the same as a
         :class:`~toh_nb.results.RunResult`."""
         await self._settled("output", wait, timeout)
-        return job_output(self._job, self._jobs.read(self._job.id, self._root))
+        return job_output(self._facts, self._jobs.read(self._facts.id, self._root))
 
     async def result(self, wait: bool = False, timeout: float | None = None) -> RunResult | None:
         """The settled job's :class:`~toh_nb.results.RunResult` (``.stop_reason``, ``.diagnostic``,
         ``.text``, ``.usage``, ``.agent_id``: the child's id), None while it runs; ``wait`` and
         ``timeout`` as for :meth:`output`."""
         await self._settled("result", wait, timeout)
-        self._jobs.get(self._job.id, self._root)  # the owner fence, as for output()
-        return job_result(self._job)
+        self._jobs.get(self._facts.id, self._root)  # the owner fence, as for output()
+        return job_result(self._facts)
 
     async def _settled(self, method: str, wait: bool, timeout: float | None) -> None:
         timeout = check_timeout(timeout)
         if timeout is not None and not wait:
             raise UsageError(f"timeout only applies when waiting: job.{method}(wait=True, timeout={timeout!r}) "
                              f"waits up to {timeout!r} s; job.{method}() reads the result now")
-        if wait and not self._job.done:
+        if wait and not self._facts.done:
             try:
-                await asyncio.wait_for(asyncio.shield(self._job.task), timeout)
+                await asyncio.wait_for(asyncio.shield(self._facts.task), timeout)
             except asyncio.TimeoutError:
                 pass
 
-    def kill(self, reason: str | None = None) -> str:
+    async def kill(self, reason: str | None = None) -> str:
         """Ask the job to stop: ``"requested"``, or ``"already-finished"`` for a settled job."""
         if reason is not None and not isinstance(reason, str):
             raise UsageError(f"reason must be a string or None, got {type(reason).__name__}")
-        return self._jobs.kill(self._job.id, self._root, reason)
+        return self._jobs.kill(self._facts.id, self._root, reason)
 
 
 class AsyncChild(ChildFacts):
@@ -245,39 +241,150 @@ class AsyncChild(ChildFacts):
         SubagentError: the child cannot take the message (``NOT_RESUMABLE``, with the reason).
     """
 
-    def __init__(self, hub: "AsyncHub", child_id: str, label: str) -> None:
+    def __init__(self, hub: "AsyncHub", child_id: str, label: str, reused: bool = False) -> None:
         self._hub = hub
-        self._service = hub._service  # noqa: SLF001 - the hub's own handle (see AsyncJob.__init__)
         self.id = child_id
         self.label = label
+        self.reused = reused
+
+    @property
+    def status(self) -> str:
+        """``running | idle | ready`` (``ready``: settled, resumes on the next ``send``)."""
+        return self._hub.view.status_of(self.id)
 
     async def send(self, message: str) -> str:
-        """Queue ``message`` as this child's next turn (resuming it if ``ready``); the message id."""
+        """Queue ``message`` as the child's next turn (see :meth:`AsyncHub.send`); the message id."""
         return await self._hub.send(self.id, message)
 
-    def interrupt(self) -> None:
-        """Abort this child's turn in progress; its queued messages still run."""
-        self._hub.interrupt(self.id)
+    async def interrupt(self) -> None:
+        """Stop only the current turn (see :meth:`AsyncHub.interrupt`)."""
+        await self._hub.interrupt(self.id)
 
-    def kill(self) -> bool:
+    async def kill(self) -> bool:
         """Stop this child for good (see :meth:`AsyncHub.kill`)."""
-        return self._hub.kill(self.id)
+        return await self._hub.kill(self.id)
 
     async def wait(self, timeout: float | None = None) -> str | None:
         """Wait until the child is settled; the closing text of its last activation (None if none)."""
-        return await self._hub.wait_settled(self.id, timeout)
+        return await self._hub._wait_settled(self.id, timeout)  # noqa: SLF001 - the hub's own handle
 
-    def transcript(self, raw: bool = False, columns: "str | list[str] | None" = None) -> list[dict]:
+    async def transcript(self, raw: bool = False, columns: "str | list[str] | None" = None) -> list[dict]:
         """This child's conversation, or its raw event log with ``raw=True`` (see :meth:`AsyncHub.transcript`)."""
-        return self._hub.transcript(self.id, raw=raw, columns=columns)
+        return await self._hub.transcript(self.id, raw=raw, columns=columns)
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What runs in a hub right now (:attr:`AsyncHub.activity`): informational counts, read without
+    waiting for the hub's loop (copies of the engine's tables), e.g. by a progress line's thread."""
+
+    running_agents: tuple[str, ...]  # agents whose turn runs, the root included
+    active_jobs: tuple[str, ...]  # background jobs running or stopping
+    job_children: frozenset[str]  # the child agent of every background job
+    tokens: int  # input + output tokens of the live agents
+
+    def line(self) -> str:
+        """``2 agents running · 1 job active · 340 tokens``."""
+        running = len(self.running_agents)
+        parts = [f"{running} agent{'s' if running != 1 else ''} running"]
+        jobs = len(self.active_jobs)
+        if jobs:
+            parts.append(f"{jobs} job{'s' if jobs != 1 else ''} active")
+        parts.append(f"{self.tokens} tokens")
+        return " \u00b7 ".join(parts)
+
+
+class HubView:
+    """Plain, synchronous reads of a hub's state (``hub.view``), for code that runs on the hub's own
+    loop thread without awaiting: event listeners, loop callbacks, the notebook's live tree. Scripts use
+    the hub's coroutines (``await hub.agents()``), which return the same rows.
+
+    Every method reads; none acts on an agent or waits."""
+
+    __slots__ = ("_runtime", "_jobs", "_service", "_store", "_costs", "_root_id")
+
+    def __init__(self, runtime: Runtime, jobs: JobRegistry, service: SubagentService, store: SessionStore,
+                 costs: CostBook, root_id: str) -> None:
+        self._runtime, self._jobs, self._service = runtime, jobs, service
+        self._store, self._costs, self._root_id = store, costs, root_id
+
+    def agents(self, columns: "str | list[str] | None" = None) -> list[dict]:
+        """The rows of :meth:`AsyncHub.agents`."""
+        chosen_columns("hub.agents()", AGENT_COLUMNS, columns)  # a wrong choice fails before any work
+        rows = self._costs.fill(agent_rows(self._runtime, self._root_id), self._runtime)
+        return select_columns("hub.agents()", rows, AGENT_COLUMNS, columns)
+
+    def jobs(self, child_ids: bool = False) -> list[dict]:
+        """The rows of :meth:`AsyncHub.jobs`; ``child_ids=True`` adds each job's ``child_id``."""
+        return job_rows(self._jobs, child_ids=child_ids)
+
+    def transcript(self, agent_id: str, raw: bool = False, columns: "str | list[str] | None" = None) -> list[dict]:
+        """The rows of :meth:`AsyncHub.transcript` (an unknown agent is a UsageError)."""
+        check_flag(raw, "raw")
+        table, names = ("hub.transcript(raw=True)", TRANSCRIPT_COLUMNS) if raw else ("hub.transcript()",
+                                                                                   CONVERSATION_COLUMNS)
+        chosen_columns(table, names, columns)
+        session = self._session_of(agent_id)
+        rows = transcript_rows(session) if raw else conversation_rows(session)
+        return select_columns(table, rows, names, columns)
+
+    def activations(self, agent_id: str) -> list[dict]:
+        """The entries of :meth:`AsyncHub.activations`."""
+        return activation_rows(self._session_of(agent_id), live=agent_id in self._runtime.agents)
+
+    def _session_of(self, agent_id: str) -> Any:
+        """The agent's log: in memory while it lives, else read from the store."""
+        agent = self._runtime.agents.get(agent_id)
+        try:  # a log that exists but cannot be read raises the store's StoreError, naming what is wrong
+            return agent.session if agent is not None else self._store.open(agent_id)
+        except KeyError:
+            raise UsageError(f'unknown agent "{agent_id}"') from None
+
+    def status_of(self, child_id: str) -> str:
+        """A continuable child's listing status (``running | idle | ready``)."""
+        return self._service.status_of(child_id)
+
+    def has_agent(self, agent_id: str) -> bool:
+        """Whether ``agent_id`` is an agent of this hub, live or stored."""
+        return agent_id in self._runtime.agents or self._store.exists(agent_id)
+
+    def pending_permissions(self, agent_ids: Iterable[str] | None = None) -> list[dict]:
+        """The permission requests waiting for an answer (see :meth:`AsyncHub.pending_permissions`)."""
+        return self._runtime.asks.pending(agent_ids)
+
+    def answer_permission(self, ask_id: str, allowed: bool) -> str:
+        """Answer a pending permission request (see :meth:`AsyncHub.answer_permission`). The one act
+        of the view, and safe from any thread: a person's answer arrives on the kernel's thread (the
+        tree's buttons) and must not wait for a loop that may be busy."""
+        check_text(ask_id, "ask_id")
+        return self._runtime.asks.answer(ask_id, check_flag(allowed, "allowed"))
+
+    def subscribe(self, listener: Callable[[HubEvent], Any]) -> Callable[[], None]:
+        """Call ``listener(event)`` for every event of the hub's stream, on the hub's loop thread (it must
+        be quick and never raise into the engine: a failure is reported as a ``ListenerFailed`` event);
+        returns the function that unsubscribes it. Call both on the loop thread."""
+        return self._runtime.bus.subscribe(listener)
+
+    def activity(self) -> Activity:
+        """What runs right now (see :class:`Activity`); safe from any thread (informational)."""
+        agents = list(self._runtime.agents.values())
+        jobs = list(self._jobs.jobs.values())
+        return Activity(running_agents=tuple(a.id for a in agents if a.status == "running"),
+                        active_jobs=tuple(j.id for j in jobs if j.status in ("running", "stopping")),
+                        job_children=frozenset(j.child_id for j in jobs if j.child_id),
+                        tokens=sum(a.usage.input_tokens + a.usage.output_tokens for a in agents))
 
 
 class AsyncHub:
-    """The async twin of ``tn.Hub`` for scripts and services: the same names and arguments, awaited.
+    """The async API. ``async with AsyncHub() as hub: res = await hub.spawn("...")``.
 
-    ``async with tn.AsyncHub() as hub: res = await hub.spawn("...")``. Its tables (``jobs()``, ``agents()``,
-    ``transcript()``, ``events()``) return plain rows (lists of dicts), which ``tn.Hub`` shows as
-    DataFrames, so the engine never imports pandas.
+    One rule for which members are coroutines (as httpx's ``AsyncClient`` to its ``Client``): every
+    method that reads, acts on or waits for the engine is a coroutine — ``await hub.list_agents()``,
+    ``await hub.agents()``, ``await hub.kill(kid)``, ``await kid.interrupt()`` — with the same name and
+    arguments as on the sync :class:`~toh_nb.Hub`; ``astream`` is an async iterator; properties
+    (``root``, ``closed``, ``model``, ``config``, ``activity``, ``view``) are plain. Code that runs on the
+    hub's loop thread and cannot await (an event listener, a widget refreshing) reads through
+    :attr:`view`. The keyword arguments are the fields of :class:`~toh_nb.config.HubConfig`.
 
     Args:
         model: the root's model, and its children's unless they are given one; default the offline
@@ -313,6 +420,9 @@ class AsyncHub:
         tracing: ``True`` emits the agent tree as OpenTelemetry spans through the global ``TracerProvider``;
             a ``TracerProvider`` or ``tn.Tracing(provider, capture_content=...)`` picks the provider (extra
             ``otel``; see the Traces guide). ``None``/``False`` (default) imports nothing of OpenTelemetry.
+        gc: ``True`` applies the garbage-collector policy the benchmarks use while the hub is open (fewer
+            full collections with many idle children); ``False`` never; ``None`` (default) leaves the
+            process's collector alone unless ``toh_nb.core.gc_policy.set_enabled(True)`` was called.
 
     Raises:
         UsageError: an argument of the wrong type or range (naming it), or a model without an async
@@ -331,56 +441,61 @@ class AsyncHub:
                  max_tokens: int | None = None, max_steps: int | None = DEFAULT_MAX_STEPS,
                  token_budget: int | None = None, turn_timeout: float | None = None,
                  providers: Mapping[str, Any] | None = None, history: int = DEFAULT_HISTORY,
-                 prices: Mapping[str, tuple[float, float]] | None = None, tracing: Any = None) -> None:
+                 prices: Mapping[str, tuple[float, float]] | None = None, tracing: Any = None,
+                 gc: bool | None = None) -> None:
+        self._open(HubConfig.of(locals()))
+
+    @classmethod
+    def from_config(cls, config: HubConfig) -> "AsyncHub":
+        """A hub built from a :class:`~toh_nb.config.HubConfig` (what ``tn.Hub`` does)."""
+        if not isinstance(config, HubConfig):
+            raise UsageError(f"from_config needs a toh_nb.HubConfig, got {type(config).__name__}")
+        hub = cls.__new__(cls)
+        cls._open(hub, config)
+        return hub
+
+    def _open(self, config: HubConfig) -> None:
+        """Build the runtime, services and root agent from a checked config."""
+        self._config = config
+        model = config.model
         if model is None:
             from .models.demo import DemoModel
 
             model = DemoModel()
-        if not hasattr(model, "request"):
-            raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
+        max_depth = config.max_depth
         self._max_depth = validate_max_depth(max_depth)  # None: "provider-managed", no cap
-        root_limits = Limits.checked(max_steps, token_budget, turn_timeout)
-        check_count(max_tokens, "max_tokens", none="")
-        check_count(max_jobs_per_owner, "max_jobs_per_owner")
-        check_count(max_parallel_tool_calls, "max_parallel_tool_calls")
-        check_count(history, "history", minimum=0, note="events kept for hub.events()")
-        if background_mode not in ("one-shot", "continuable"):
-            raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
-        check_tool_lists(tools, delegation_tools)
-        if fsync is not None and fsync not in _fsync_policies():  # also when no store= directory uses it
-            raise UsageError(f'fsync must be "batch", "always" or "never", got {shown(fsync)}')
-        self._costs = CostBook(prices)  # checked before the store is opened
-        tracing_options = check_tracing(tracing)
-        check_root_id(root_id)
-        store_options = {"fsync": fsync} if fsync is not None else {}
-        self._store = open_store(store, **store_options)
+        root_limits = config.limits
+        self._costs = CostBook(config.prices)
+        tracing_options = check_tracing(config.tracing)
+        self._store = config.open_store()
         try:
-            self._ids = IdSource(ids)
+            self._ids = IdSource(config.ids)
             self._ids.skip_past(reserved_ids(self._store))
-            runtime = Runtime(model=model, store=self._store, ids=self._ids, history=history,
-                              max_parallel_tool_calls=max_parallel_tool_calls,
-                              limits=Limits(root_limits.max_steps, None, root_limits.turn_timeout))
-            self.runtime = runtime
-            self._jobs = JobRegistry(runtime, max_per_owner=max_jobs_per_owner)
-            self._service = SubagentService(runtime, report_delivery=report_delivery)
+            runtime = Runtime(model=model, store=self._store, ids=self._ids, history=config.history,
+                              max_parallel_tool_calls=config.max_parallel_tool_calls,
+                              limits=Limits(root_limits.max_steps, None, root_limits.turn_timeout), gc=config.gc)
+            self._runtime = runtime
+            self._jobs = JobRegistry(runtime, max_per_owner=config.max_jobs_per_owner)
+            self._service = SubagentService(runtime, report_delivery=config.report_delivery)
             self._service.register_provider(SpawnProvider())
             self._service.register_provider(ForkProvider())
-            self._register_providers(providers)
+            self._register_providers(config.providers)
             self._service.report_tool = make_report_tool(self._service)
-            configs = delegation_tools if delegation_tools is not None else [SubagentTool()]
+            tools = config.tools
+            configs = config.delegation_tools if config.delegation_tools is not None else [SubagentTool()]
             mounted = [item for item in tools if isinstance(item, SubagentTool)]
             self._mcp = MCPMounts()
-            for config in [*configs, *mounted]:
-                if isinstance(config, SubagentTool):
-                    servers = self._child_servers(config.tools, f'SubagentTool "{config.name}" tools')
-                    tool = config.build(self._service, self._jobs, background_mode=background_mode,
-                                        max_depth=max_depth,
-                                        child_tools=functools.partial(self._child_tools, servers) if servers else None)
-                elif isinstance(config, dict):
-                    tool = make_subagent_tool(self._service, self._jobs, **config)
+            for item in [*configs, *mounted]:
+                if isinstance(item, SubagentTool):
+                    servers = self._child_servers(item.tools, f'SubagentTool "{item.name}" tools')
+                    tool = item.build(self._service, self._jobs, background_mode=config.background_mode,
+                                      max_depth=max_depth,
+                                      child_tools=functools.partial(self._child_tools, servers) if servers else None)
+                elif isinstance(item, dict):
+                    tool = make_subagent_tool(self._service, self._jobs, **item)
                 else:
                     raise UsageError("delegation_tools takes a list of tn.SubagentTool (or dicts of its settings), "
-                                     f"got {type(config).__name__}")
+                                     f"got {type(item).__name__}")
                 runtime.tools.add(tool)
             for tool in make_job_tools(self._jobs):
                 runtime.tools.add(tool)
@@ -393,19 +508,23 @@ class AsyncHub:
             self._mcp_lock: asyncio.Lock | None = None
             runtime.mcp_servers = tuple(item for item in tools if isinstance(item, MCPServer))
             self._mcp_ready = not runtime.mcp_servers
-            self._root = self._make_root(root_id, root_limits, max_tokens)
+            self._root = self._make_root(config.root_id, root_limits, config.max_tokens)
+            self._view = HubView(runtime, self._jobs, self._service, self._store, self._costs, self._root.id)
             if self._costs.prices:  # a finished one-shot agent leaves the runtime: note its model while live
                 runtime.bus.subscribe(lambda event: self._costs.note(event.agent_id, runtime))
             if tracing_options is not None:  # OpenTelemetry is imported only here (toh_nb.tracing)
                 attach_tracing(runtime, tracing_options, self._costs)
         except BaseException:
             self._store.close()  # a refused configuration must not keep the store's lock,
-            runtime = getattr(self, "runtime", None)
+            runtime = self.__dict__.get("_runtime")
             if runtime is not None:  # nor the GC policy and threads of a runtime nobody will close
                 runtime.closed = True
             raise
         self._closed = False
         self._child_models: list[Any] = []
+        self._labels: dict[str, str] | None = None  # the root's continuable children by label (_child_labelled)
+        self._labels_stamp: tuple[int, int] = (0, 0)
+        self._tool_calls = 0
 
     def _register_providers(self, providers: Mapping[str, Any] | None) -> None:
         """``providers={"name": provider}``: each registered under its key (``spawn``/``fork`` are built in)."""
@@ -439,7 +558,7 @@ class AsyncHub:
         else:
             new_id = root_id or ("root" if self._ids.mode == "sequential" else self._ids.agent())
             session = store.create(SessionHeader(new_id, time.time(), origin=ROOT_ORIGIN))
-        return self.runtime.create_agent(session, label=None, depth=0, parent=None, mode="root",
+        return self._runtime.create_agent(session, label=None, depth=0, parent=None, mode="root",
                                          conversation=conversation_of(session.events),
                                          turns=last_turn_number(session.events), limits=limits,
                                          max_tokens=max_tokens)
@@ -463,16 +582,41 @@ class AsyncHub:
     @property
     def model(self) -> Any:
         """The root's model (the one children use unless given their own)."""
-        return self.runtime.model
+        return self._runtime.model
+
+    @property
+    def config(self) -> HubConfig:
+        """The checked configuration this hub was built from."""
+        return self._config
+
+    @property
+    def view(self) -> HubView:
+        """Plain reads of the hub's state for code on the hub's loop thread (:class:`HubView`)."""
+        return self._view
+
+    @property
+    def activity(self) -> Activity:
+        """What runs right now (:class:`Activity`); readable from any thread without waiting."""
+        return self._view.activity()
+
+    # -- internals under their old public names: one release with a DeprecationWarning --------------
+
+    @property
+    def runtime(self) -> Runtime:
+        """Deprecated: the engine's runtime is internal (use the hub's methods, ``hub.view`` and the events)."""
+        _deprecated("runtime", "the hub's methods, hub.view and hub.astream()")
+        return self._runtime
 
     @property
     def job_registry(self) -> JobRegistry:
-        """The engine's jobs (the notebook layer reads them for progress lines and the tree's Kill)."""
+        """Deprecated: the engine's job registry is internal (use ``hub.jobs()``, ``hub.job(id)``, ``hub.kill_job``)."""
+        _deprecated("job_registry", "hub.jobs(), hub.job(job_id) and hub.kill_job(job_id)")
         return self._jobs
 
     @property
-    def store(self) -> Any:
-        """The hub's session store (in-memory or JSONL)."""
+    def store(self) -> SessionStore:
+        """Deprecated: the session store is internal (``hub.config.store`` is what was passed)."""
+        _deprecated("store", "hub.transcript(), hub.agents() and hub.config.store")
         return self._store
 
     def _check_open(self) -> None:
@@ -489,10 +633,10 @@ class AsyncHub:
         async with self._mcp_lock:
             if self._mcp_ready:
                 return
-            for tool in await self._mcp.tools(self.runtime.mcp_servers, self.runtime.tools.names()):
-                self.runtime.tools.add(tool)
+            for tool in await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names()):
+                self._runtime.tools.add(tool)
             root = self._root  # made before the tools were known: it sees them from now on
-            root.tools, root.tool_specs, root.system = self.runtime.compose(None)
+            root.tools, root.tool_specs, root.system = self._runtime.compose(None)
             self._mcp_ready = True
 
     @staticmethod
@@ -509,7 +653,7 @@ class AsyncHub:
     async def _child_tools(self, servers: tuple) -> tuple[tuple, tuple]:
         """The tools of a child's own MCP servers (started on first use, one session per server object;
         named beside the hub's tools), and the servers (what an external child is handed)."""
-        return tuple(await self._mcp.tools(servers, self.runtime.tools.names())), servers
+        return tuple(await self._mcp.tools(servers, self._runtime.tools.names())), servers
 
     # -- running work --------------------------------------------------------------------------
 
@@ -541,7 +685,7 @@ class AsyncHub:
             self._child_models.append(model)  # closed with the hub (their HTTP pools)
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
-        limits = self.runtime.limits.for_child(**budgets)
+        limits = self._runtime.limits.for_child(**budgets)
         if limits is not None:
             options["limits"] = limits
         return StartRequest(prompt=prompt, parent=self._root, label=label or _default_label(prompt),
@@ -601,9 +745,20 @@ class AsyncHub:
                     turn_timeout: float | None = None, tools: Sequence[MCPServer] = ()) -> AsyncChild:
         """A continuable child; returns as soon as its first message is accepted (budgets as in
         :meth:`spawn`; they hold for every turn of the child; ``tools`` as in :meth:`spawn`, kept for the
-        child's later turns in this process)."""
+        child's later turns in this process).
+
+        Re-running a cell or a script is safe: an explicit ``label`` names one continuable child of the
+        root. When the root already has one with this label (``running``, ``idle`` or ``ready``, also one
+        stored by an earlier session in a ``store=`` directory), ``start`` returns that child (its
+        ``reused`` is True) instead of starting a second one and does not send ``prompt``. Pass another
+        label (or none) for a second child."""
         self._check_open()
+        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         servers = self._child_servers(tools, "tools")
+        if label is not None:
+            existing = self._child_labelled(label)
+            if existing is not None:
+                return AsyncChild(self, existing, label, reused=True)
         await self._mounted()
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
@@ -611,9 +766,26 @@ class AsyncHub:
         if servers:
             request.tools, request.mcp_servers = await self._child_tools(servers)
         child_id, _ = await self._service.start_continuable(provider, request)
+        if self._labels is not None:
+            self._labels.setdefault(request.label, child_id)
         return AsyncChild(self, child_id, request.label)
 
-    def child(self, child_id: str) -> AsyncChild:
+    def _child_labelled(self, label: str) -> str | None:
+        """The id of the root's first continuable child labelled ``label`` (live or stored), or None.
+
+        The root's children by label are listed once and then kept: this hub's own ``start`` calls add
+        theirs; the listing is read again only when someone else may have started one (the root's model
+        during a turn, or ``call_tool``), so N labelled starts cost N lookups, not N listings."""
+        stamp = (self._root.turns, self._tool_calls)
+        if self._labels is None or stamp != self._labels_stamp or self._root.status == "running":
+            labels: dict[str, str] = {}
+            for entry in self._service.list_children(self._root.id):
+                if entry.kind == "child" and entry.label:
+                    labels.setdefault(entry.label, entry.id)
+            self._labels, self._labels_stamp = labels, stamp
+        return self._labels.get(label)
+
+    async def child(self, child_id: "str | AsyncChild") -> AsyncChild:
         """A handle on an existing continuable child (for example after a restart)."""
         self._check_open()
         child_id = agent_id_of(child_id, "child_id")
@@ -622,7 +794,7 @@ class AsyncHub:
                 return AsyncChild(self, child_id, entry.label or "")
         raise UsageError(f'no continuable child "{child_id}" below this hub\'s root')
 
-    def job(self, job_id: str) -> AsyncJob:
+    async def job(self, job_id: str) -> AsyncJob:
         """A handle on one of the root's background jobs (``subagent-N``), also those its model started."""
         self._check_open()
         check_text(job_id, "job_id")
@@ -636,21 +808,40 @@ class AsyncHub:
         await self._mounted()
         return await self._service.followup(self._root, agent_id, message, USER_SOURCE)
 
-    def interrupt(self, agent_id: "str | AsyncChild") -> None:
-        """Abort the child's turn in progress (its queued messages still run); a no-op when it is not running."""
+    async def interrupt(self, agent_id: "str | AsyncChild") -> None:
+        """Stop only the agent's current turn; its queued messages wait for the next ``send``."""
         self._check_open()
         agent_id = agent_id_of(agent_id)
         self._service.interrupt(agent_id, self._root)
 
-    def kill(self, agent_id: "str | AsyncChild") -> bool:
+    async def kill(self, agent_id: "str | AsyncChild") -> bool:
         """Stop a continuable child for good: its turn aborts, its queued messages are dropped and it
         settles (``ready``: a later ``send`` still resumes it). Its parent is told it was stopped. False
         when it was not running (an accepted no-op, like ``interrupt``)."""
         self._check_open()
         return self._service.kill(agent_id_of(agent_id), self._root)
 
+    async def kill_job(self, job_id: str, reason: str | None = None) -> str:
+        """Ask any background job of the tree to stop, also one a descendant's model started (the
+        notebook user owns the whole tree: this acts as the job's owner, as the tree's Kill button
+        does); the line the ``job_kill`` tool would return. An unknown id is a UsageError."""
+        self._check_open()
+        check_text(job_id, "job_id")
+        if reason is not None and not isinstance(reason, str):
+            raise UsageError(f"reason must be a string or None, got {type(reason).__name__}")
+        job = self._jobs.jobs.get(job_id)
+        if job is None:
+            raise UsageError(f"{job_id} is not a job")
+        if self._jobs.kill(job_id, job.owner, reason) == "requested":
+            return job_texts.kill_requested(job_id)
+        return job_texts.kill_already_finished(job_id, job.status, job.detail)
+
     async def wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
-        """Wait up to ``timeout`` seconds until the child is settled; the closing text of its last activation (None if none)."""
+        """Deprecated: ``await hub.child(child_id)`` then ``await kid.wait(timeout)`` (the sync twin's way)."""
+        _deprecated("wait_settled", "(await hub.child(child_id)).wait(timeout)")
+        return await self._wait_settled(child_id, timeout)
+
+    async def _wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
         child_id = agent_id_of(child_id)
         timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -664,7 +855,7 @@ class AsyncHub:
     def _closing_text(self, child_id: str) -> str | None:
         if child_id in self._service.closing:  # the last activation settled in this process
             return self._service.closing[child_id]
-        agent = self.runtime.agents.get(child_id)
+        agent = self._runtime.agents.get(child_id)
         try:
             session = agent.session if agent is not None else self._store.open(child_id)
         except Exception:
@@ -676,7 +867,7 @@ class AsyncHub:
                     return text_of(content) or None
         return None
 
-    def list_agents(self, scope: str = "children") -> AgentListing:
+    async def list_agents(self, scope: str = "children") -> AgentListing:
         """The root's continuable children; ``str()`` is exactly the ``list_agents`` tool text."""
         self._check_open()
         if scope == "children":
@@ -690,12 +881,18 @@ class AsyncHub:
         self._check_open()
         check_text(name, "name")
         await self._mounted()
-        ctx = ToolContext(self._root, self.runtime, self._ids.call(), by_user=True)
+        self._tool_calls += 1  # a delegation tool may start a child of the root (see _child_labelled)
+        ctx = ToolContext(self._root, self._runtime, self._ids.call(), by_user=True)
         return await dispatch(self._root.tools.get, ctx, name, arguments)
 
     # -- the event stream ------------------------------------------------------------------------
 
     def event_filter(self, agent: Any = None, kinds: Any = None) -> SubtreeFilter:
+        """Deprecated: the filter is internal (``astream(agent, kinds=...)`` applies it)."""
+        _deprecated("event_filter", "hub.astream(agent, kinds=...)")
+        return self._event_filter(agent, kinds)
+
+    def _event_filter(self, agent: Any = None, kinds: Any = None) -> SubtreeFilter:
         """The filter ``astream``/``stream`` apply: ``agent`` (an id or a Child/Job handle) and its
         descendants, and only ``kinds`` (``"turn/end"``, ``"tool/call"``… see ``toh_nb.core.events``)."""
         root = agent_id_of(agent) if agent is not None else None
@@ -706,7 +903,7 @@ class AsyncHub:
             raise UsageError("kinds must be a list of event kind strings, e.g. ['turn/end', 'subagent/end']")
         members: list[str] = []
         if root is not None:
-            for agent_obj in self.runtime.agents.values():
+            for agent_obj in self._runtime.agents.values():
                 node = agent_obj.parent
                 while node is not None and node.id != root:
                     node = node.parent
@@ -714,80 +911,98 @@ class AsyncHub:
                     members.append(agent_obj.id)
         return SubtreeFilter(root, members, kinds)
 
-    async def astream(self, agent: Any = None, *, kinds: Any = None, history: bool = False):
+    async def astream(self, agent: Any = None, *, kinds: Any = None, history: bool = False,
+                      timeout: float | None = None) -> AsyncIterator[HubEvent]:
         """``async for ev in hub.astream(...)``: typed events as they happen, until the hub closes.
 
         ``agent`` keeps one agent's subtree (like LangGraph's ``subgraphs=True``), ``kinds`` some kinds
-        only; ``history=True`` first replays the recorded lifecycle events. Nothing is dropped: events
-        wait in the iterator's queue until read."""
+        only; ``history=True`` first replays the recorded lifecycle events; ``timeout`` ends the stream
+        after that many seconds without an event. Nothing is dropped: events wait in the iterator's
+        queue until read."""
+        async for batch in self._event_batches(agent, kinds, history, timeout):
+            for event in batch:
+                yield event
+
+    async def _event_batches(self, agent: Any, kinds: Any, history: bool,
+                             timeout: float | None) -> AsyncIterator[list[HubEvent]]:
+        """``astream``'s events, as lists of every event waiting at each step (the sync ``stream`` reads
+        one list per call onto the loop, not one event). Ends after the closing event or ``timeout``."""
         self._check_open()
         check_flag(history, "history")
-        keep = self.event_filter(agent, kinds)
+        timeout = check_timeout(timeout)
+        keep = self._event_filter(agent, kinds)
         queue: asyncio.Queue = asyncio.Queue()
-        unsubscribe = self.runtime.bus.subscribe(lambda event: queue.put_nowait(event) if keep(event) else None)
+        bus = self._runtime.bus
+        unsubscribe = bus.subscribe(lambda event: queue.put_nowait(event) if keep(event) else None)
         try:
             if history:
-                for event in list(self.runtime.bus.history):
-                    if keep(event):
-                        yield event
+                backlog = [event for event in list(bus.history) if keep(event)]
+                if backlog:
+                    yield backlog
             while True:
-                event = await queue.get()
-                yield event
-                if isinstance(event, HubClosed):
+                try:
+                    batch = [await asyncio.wait_for(queue.get(), timeout)]
+                except asyncio.TimeoutError:
                     return
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                closed = next((i for i, event in enumerate(batch) if isinstance(event, HubClosed)), None)
+                if closed is not None:
+                    yield batch[:closed + 1]
+                    return
+                yield batch
         finally:
             unsubscribe()
+
+    # -- permission requests of external agents (``AcpAgent(permissions="ask")``) ---------------------
+
+    async def pending_permissions(self, agent: Any = None) -> list[dict]:
+        """The permission requests waiting for an answer, oldest first: each ``{"id", "agent", "title",
+        "kind", "tool_call_id"}`` (``agent``: only those of that agent). Each was announced on the event
+        stream as a :class:`~toh_nb.core.events.PermissionAsked`."""
+        self._check_open()
+        return self.view.pending_permissions(None if agent is None else [agent_id_of(agent)])
+
+    async def answer_permission(self, ask_id: str, allowed: bool) -> str:
+        """Allow (``True``) or deny (``False``) a pending permission request (an ``id`` from
+        :meth:`pending_permissions` or a ``PermissionAsked`` event); the line the tree shows
+        (``allowed: Write out.txt (agent-1)``). The agent's turn goes on; a
+        :class:`~toh_nb.core.events.PermissionAnswered` event follows. An ask already answered, timed
+        out or cancelled is a UsageError."""
+        self._check_open()
+        return self._view.answer_permission(ask_id, allowed)
 
     # -- tables: plain rows (lists of dicts) of the engine's state; ``tn.Hub`` shows them as DataFrames
     #    (``toh_nb.notebook.tables`` turns rows into frames; this module never imports pandas) --------
 
-    def jobs(self) -> list[dict]:
+    async def jobs(self) -> list[dict]:
         """One row per background job: id, label, status, detail, owner, started, finished, elapsed_s."""
         return job_rows(self._jobs)
 
-    def agents(self, columns: "str | list[str] | None" = None) -> list[dict]:
+    async def agents(self, columns: "str | list[str] | None" = None) -> list[dict]:
         """One row per agent of the tree (root first, pre-order): ids, depth, label, mode, status, turns,
         tokens (own, subtree, budget, left), cost, started, elapsed_s, stop_reason, abandoned_tools (sync
         tool or model calls of the agent whose turn ended while their thread still runs: ``toh_nb.core.threads``).
         ``columns``: None or ``"all"`` (every column), or a list of column names (only those)."""
-        chosen_columns("hub.agents()", AGENT_COLUMNS, columns)  # a wrong choice fails before any work
-        rows = self._costs.fill(agent_rows(self.runtime, self._root.id), self.runtime)
-        return select_columns("hub.agents()", rows, AGENT_COLUMNS, columns)
+        return self._view.agents(columns)
 
-    def transcript(self, agent_id: "str | AsyncChild", raw: bool = False,
-                   columns: "str | list[str] | None" = None) -> list[dict]:
+    async def transcript(self, agent_id: "str | AsyncChild", raw: bool = False,
+                         columns: "str | list[str] | None" = None) -> list[dict]:
         """The agent's conversation, one row per message, tool call or turn end
         (:data:`toh_nb.conversation.CONVERSATION_COLUMNS`: turn, role, source, tool, arguments, text,
         is_error, input_tokens, output_tokens, elapsed_s; see :mod:`toh_nb.conversation`).
         ``raw=True``: the log itself, one row per event (turn, kind, role, source, text, tool, is_error).
         ``columns``: None or ``"all"`` (every column), or a list of column names (only those)."""
-        check_flag(raw, "raw")
-        table, names = ("hub.transcript(raw=True)", TRANSCRIPT_COLUMNS) if raw else ("hub.transcript()",
-                                                                                   CONVERSATION_COLUMNS)
-        chosen_columns(table, names, columns)
-        session = self._session_of(agent_id)
-        rows = transcript_rows(session) if raw else conversation_rows(session)
-        return select_columns(table, rows, names, columns)
+        return self._view.transcript(agent_id_of(agent_id), raw=raw, columns=columns)
 
-    def activations(self, agent_id: "str | AsyncChild") -> list[dict]:
+    async def activations(self, agent_id: "str | AsyncChild") -> list[dict]:
         """When the agent worked: one entry per turn (start, end, how it ended, tokens) with its model and
         tool calls as timed spans (:func:`toh_nb.activations.activation_rows`; what the tree's waterfall draws)."""
-        agent_id = agent_id_of(agent_id)
-        live = self.runtime.agents.get(agent_id)
-        return activation_rows(self._session_of(agent_id), live=live is not None)
+        return self._view.activations(agent_id_of(agent_id))
 
-    def _session_of(self, agent_id: "str | AsyncChild") -> Any:
-        """The agent's log: in memory while it lives, else read from the store."""
-        agent_id = agent_id_of(agent_id)
-        agent = self.runtime.agents.get(agent_id)
-        try:  # a log that exists but cannot be read raises the store's StoreError, naming what is wrong
-            return agent.session if agent is not None else self._store.open(agent_id)
-        except KeyError:
-            raise UsageError(f'unknown agent "{agent_id}"') from None
-
-    def events(self) -> list[dict]:
+    async def events(self) -> list[dict]:
         """The recorded lifecycle events (children, jobs, interrupts, problems), oldest first."""
-        return event_rows(self.runtime.bus)
+        return event_rows(self._runtime.bus)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -798,15 +1013,15 @@ class AsyncHub:
         self._closed = True
         await self._service.close()
         await self._jobs.close()
-        for agent in list(self.runtime.agents.values()):
+        for agent in list(self._runtime.agents.values()):
             await agent.dispose()
-            self.runtime.unregister(agent)
+            self._runtime.unregister(agent)
         await self._service.close_providers()
         await self._mcp.close()  # every agent is gone: no call is in flight; no server process is left
-        self.runtime.closed = True
-        self.runtime.bus.publish(HubClosed(agent_id=self._root.id, depth=0))
+        self._runtime.closed = True
+        self._runtime.bus.publish(HubClosed(agent_id=self._root.id, depth=0))
         self._store.close()
-        models = [self.runtime.model]
+        models = [self._runtime.model]
         for model in self._child_models:
             if all(model is not seen for seen in models):
                 models.append(model)
@@ -816,7 +1031,7 @@ class AsyncHub:
                 try:
                     await aclose()
                 except Exception as error:
-                    self.runtime.bus.problem("hub", f"closing model {type(model).__name__} failed: {error}")
+                    self._runtime.bus.problem("hub", f"closing model {type(model).__name__} failed: {error}")
 
     async def __aenter__(self) -> "AsyncHub":
         return self

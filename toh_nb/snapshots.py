@@ -61,13 +61,17 @@ def select_columns(table: str, rows: list[dict], columns: list[str], choice: obj
     return rows if names is None else [{name: row.get(name) for name in names} for row in rows]
 
 
-def job_rows(jobs: Any) -> list[dict]:
+def job_rows(jobs: Any, child_ids: bool = False) -> list[dict]:
+    """One row per background job (JOB_COLUMNS); ``child_ids=True`` adds each job's ``child_id``."""
     now = time.time()
     rows = []
-    for job in jobs.jobs.values():
-        rows.append({"id": job.id, "label": job.label, "status": job.status, "detail": job.detail,
-                     "owner": job.owner_id, "started": job.started, "finished": job.finished,
-                     "elapsed_s": (job.finished or now) - job.started})
+    for job in list(jobs.jobs.values()):
+        row = {"id": job.id, "label": job.label, "status": job.status, "detail": job.detail,
+               "owner": job.owner_id, "started": job.started, "finished": job.finished,
+               "elapsed_s": (job.finished or now) - job.started}
+        if child_ids:
+            row["child_id"] = job.child_id
+        rows.append(row)
     return rows
 
 
@@ -78,7 +82,7 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
     store = runtime.store
     # a store that keeps what it read of each stored log answers without parsing it again: the live
     # tree refreshes this table up to ten times a second
-    summary_of = getattr(store, "summary", None) or (lambda agent_id: summarize(store.open(agent_id)))
+    summary_of = store.summary
     now = time.time()
     #: sync calls whose turn ended while their thread still runs, per agent (toh_nb.core.threads)
     abandoned = runtime.user_threads.abandoned_by_owner()

@@ -25,12 +25,12 @@ def test_acp_prompts_under_a_budget_run_together_and_reserve_nothing(tmp_path):
             kids = [await hub.start(f"SLOW {n}", label=n, provider="coder") for n in ("one", "two")]
 
             def working(kid):
-                return any(r["kind"] == "external/agent_message_chunk" for r in hub.transcript(kid.id, raw=True))
+                return any(r["kind"] == "external/agent_message_chunk" for r in hub.view.transcript(kid.id, raw=True))
 
             await until(lambda: all(working(kid) for kid in kids), "both prompts to run at once", 20)
             reserved = root.reserved_tokens
             for kid in kids:
-                kid.interrupt()
+                await kid.interrupt()
             for kid in kids:
                 await kid.wait(timeout=20)
             root.subtree_tokens = 1000  # spent, as by another child

@@ -73,7 +73,7 @@ def test_workspace_refuses_relative_traversal_and_symlinks_out(tmp_path):
 
 
 def permission_rows(h, agent_id):
-    return [json.loads(r["text"]) for r in h.transcript(agent_id, raw=True) if r["kind"] == "external/permission"]
+    return [json.loads(r["text"]) for r in h.view.transcript(agent_id, raw=True) if r["kind"] == "external/permission"]
 
 
 @pytest.mark.slow
@@ -121,7 +121,7 @@ def test_file_requests_are_served_only_inside_the_workspace(tmp_path):
             texts = [(await h.spawn(prompt, provider="coder")).text for prompt in (
                 f"READ {work / 'notes.txt'}", f"READ {work / '..' / 'secret.txt'}", f"READ {work / 'escape'}",
                 f"WRITE {work / '..' / 'pwned.txt'} x", f"WRITE {work / 'escape'} x")]
-            fs = [json.loads(r["text"]) for r in h.transcript("agent-2", raw=True) if r["kind"] == "external/fs"]
+            fs = [json.loads(r["text"]) for r in await h.transcript("agent-2", raw=True) if r["kind"] == "external/fs"]
             return texts, fs
 
     texts, fs = asyncio.run(main())

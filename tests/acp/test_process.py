@@ -84,7 +84,7 @@ def test_a_turn_timeout_with_a_setsid_helper_holding_stdout_ends_the_turn_not_th
         async def main():
             agents = providers()
             async with tn.AsyncHub(ids="sequential", providers=agents, turn_timeout=2) as h:
-                return await h.spawn("HANG-HELD", provider="coder"), h.transcript("agent-1", raw=True), agents
+                return await h.spawn("HANG-HELD", provider="coder"), await h.transcript("agent-1", raw=True), agents
 
         result, transcript, agents = asyncio.run(main())
     assert result.stop_reason == "max-time"
@@ -106,7 +106,7 @@ SCRIPT = textwrap.dedent("""
         pids = (await kid.wait(timeout=60)).split()
         await h.send(kid.id, "SLOW")
         while not any(r["kind"] == "external/agent_message_chunk" and "working" in r["text"]
-                      for r in h.transcript(kid.id, raw=True)):
+                      for r in await h.transcript(kid.id, raw=True)):
             await asyncio.sleep(0.01)
         print(" ".join(pids + [str(agent.links[-1].pids[0]), str(agent.links[-1].process.launcher_pid)]), flush=True)
         await asyncio.Event().wait()

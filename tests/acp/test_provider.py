@@ -25,7 +25,7 @@ def hub(tmp_path, agent=None, **kwargs):
 
 
 def kinds(hub, agent_id):
-    return [row["kind"] for row in hub.transcript(agent_id, raw=True)]
+    return [row["kind"] for row in hub.view.transcript(agent_id, raw=True)]
 
 
 def test_one_shot_answers_records_the_stream_and_leaves_no_process(tmp_path):
@@ -41,7 +41,7 @@ def test_one_shot_answers_records_the_stream_and_leaves_no_process(tmp_path):
                 "subagent/descriptor", "turn/start", "user/message", "external/session", "external/tool_call",
                 "external/tool_call_update", "external/agent_message_chunk", "external/agent_message_chunk",
                 "assistant/message", "turn/end"]
-            session = next(r for r in h.transcript("agent-1", raw=True) if r["kind"] == "external/session")
+            session = next(r for r in await h.transcript("agent-1", raw=True) if r["kind"] == "external/session")
             assert '"agent": "fake-acp"' in session["text"] and '"load_session": true' in session["text"]
             assert activity == ["session", "tool_call", "tool_call_update", "agent_message_chunk",
                                 "agent_message_chunk"]
@@ -87,7 +87,7 @@ def test_continuable_child_follow_ups_reload_the_same_acp_session(tmp_path):
                         timeout=30)
             # the replay of session/load is not logged a second time
             assert "external/user_message_chunk" not in kinds(h, kid.id)
-            assert str(h.list_agents()) == "agent-1 [ready] \u2014 coder"
+            assert str(await h.list_agents()) == "agent-1 [ready] \u2014 coder"
 
     asyncio.run(main())
 
@@ -104,9 +104,9 @@ def test_resume_after_a_hub_restart(tmp_path):
             assert await kid.wait(timeout=30) == "echo: remember me"
         agent = tn.AcpAgent(fake(), cwd=str(work))
         async with tn.AsyncHub(ids="sequential", store=str(store), providers={"coder": agent}) as h:
-            assert str(h.list_agents()) == "agent-1 [ready] \u2014 coder"
+            assert str(await h.list_agents()) == "agent-1 [ready] \u2014 coder"
             await h.send("agent-1", "HISTORY")
-            assert await h.child("agent-1").wait(timeout=30) == "remember me | HISTORY"
+            assert await (await h.child("agent-1")).wait(timeout=30) == "remember me | HISTORY"
 
     asyncio.run(main())
 
@@ -118,7 +118,7 @@ def test_an_agent_without_load_session_cannot_resume_and_says_why(tmp_path):
             kid = await h.start("once", label="coder", provider="coder")
             assert await kid.wait(timeout=30) == "echo: once"
             # the listing already says why, before anyone tries to send
-            assert str(h.list_agents()) == (f'agent-1 [diagnostic: cannot resume: its ACP agent '
+            assert str(await h.list_agents()) == (f'agent-1 [diagnostic: cannot resume: its ACP agent '
                                             f'`{" ".join(fake("--no-load"))}` does not support session/load]')
             with pytest.raises(tn.SubagentError) as info:
                 await kid.send("again")
@@ -138,9 +138,9 @@ def test_interrupt_mid_answer_cancels_the_acp_turn(tmp_path):
             kid = await h.start("SLOW", label="slow", provider="coder")
             await until(lambda: "external/agent_message_chunk" in kinds(h, kid.id), "the agent to start answering",
                         timeout=30)
-            kid.interrupt()
+            await kid.interrupt()
             await kid.wait(timeout=30)
-            rows = h.transcript(kid.id, raw=True)
+            rows = await h.transcript(kid.id, raw=True)
             assert [r["text"] for r in rows if r["kind"] == "turn/end"] == ["aborted"]
             assert [r["text"] for r in rows if r["kind"] == "external/cancelled"] == ['{"stopReason": "cancelled"}']
             await until(lambda: not alive(agent.links[0].pids[0]), "the process to be disposed", timeout=30)
@@ -155,9 +155,9 @@ def test_an_agent_deaf_to_cancel_is_disposed_and_the_turn_still_ends_aborted(tmp
             kid = await h.start("DEAF", label="deaf", provider="coder")
             await until(lambda: "external/agent_message_chunk" in kinds(h, kid.id), "the agent to answer",
                         timeout=60)
-            kid.interrupt()
+            await kid.interrupt()
             await kid.wait(timeout=30)
-            rows = h.transcript(kid.id, raw=True)
+            rows = await h.transcript(kid.id, raw=True)
             assert [r["text"] for r in rows if r["kind"] == "turn/end"] == ["aborted"]
             assert "external/cancelled" not in kinds(h, kid.id)  # it never acknowledged
             assert not alive(agent.links[0].pids[0])  # disposed before the turn ended
@@ -285,7 +285,7 @@ def test_a_continuable_child_recovers_from_a_crash_by_reloading_its_session(tmp_
         async with h:
             kid = await h.start("CRASH", label="coder", provider="coder")
             await kid.wait(timeout=30)
-            ends = [r["text"] for r in h.transcript(kid.id, raw=True) if r["kind"] == "turn/end"]
+            ends = [r["text"] for r in await h.transcript(kid.id, raw=True) if r["kind"] == "turn/end"]
             assert ends[0].startswith("error: ACP agent `") and ends[0].endswith("out of cheese")
             await kid.send("HISTORY")
             assert await kid.wait(timeout=30) == "CRASH | HISTORY"
@@ -307,9 +307,9 @@ def test_background_children_run_as_jobs_and_job_kill_cancels_the_acp_turn(tmp_p
             await until(lambda: len(agent.links) == 2 and agent.links[1].session_id is not None
                         and "external/agent_message_chunk" in kinds(h, "agent-2"), "the slow job to answer",
                         timeout=30)
-            slow.kill()
+            await slow.kill()
             await slow.output(wait=True, timeout=30)
-            assert [r["text"] for r in h.transcript("agent-2", raw=True) if r["kind"] == "turn/end"] == ["aborted"]
+            assert [r["text"] for r in await h.transcript("agent-2", raw=True) if r["kind"] == "turn/end"] == ["aborted"]
             # the child was disposed with its job, so the agent's acknowledgement reaches only the event stream
             assert ("agent-2", "cancelled", {"stopReason": "cancelled"}) in activity
             await until(lambda: not alive(agent.links[1].pids[0]), "the killed job's process to go", timeout=30)
@@ -329,7 +329,7 @@ def test_a_message_the_agent_never_got_is_sent_with_the_next_one(tmp_path):
             await until(lambda: agent.links and agent.links[0].pids, "the hanging agent to start", timeout=30)
             agent.links[0].command, agent.links[0].timeout = fake(), 60  # the next start of this activation works
             await kid.wait(timeout=30)
-            same = [r["text"] for r in h.transcript(kid.id, raw=True) if r["kind"] in ("turn/end", "assistant/message")]
+            same = [r["text"] for r in await h.transcript(kid.id, raw=True) if r["kind"] in ("turn/end", "assistant/message")]
             agent.command = ["/nonexistent/agent-bin"]
             later = await h.start("third", label="later", provider="coder")
             await later.wait(timeout=30)

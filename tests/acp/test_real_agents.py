@@ -40,11 +40,11 @@ needs_opencode = pytest.mark.skipif(OPENCODE is None, reason="opencode not insta
 
 
 def kinds(hub, agent_id):
-    return [row["kind"] for row in hub.transcript(agent_id, raw=True)]
+    return [row["kind"] for row in hub.view.transcript(agent_id, raw=True)]
 
 
 def sessions(hub, agent_id):
-    return [json.loads(r["text"]) for r in hub.transcript(agent_id, raw=True) if r["kind"] == "external/session"]
+    return [json.loads(r["text"]) for r in hub.view.transcript(agent_id, raw=True) if r["kind"] == "external/session"]
 
 
 # -- fast-agent --------------------------------------------------------------------------------------
@@ -70,9 +70,9 @@ def test_fast_agent_one_shot_continuable_and_cancel(tmp_path):
             assert first["agent"] == "fast-agent-acp" and first["load_session"] is True
             slow = await h.start("take your time", label="slow", provider="slow")
             await until(lambda: "external/session" in kinds(h, slow.id), "the slow agent's session", timeout=60)
-            slow.interrupt()
+            await slow.interrupt()
             await slow.wait(timeout=60)
-            rows = h.transcript(slow.id, raw=True)
+            rows = await h.transcript(slow.id, raw=True)
             assert [r["text"] for r in rows if r["kind"] == "turn/end"] == ["aborted"]
             assert [r["text"] for r in rows if r["kind"] == "external/cancelled"] == ['{"stopReason": "cancelled"}']
             pids = [pid for agent in agents.values() for link in agent.links for pid in link.pids]
@@ -91,9 +91,9 @@ def test_fast_agent_child_resumes_after_a_hub_restart(tmp_path):
             kid = await h.start("before the restart", label="coder", provider="fa")
             assert await kid.wait(timeout=60) == "before the restart"
         async with tn.AsyncHub(ids="sequential", store=str(store), providers={"fa": fast_agent(work)}) as h:
-            assert str(h.list_agents()) == "agent-1 [ready] \u2014 coder"
+            assert str(await h.list_agents()) == "agent-1 [ready] \u2014 coder"
             await h.send("agent-1", "after the restart")
-            assert await h.child("agent-1").wait(timeout=60) == "after the restart"
+            assert await (await h.child("agent-1")).wait(timeout=60) == "after the restart"
             first, second = sessions(h, "agent-1")
             assert first["session_id"] == second["session_id"]
 
@@ -175,9 +175,9 @@ def test_opencode_one_shot_follow_up_and_cancel(chat, tmp_path):
             slow = await h.start("SLOW please", label="slow", provider="oc")
             await until(lambda: "external/agent_message_chunk" in kinds(h, slow.id), "opencode to start answering",
                         timeout=60)
-            slow.interrupt()
+            await slow.interrupt()
             await slow.wait(timeout=60)
-            rows = h.transcript(slow.id, raw=True)
+            rows = await h.transcript(slow.id, raw=True)
             assert [r["text"] for r in rows if r["kind"] == "turn/end"] == ["aborted"]
             assert [r["text"] for r in rows if r["kind"] == "external/cancelled"] == ['{"stopReason": "cancelled"}']
             pids = [pid for link in agent.links for pid in link.pids]
@@ -199,9 +199,9 @@ def test_opencode_permission_granted_and_refused(chat, tmp_path):
                                     provider="deny")
             granted = await h.spawn("RUNTOOL write " + json.dumps({"filePath": str(granted_file), "content": "yes"}),
                                     provider="edit")
-            permissions = [[json.loads(r["text"]) for r in h.transcript(agent_id, raw=True)
+            permissions = [[json.loads(r["text"]) for r in await h.transcript(agent_id, raw=True)
                             if r["kind"] == "external/permission"] for agent_id in ("agent-1", "agent-2")]
-            tools = [r for r in h.transcript("agent-2", raw=True) if r["kind"] == "external/tool_call"]
+            tools = [r for r in await h.transcript("agent-2", raw=True) if r["kind"] == "external/tool_call"]
             return refused, granted, permissions, tools
 
     refused, granted, (denied, allowed), tools = asyncio.run(main())

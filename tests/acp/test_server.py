@@ -111,7 +111,7 @@ def test_a_toh_nb_hub_delegates_to_a_toh_nb_agent_over_acp(tmp_path):
         agent = tn.AcpAgent([*SERVER, "--store", str(tmp_path / "served")], cwd=str(tmp_path))
         async with tn.AsyncHub(ids="sequential", providers={"toh": agent}) as hub:
             result = await hub.spawn("Plan a garden", provider="toh")
-            calls = [json.loads(r["text"])["title"] for r in hub.transcript(result.agent_id, raw=True)
+            calls = [json.loads(r["text"])["title"] for r in await hub.transcript(result.agent_id, raw=True)
                      if r["kind"] == "external/tool_call"]
             return result, calls, agent.links[0].pids
 

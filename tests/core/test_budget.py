@@ -105,7 +105,7 @@ def test_root_token_budget_stops_the_turn_before_the_call_that_would_exceed_it()
         async with tn.AsyncHub(tn.FunctionModel(model), token_budget=100) as hub:
             result = await hub.run("go")
             assert _results_answer_every_call(hub.root_agent.session)
-            rows = hub.agents()
+            rows = await hub.agents()
             return result, rows
 
     result, rows = asyncio.run(main())
@@ -130,7 +130,7 @@ def test_a_grandchild_spends_its_ancestors_budget():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=200) as hub:
             result = await hub.run("go")
-            rows = {r["id"]: r for r in hub.agents()}
+            rows = {r["id"]: r for r in await hub.agents()}
             return result, rows, seen_by_model(hub.runtime.store.open("agent-1"))
 
     result, rows, child_seen = asyncio.run(main())
@@ -153,7 +153,7 @@ def test_a_child_budget_covers_its_own_subtree_only():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             capped = await hub.spawn("work", label="capped", token_budget=25)
             free = await hub.spawn("work", label="free")
-            rows = {r["id"]: r for r in hub.agents()}
+            rows = {r["id"]: r for r in await hub.agents()}
             return capped, free, rows
 
     capped, free, rows = asyncio.run(main())
@@ -238,7 +238,7 @@ def test_bad_per_child_budget_is_refused_and_nothing_starts():
                 await hub.start("x", label="x", max_steps=False)
             with pytest.raises(tn.UsageError, match="agent_options takes only"):
                 tn.AsyncHub(delegation_tools=[{"agent_options": {"budget": 1}}])
-            return str(hub.list_agents()), hub.agents()
+            return str(await hub.list_agents()), await hub.agents()
 
     listing, rows = asyncio.run(main())
     assert listing == "(no subagents)" and [r["id"] for r in rows] == ["root"]
@@ -306,7 +306,7 @@ def test_fifty_parallel_children_cannot_overshoot_the_roots_budget():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=1000,
                                max_parallel_tool_calls=50) as hub:
             result = await hub.run("go")
-            return result, hub.root_agent, hub.agents(), results_of(hub.root_agent.session)
+            return result, hub.root_agent, await hub.agents(), results_of(hub.root_agent.session)
 
     result, root, rows, results = asyncio.run(main())
     # no max_tokens anywhere: each call reserves what is left, so they run one at a time
@@ -447,9 +447,9 @@ def test_an_interrupted_call_releases_its_reservation_and_the_waiting_call_runs(
             waiter = await hub.start("next", label="waiter")
             await until(lambda: root.budget_waiters, "the waiter to wait for room")
             assert model.calls == ["hold"]
-            holder.interrupt()
+            await holder.interrupt()
             assert await waiter.wait(timeout=5) == "answered next"
-            rows = {r["id"]: r for r in hub.agents()}
+            rows = {r["id"]: r for r in await hub.agents()}
             return held, root, rows, model
 
     held, root, rows, model = asyncio.run(main())

@@ -92,7 +92,7 @@ def test_history_is_bounded_and_only_lifecycle_events_are_kept():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential", history=5) as hub:
             for n in range(6):
                 await hub.spawn(f"task {n}", label=f"t{n}")
-            return list(hub.runtime.bus.history), hub.events()
+            return list(hub.runtime.bus.history), await hub.events()
 
     history, rows = asyncio.run(main())
     assert len(history) == 5 and all(e.lifecycle for e in history)
@@ -232,7 +232,7 @@ def test_a_hubs_history_lists_its_childrens_lifecycle_in_order():
             children = [await hub.start(f"task {n}", label=f"t{n}") for n in range(3)]
             for child in children:
                 await child.wait()
-            return list(hub.runtime.bus.history), hub.events()
+            return list(hub.runtime.bus.history), await hub.events()
 
     history, rows = asyncio.run(main())
     # the starts in start order, then the ends: their order is the order the sync model's threads finish in

@@ -1,4 +1,6 @@
-"""The hub's GC policy: frozen survivors of full collections while a hub is open, bounded dead cycles.
+"""The hub's GC policy, opt-in (``gc=True``, or the process's ``set_enabled(True)``): frozen survivors of
+full collections while such a hub is open, bounded dead cycles; a hub that did not ask leaves the
+process's collector alone.
 
 Each test leaves the process as it found it (no hold, nothing frozen, automatic collection on). The
 automatic collector is paused during each test so that only the test's own ``gc.collect()`` calls run
@@ -32,13 +34,64 @@ def clean_policy(monkeypatch):
         yield monkeypatch
     finally:
         gc.enable()
-        gc_policy.set_enabled(True)
+        gc_policy.set_enabled(False)  # the default: off unless a hub or the program asks
         gc.unfreeze()
     assert not gc_policy.active()
 
 
-def open_hub() -> tn.AsyncHub:
-    return tn.AsyncHub(tn.FunctionModel(lambda request: "ok"), ids="sequential")
+def open_hub(gc: bool | None = True) -> tn.AsyncHub:
+    return tn.AsyncHub(tn.FunctionModel(lambda request: "ok"), ids="sequential", gc=gc)
+
+
+def test_a_hub_that_did_not_ask_leaves_the_collector_alone(clean_policy):
+    clean_policy.setattr(gc_policy, "ENGAGE", 0)  # would engage at the first full collection
+    callbacks = list(gc.callbacks)
+
+    async def main():
+        for hub in (open_hub(gc=None), open_hub(gc=False)):
+            async with hub:
+                await hub.spawn("work")
+                assert not gc_policy.active() and gc.callbacks == callbacks
+                node = Node()
+                dead = weakref.ref(node)
+                gc.collect()
+                del node
+                gc.collect()
+                assert dead() is None and gc.get_freeze_count() == 0  # the collector's own semantics
+
+    asyncio.run(main())
+    with tn.Hub(ids="sequential") as hub:  # the sync twin too
+        assert not gc_policy.active() and hub.config.gc is None
+
+
+def test_the_sync_hub_opts_in_with_gc_true_and_closing_releases_it():
+    with tn.Hub(ids="sequential", gc=True) as hub:
+        assert gc_policy.active() and hub.config.gc is True
+    assert not gc_policy.active()
+
+
+def test_the_programs_choice_applies_to_hubs_that_do_not_say_and_gc_false_overrides_it():
+    async def main():
+        gc_policy.set_enabled(True)
+        assert gc_policy.enabled()
+        async with open_hub(gc=False):
+            assert not gc_policy.active()
+        async with open_hub(gc=None):
+            assert gc_policy.active()
+        assert not gc_policy.active()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad", ["freeze", 1, 0.0])
+def test_gc_takes_true_false_or_none(bad):
+    with pytest.raises(tn.UsageError) as error:
+        tn.AsyncHub(gc=bad)
+    assert str(error.value) == f"gc must be True, False or None, got {bad!r}"
+    with pytest.raises(tn.UsageError) as error:
+        tn.Hub(gc=bad)
+    assert str(error.value) == f"gc must be True, False or None, got {bad!r}"
+    assert not gc_policy.active()
 
 
 def test_an_open_hub_holds_the_policy_and_closing_it_unfreezes_everything(clean_policy):
@@ -117,13 +170,14 @@ def test_dead_frozen_cycles_are_collected_once_the_heap_doubles(clean_policy):
 
 def test_turned_off_no_runtime_holds_it_and_holds_taken_before_do_not_release_later_ones():
     async def main():
-        first = open_hub()
+        gc_policy.set_enabled(True)
+        first = open_hub(gc=None)
         gc_policy.set_enabled(False)
         assert not gc_policy.active()
-        async with open_hub():
+        async with open_hub(gc=None):
             assert not gc_policy.active()
         gc_policy.set_enabled(True)
-        second = open_hub()
+        second = open_hub(gc=None)
         await first.close()  # its hold predates the switch: it must not end the second hub's
         assert gc_policy.active()
         await second.close()
@@ -137,7 +191,7 @@ def test_a_runtime_dropped_without_closing_releases_its_hold():
     from toh_nb.core.runtime import Runtime
     from toh_nb.store.memory import MemoryStore
 
-    runtime = Runtime(model=None, store=MemoryStore(), ids=IdSource("sequential"))
+    runtime = Runtime(model=None, store=MemoryStore(), ids=IdSource("sequential"), gc=True)
     assert gc_policy.active()
     del runtime
     gc.collect()
@@ -147,8 +201,8 @@ def test_a_runtime_dropped_without_closing_releases_its_hold():
 def test_a_refused_hub_configuration_releases_the_hold_at_once():
     """A configuration refused after the runtime exists (a bad provider entry, a bad SubagentTool) closes
     that runtime: no collection is needed to release the policy (the collector is off here)."""
-    for bad in (lambda: tn.AsyncHub(providers={"ray": "ray"}),
-                lambda: tn.AsyncHub(tools=[tn.SubagentTool(name="deep", max_depth="3")])):
+    for bad in (lambda: tn.AsyncHub(providers={"ray": "ray"}, gc=True),
+                lambda: tn.AsyncHub(tools=[tn.SubagentTool(name="deep", max_depth="3")], gc=True)):
         with pytest.raises(tn.UsageError):
             bad()
         assert not gc_policy.active()

@@ -49,7 +49,7 @@ def test_stuck_sync_tools_leave_the_hub_and_other_hubs_working():
             other_run = await other.run("hi", timeout=20)
             assert (other_run.stop_reason, other_run.text) == ("completed", "other")
             # the abandoned calls are counted on their agents and were announced on the stream
-            rows = hub.agents()
+            rows = await hub.agents()
             stuck_rows = [row for row in rows if row["label"] == "stuck"]
             assert [row["abandoned_tools"] for row in stuck_rows] == [1] * STUCK
             assert next(row for row in rows if row["id"] == hub.root)["abandoned_tools"] == 0
@@ -58,10 +58,10 @@ def test_stuck_sync_tools_leave_the_hub_and_other_hubs_working():
             assert events[-1].name == 'tool "wait_forever"'
             assert events[-1].detail == ('tool "wait_forever" still runs after its turn ended; its thread is left '
                                          f"to finish on its own ({STUCK} abandoned in this hub)")
-            assert [r for r in hub.events() if r["kind"] == "tool/abandoned"][0]["detail"] == events[0].detail
+            assert [r for r in await hub.events() if r["kind"] == "tool/abandoned"][0]["detail"] == events[0].detail
             release.set()
             await _until(lambda: not hub.runtime.user_threads.abandoned())
-            assert [row["abandoned_tools"] for row in hub.agents()] == [0] * (STUCK + 1)
+            assert [row["abandoned_tools"] for row in await hub.agents()] == [0] * (STUCK + 1)
 
     try:
         asyncio.run(main())

@@ -57,7 +57,7 @@ def test_the_model_tool_keeps_the_reference_rule_and_the_root_reads_the_foregrou
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             await hub.run("delegate")
-            job = hub.job("subagent-1")
+            job = await hub.job("subagent-1")
             return await job.output(), await job.result()
 
     output, result = asyncio.run(main())
@@ -104,7 +104,7 @@ def test_a_killed_job_shows_what_its_child_wrote_before_the_kill():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             job = await hub.spawn("go", label="slow", background=True)
             await asyncio.wait_for(started.wait(), 10)
-            assert job.kill() == "requested"
+            assert await job.kill() == "requested"
             return await job.output(wait=True, timeout=10), await job.result(), job.status
 
     text, result, status = asyncio.run(main())

@@ -238,7 +238,7 @@ def test_streamed_turns_without_usage_spend_the_token_budget(server):
     async def main():
         async with tn.AsyncHub(model, ids="sequential", token_budget=50) as hub:
             result = await hub.run("list your jobs")
-            return result, hub.agents()
+            return result, await hub.agents()
 
     result, rows = asyncio.run(main())
     spent = result.usage.input_tokens + result.usage.output_tokens

@@ -255,7 +255,7 @@ def test_small_model_server_recipe_mounts_the_delegation_tool_without_background
         async def main():
             async with AsyncHub(model, ids="sequential", max_tokens=128,
                                 delegation_tools=[tn.SubagentTool(enable_run_in_background=False)]) as hub:
-                return await hub.run("Ask a subagent: add 2+2"), hub.jobs()
+                return await hub.run("Ask a subagent: add 2+2"), await hub.jobs()
 
         result, jobs = asyncio.run(main())
         first = server.bodies[0]

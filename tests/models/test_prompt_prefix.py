@@ -50,14 +50,14 @@ def test_every_agent_extends_its_previous_request_through_notices_reports_and_re
                                background_mode="continuable") as hub:
             await hub.run("start")
             await asyncio.sleep(0.05)
-            await hub.child("agent-1").wait(timeout=5)
+            await (await hub.child("agent-1")).wait(timeout=5)
             await hub.run("next")  # reads the notices the child left
             await hub.send("agent-1", "more please")
-            await hub.child("agent-1").wait(timeout=5)
+            await (await hub.child("agent-1")).wait(timeout=5)
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", store=str(tmp_path),
                                background_mode="continuable") as hub:
             await hub.send("agent-1", "after the restart")  # cold resume from the JSONL log
-            await hub.child("agent-1").wait(timeout=5)
+            await (await hub.child("agent-1")).wait(timeout=5)
             await hub.run("after restart")
 
     asyncio.run(main())

@@ -53,7 +53,7 @@ def test_a_real_transcript_reads_as_a_conversation():
                                "x": ["x says hi"], "y": ["y says hi"]})
     with tn.Hub(script, ids="sequential") as hub:
         hub.run("go")
-        entries = chat_entries(hub.async_hub.transcript(hub.root))
+        entries = chat_entries(hub.async_hub.view.transcript(hub.root))
     calls = entries[2]["calls"]
     assert [(c["result"]) for c in calls] == ["x says hi", "y says hi"]
     assert entries[-1] == {"role": "assistant", "text": "both done", "calls": []}

@@ -100,7 +100,7 @@ def test_a_ray_child_resumes_after_a_hub_restart_on_another_host(ray_cluster, tm
     async def second():
         provider = tn.RayProvider()
         async with tn.AsyncHub(Script(), ids="sequential", store=store, providers={"ray": provider}) as hub:
-            listed = str(hub.list_agents())
+            listed = str(await hub.list_agents())
             sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
             closing = await hub.wait_settled("agent-1", timeout=WAIT)
             return (listed, sent.text, closing, render(hub.runtime.store.open("agent-1")),
@@ -163,7 +163,7 @@ def test_what_cannot_be_pickled_is_a_usage_error_naming_it(ray_cluster):
                                providers={"ray": tn.RayProvider(Script())}) as hub:
             with pytest.raises(tn.UsageError) as info:
                 await hub.spawn("x", label="x", provider="ray")
-            return str(info.value), str(hub.list_agents()), hub.agents()
+            return str(info.value), str(await hub.list_agents()), await hub.agents()
 
     message, listed, rows = asyncio.run(main())
     assert message.startswith('RayProvider cannot send the tool "guarded" (test_what_cannot_be_pickled_is_a_usage'
@@ -213,7 +213,7 @@ def test_what_cannot_be_pickled_at_a_resume_after_a_restart_is_named(ray_cluster
         async with tn.AsyncHub(model, ids="sequential", store=store, tools=tools,
                                providers={"ray": tn.RayProvider()}) as hub:
             sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
-            return sent.text, str(hub.list_agents()), sorted(hub.runtime.agents)
+            return sent.text, str(await hub.list_agents()), sorted(hub.runtime.agents)
 
     assert asyncio.run(first()) == "keeper: first"
     tool_text, listed, live = asyncio.run(resume(Script(), [guarded]))

@@ -76,7 +76,7 @@ def turn_ends(hub, agent_id: str) -> list[dict]:
 def sessions(hub) -> dict[str, list[str]]:
     """Every session rendered, the provider's name being the expected difference."""
     return {row["id"]: [line.replace('"provider":"ray"', '"provider":"spawn"')
-                        for line in render(hub.runtime.store.open(row["id"]))] for row in hub.agents()}
+                        for line in render(hub.runtime.store.open(row["id"]))] for row in hub.view.agents()}
 
 
 def socket_ports(pid: int) -> set[int]:
@@ -116,8 +116,8 @@ def test_a_ray_childs_turn_with_a_tool_call_runs_on_the_host_with_the_key_from_t
         async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}, tools=[add]) as hub:
             result = await hub.spawn("compute", label="calc", provider="ray")
             seen = [render(hub.runtime.store.open("agent-1")), repr(hub.runtime.bus.history), repr(hub),
-                    repr(provider), str(hub.list_agents()), repr(hub.agents()), repr(hub.events()),
-                    repr(hub.transcript("agent-1"))]
+                    repr(provider), str(await hub.list_agents()), repr(await hub.agents()), repr(await hub.events()),
+                    repr(await hub.transcript("agent-1"))]
             return result, seen
 
     with caplog.at_level(logging.DEBUG):
@@ -258,7 +258,7 @@ def test_interrupting_a_ray_child_mid_request_closes_the_hosts_http_request_with
             client = server.connections[-1][1]
             holder = host_of(provider, kid.id).pid if name == "ray" else os.getpid()
             held = client in socket_ports(holder), client in socket_ports(os.getpid())
-            hub.interrupt(kid)
+            await hub.interrupt(kid)
             closing = await kid.wait(timeout=WAIT)
             await until(lambda: server.disconnects == gone + 1, "the server to see the client leave", WAIT)
             return closing, held, turn_ends(hub, kid.id), sessions(hub), hub.runtime.bus.history

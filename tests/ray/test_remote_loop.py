@@ -67,7 +67,7 @@ def test_interrupt_mid_loop_commits_the_in_process_abort_records(ray_cluster, tm
         if provider == "ray":  # the driver must have seen the call start (records stream back in batches)
             await until(lambda: "TOOL-CALL n1 nap" in render(hub.runtime.agents[kid.id].session),
                         "the driver to log the call", WAIT)
-        hub.interrupt(kid.id)
+        await hub.interrupt(kid.id)
         await kid.wait(timeout=WAIT)
         await until(lambda: "nap cancelled" in marks_of(marks), "the remote nap's cancellation", WAIT)
         await hub.send(kid.id, "compute")
@@ -86,7 +86,7 @@ def test_interrupting_a_child_inside_its_own_subagent_call_keeps_that_tools_abor
     async def scenario(hub, provider, marks):
         kid = await hub.start("delegate a block", label="outer", provider=provider)
         await until(lambda: marks_of(marks) == ["started agent-2"], "the inner turn to start", WAIT)
-        hub.interrupt(kid.id)
+        await hub.interrupt(kid.id)
         await kid.wait(timeout=WAIT)
         return kid.status
 
@@ -138,7 +138,7 @@ def test_the_host_keeps_the_conversation_so_each_turn_sends_only_new_messages(ra
             sent.append(provider.messages_sent)
             await hub.send(kid.id, "block me")  # cut by an interrupt: the host's copy is no longer trusted
             await until(lambda: len(marks_of(marks)) == 1, "the remote turn to start", WAIT)
-            hub.interrupt(kid.id)
+            await hub.interrupt(kid.id)
             await kid.wait(timeout=WAIT)
             before = provider.messages_sent
             await hub.send(kid.id, "four")
@@ -230,7 +230,7 @@ def test_ray_children_fanned_out_at_once_share_the_roots_budget_as_in_process(ra
 def test_budgets_stop_the_remote_loop_with_the_in_process_diagnostic(ray_cluster, tmp_path, limits, reason):
     async def scenario(hub, provider, marks):
         result = await hub.spawn("add five times", label="adder", provider=provider, **limits)
-        return result.stop_reason, result.text, hub.agents()[1]["stop_reason"]
+        return result.stop_reason, result.text, (await hub.agents())[1]["stop_reason"]
 
     out = both_ways(scenario, tmp_path)
     (stop, text, row), logs = out["ray"]
@@ -271,7 +271,7 @@ def test_a_budget_spent_by_a_sibling_mid_turn_stops_the_remote_loop_at_its_next_
         spender = await hub.spawn("spend", label="spender", provider=provider)  # 12 tokens: the root's 10 spent
         Path(marks + ".release").touch()
         await holder.wait(timeout=WAIT)
-        row = next(r for r in hub.agents() if r["id"] == holder.id)
+        row = next(r for r in await hub.agents() if r["id"] == holder.id)
         grants = host_grants(ray_cluster) - before if provider == "ray" else 3
         return spender.stop_reason, row["stop_reason"], grants, hub.root_agent.reserved_tokens
 

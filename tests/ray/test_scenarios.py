@@ -22,7 +22,7 @@ def sessions(hub) -> dict[str, list[str]]:
     """Every session rendered; the descriptor's provider name (and the marks file a tool may be given) are
     the expected differences."""
     store = hub.runtime.store
-    ids = [row["id"] for row in hub.agents()]
+    ids = [row["id"] for row in hub.view.agents()]
     return {agent_id: [line.replace('"provider":"ray"', '"provider":"spawn"').replace("/ray.marks", "/spawn.marks")
                        for line in render(store.open(agent_id))] for agent_id in ids}
 
@@ -82,7 +82,7 @@ def test_continuable_child_takes_follow_ups_in_order_and_lists_the_same(ray_clus
         await hub.send(kid.id, "second")
         await hub.send(kid.id, "third")
         closing = await kid.wait(timeout=WAIT)
-        return closing, str(hub.list_agents("descendants")), kid.status
+        return closing, str(await hub.list_agents("descendants")), kid.status
 
     out = both_ways(scenario, tmp_path)
     assert out["ray"][0] == ("kid: third", "agent-1 [ready] parent=root depth=1 \u2014 kid", "ready")
@@ -93,7 +93,7 @@ def test_interrupt_cancels_the_remote_turn(ray_cluster, tmp_path):
     async def scenario(hub, provider, marks):
         kid = await hub.start("block here", label="blocker", provider=provider)
         await until(lambda: marks_of(marks) == ["started agent-1"], "the remote turn to start", WAIT)
-        hub.interrupt(kid.id)
+        await hub.interrupt(kid.id)
         await kid.wait(timeout=WAIT)
         await until(lambda: "cancelled agent-1" in marks_of(marks), "the remote coroutine's cancellation", WAIT)
         await hub.send(kid.id, "after")
@@ -108,7 +108,7 @@ def test_job_kill_cancels_the_remote_turn(ray_cluster, tmp_path):
     async def scenario(hub, provider, marks):
         job = await hub.spawn("block forever", label="doomed", background=True, provider=provider)
         await until(lambda: marks_of(marks) == ["started agent-1"], "the remote turn to start", WAIT)
-        killed = job.kill("enough")
+        killed = await job.kill("enough")
         await job.output(wait=True, timeout=WAIT)
         await until(lambda: "cancelled agent-1" in marks_of(marks), "the remote coroutine's cancellation", WAIT)
         return killed, job.status

@@ -119,7 +119,7 @@ def test_streamed_deltas_join_to_the_final_text(backend):
             usage = result.usage
             assert usage.input_tokens > 0 and usage.output_tokens > 0
             assert usage.estimated == (backend.name == "server")
-            row = hub.agents()[0]
+            row = (await hub.agents())[0]
             assert row["input_tokens"] + row["output_tokens"] == usage.input_tokens + usage.output_tokens
 
     asyncio.run(main())
@@ -150,7 +150,7 @@ def test_interrupt_during_generation_aborts_the_turn_and_stops_the_model(backend
         async with tn.AsyncHub(model, ids="sequential") as hub:
             kid = await hub.start("Write a very long story about a dragon, in many chapters.", label="writer")
             await until(lambda: kid.id in deltas, "the first streamed delta", timeout=300)
-            kid.interrupt()
+            await kid.interrupt()
             await until(lambda: turn_ends(hub, kid.id), "the end of the interrupted turn", timeout=5)
             assert turn_ends(hub, kid.id) == ["aborted"]
             shown_at_end = deltas.count(kid.id)

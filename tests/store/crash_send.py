@@ -32,7 +32,7 @@ async def _model(request):
 
 
 async def _idle(hub, child_id: str) -> None:
-    while hub.runtime.agents[child_id].status != "idle":
+    while hub._runtime.agents[child_id].status != "idle":
         await asyncio.sleep(0.001)
 
 
@@ -44,24 +44,24 @@ async def main() -> None:
         if scenario == "loop":
             for count in range(1, 201):
                 if count % 4 == 0:
-                    kid.interrupt()
+                    await kid.interrupt()
                 message_id = await kid.send(f"block follow-up {count}")
                 print(f"sent {message_id}", flush=True)
             await asyncio.sleep(3600)
         elif scenario == "parked":
             ids = [await kid.send("block B"), await kid.send("block C")]
-            kid.interrupt()
+            await kid.interrupt()
             await _idle(hub, kid.id)
             print("sent " + " ".join(ids), flush=True)
             os._exit(0)
         elif scenario == "consumed":
             ids = [await kid.send(f"block {name}") for name in "BCD"]
-            kid.interrupt()
+            await kid.interrupt()
             ids.append(await kid.send("block E"))
-            agent = hub.runtime.agents[kid.id]
+            agent = hub._runtime.agents[kid.id]
             while not any(e.kind == "user/message" and e.message.id == ids[0] for e in agent.session.events):
                 await asyncio.sleep(0.001)
-            await hub.runtime.recorded(agent.session)
+            await hub._runtime.recorded(agent.session)
             print("sent " + " ".join(ids), flush=True)
             os._exit(0)
         else:

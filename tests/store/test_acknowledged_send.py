@@ -59,7 +59,7 @@ def _resume(store_dir: Path, child_id: str, text: str) -> list[dict]:
     async def main() -> str:
         async with tn.AsyncHub(tn.FunctionModel(lambda request: f"did {request.last_user_text}"),
                                store=str(store_dir)) as hub:
-            kid = hub.child(child_id)
+            kid = await hub.child(child_id)
             message_id = await hub.send(kid, text)
             await kid.wait(timeout=60)
             return message_id

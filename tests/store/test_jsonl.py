@@ -984,11 +984,11 @@ def test_a_child_whose_start_returned_survives_a_kill_right_after_and_resumes(tm
 
         async def reopened() -> tuple[str, str, list[str]]:
             async with tn.AsyncHub(tn.FunctionModel(lambda request: "resumed"), store=str(store_dir)) as hub:
-                listing = str(hub.list_agents())
-                kid = hub.child(started[-1])
+                listing = str(await hub.list_agents())
+                kid = await hub.child(started[-1])
                 await hub.send(kid, "go on")
                 closing = await kid.wait(timeout=30)
-                prompts = {child_id: [row["text"] for row in hub.transcript(child_id, raw=True)
+                prompts = {child_id: [row["text"] for row in await hub.transcript(child_id, raw=True)
                                       if row["kind"] in ("message/queued", "user/message")]
                            for child_id in started}
                 return listing, closing, [h.id for h in hub.store.headers()], prompts

@@ -95,7 +95,7 @@ def test_sequential_ids_skip_a_corrupt_log(tmp_path, content, problem):
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             kid = await hub.start("t", label="kid")
             await kid.wait()
-            return kid.id, str(hub.list_agents())
+            return kid.id, str(await hub.list_agents())
 
     # a log naming no parent is listed where the root looks, never dropped
     assert asyncio.run(main()) == ("agent-3", f"agent-3 [ready] \u2014 kid\nagent-2 [diagnostic: corrupt: {problem}]")
@@ -132,7 +132,7 @@ def test_a_one_shot_child_killed_during_its_start_is_never_listed_corrupt(tmp_pa
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             assert hub._store.diagnostic("agent-1") == diagnostic
-            return str(hub.list_agents()), str(hub.list_agents("descendants"))
+            return str(await hub.list_agents()), str(await hub.list_agents("descendants"))
 
     assert asyncio.run(main()) == ("(no subagents)", "(no subagents)")
 
@@ -145,7 +145,7 @@ def test_a_continuable_child_cut_after_its_descriptor_lists_ready(tmp_path, tail
 
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
-            return str(hub.list_agents())
+            return str(await hub.list_agents())
 
     assert asyncio.run(main()) == "agent-1 [ready] \u2014 kept"
 

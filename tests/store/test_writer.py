@@ -310,7 +310,7 @@ def test_a_slow_read_on_cold_resume_does_not_stall_other_agents(tmp_path):
                 assert not sending.done()
                 release.set()
                 await sending
-                assert await hub.child("agent-1").wait(timeout=5) == "ok"
+                assert await (await hub.child("agent-1")).wait(timeout=5) == "ok"
             finally:
                 JsonlStore.open = original
             return texts

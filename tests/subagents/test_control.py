@@ -61,7 +61,7 @@ def test_interrupt_parks_queued_messages_until_the_next_send():
             await kid.send("B")
             await kid.send("C")
             await until(lambda: kid.id in gates, "child model call")
-            kid.interrupt()
+            await kid.interrupt()
             await asyncio.sleep(0.01)
             session = hub.runtime.store.open(kid.id)
             assert [e.data["reason"] for e in session.events if e.kind == "turn/end"] == ["aborted"]
@@ -159,7 +159,7 @@ def test_send_message_refuses_one_shot_and_job_ids_and_bad_input():
             assert results["traversal"].text == 'Error: subagent "../etc/passwd" is unavailable'
             assert "scope: Input should be 'children' or 'descendants'" in results["scope"].text
             assert results["interrupt empty"].text == "Error: agent_id must be a non-empty id"
-            assert str(hub.list_agents()) == "(no subagents)"  # nothing was created or queued
+            assert str(await hub.list_agents()) == "(no subagents)"  # nothing was created or queued
             assert len(hub.runtime.agents) == 1
 
     asyncio.run(main())
@@ -331,10 +331,10 @@ def test_list_agents_omits_one_shot_children_but_traverses_them():
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=tools) as hub:
             await hub.spawn("go", label="once")
             await until(lambda: hub._service.activations == {}, "inner settled")
-            assert str(hub.list_agents()) == "(no subagents)"
-            assert str(hub.list_agents("descendants")) == "agent-2 [ready] parent=agent-1 depth=2 \u2014 inner"
+            assert str(await hub.list_agents()) == "(no subagents)"
+            assert str(await hub.list_agents("descendants")) == "agent-2 [ready] parent=agent-1 depth=2 \u2014 inner"
             with pytest.raises(UsageError, match="scope must be"):
-                hub.list_agents("all")
+                await hub.list_agents("all")
 
     asyncio.run(main())
 

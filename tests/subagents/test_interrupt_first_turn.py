@@ -32,14 +32,14 @@ def test_user_interrupt_right_after_start_aborts_the_first_turn_and_notifies():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             kid = await hub.start("first task", label="worker")
-            hub.interrupt(kid.id)
+            await hub.interrupt(kid.id)
             assert await kid.wait(timeout=2) is None
             assert kid.status == "ready"  # settled: the activation did not hang
             assert calls == []  # the model never ran for the aborted turn
             assert render(hub.runtime.store.open(kid.id))[-3:] == [
                 "-- turn 1 start", "USER [user]: first task", '-- turn 1 end: {"kind":"aborted"}']
             assert _notices(hub.root_agent) == [STOPPED]
-            assert str(hub.list_agents()) == "agent-1 [ready] \u2014 worker"
+            assert str(await hub.list_agents()) == "agent-1 [ready] \u2014 worker"
             # it resumes normally afterwards
             await hub.send(kid.id, "second task")
             assert await kid.wait(timeout=2) == "child answer"
@@ -65,7 +65,7 @@ def test_model_that_starts_then_interrupts_in_one_message_gets_the_notice():
             # read in the same turn (a later step) or in a turn it wakes: either way the root sees it
             await until(lambda: root.status == "idle" and notice in [m.text for m in root.conversation],
                         "the notice to reach the root")
-            assert str(hub.list_agents()) == "agent-1 [ready] \u2014 helper"
+            assert str(await hub.list_agents()) == "agent-1 [ready] \u2014 helper"
 
     asyncio.run(main())
 
@@ -83,7 +83,7 @@ def test_a_later_follow_up_interrupted_before_it_runs_stays_parked():
             kid = await hub.start("first", label="worker")
             await until(lambda: hub.runtime.agents[kid.id]._in_turn, "the first turn to start")
             await hub.send(kid.id, "second")  # queued behind the running first turn
-            hub.interrupt(kid.id)  # aborts turn 1; "second" is parked, not run
+            await hub.interrupt(kid.id)  # aborts turn 1; "second" is parked, not run
             agent = hub.runtime.agents[kid.id]
             await until(lambda: agent.status == "idle", "the child to stop")
             assert agent.parked and [m.text for m in agent._next_turn] == ["second"]
@@ -101,7 +101,7 @@ def test_interrupting_a_cold_resumed_child_before_its_turn_starts_also_settles_i
             assert await kid.wait(timeout=2) == "ok"
             assert kid.status == "ready"
             await hub.send(kid.id, "resume me")  # a new activation: this message is its current turn
-            hub.interrupt(kid.id)
+            await hub.interrupt(kid.id)
             await kid.wait(timeout=2)
             assert kid.status == "ready"
             notices = _notices(hub.root_agent)

@@ -65,14 +65,14 @@ def test_a_kill_drops_queued_follow_ups_for_good_and_logs_it(tmp_path):
         async with tn.AsyncHub(blocking_model(), store=str(tmp_path), ids="sequential") as hub:
             kid = await hub.start("block task", label="worker")
             b, c = await kid.send("B"), await kid.send("C")
-            assert kid.kill() is True
+            assert await kid.kill() is True
             await until(lambda: kid.status == "ready", "the killed child to settle")
             session = hub.store.open(kid.id)
             assert kinds_and_ids(session)[-3:] == [(MESSAGE_QUEUED, b), (MESSAGE_QUEUED, c),
                                                    (MESSAGE_DISCARDED, (b, c))]
         async with tn.AsyncHub(blocking_model(), store=str(tmp_path), ids="sequential") as hub:
             d = await hub.send(kid.id, "D")  # a cold resume after a reopen: B and C stay dropped
-            await hub.child(kid.id).wait()
+            await (await hub.child(kid.id)).wait()
             session = hub.store.open(kid.id)
             assert [e.message.text for e in session.events if e.kind == USER_MESSAGE] == ["block task", "D"]
             assert kinds_and_ids(session)[-1] == (USER_MESSAGE, d)
@@ -86,9 +86,9 @@ def test_follow_ups_waiting_when_the_hub_closes_run_first_on_the_next_send_after
             kid = await hub.start("block task", label="worker")
             b, c = await kid.send("B"), await kid.send("C")
         async with tn.AsyncHub(blocking_model(), store=str(tmp_path)) as hub:
-            assert str(hub.list_agents()) == f"{kid.id} [ready] \u2014 worker"
+            assert str(await hub.list_agents()) == f"{kid.id} [ready] \u2014 worker"
             d = await hub.send(kid.id, "D")
-            await hub.child(kid.id).wait()
+            await (await hub.child(kid.id)).wait()
             session = hub.store.open(kid.id)
             ran = [(e.message.id, e.message.text) for e in session.events if e.kind == USER_MESSAGE]
             assert ran[1:] == [(b, "B"), (c, "C"), (d, "D")]
@@ -96,7 +96,7 @@ def test_follow_ups_waiting_when_the_hub_closes_run_first_on_the_next_send_after
                 ["aborted", "completed", "completed", "completed"]
         async with tn.AsyncHub(blocking_model(), store=str(tmp_path)) as hub:  # and never again
             e = await hub.send(kid.id, "E")
-            await hub.child(kid.id).wait()
+            await (await hub.child(kid.id)).wait()
             session = hub.store.open(kid.id)
             assert [m.id for m in (x.message for x in session.events if x.kind == USER_MESSAGE)][-4:] == [b, c, d, e]
 
@@ -110,7 +110,7 @@ def test_interrupt_parked_follow_ups_stay_pending_in_the_log_and_run_in_order_on
             kid = await hub.start("block A", label="worker")
             b, c = await kid.send("B"), await kid.send("C")
             await until(lambda: kid.id in gates, "the first turn to block")
-            kid.interrupt()
+            await kid.interrupt()
             await until(lambda: hub.runtime.agents[kid.id].status == "idle", "the interrupted turn to end")
             session = hub.runtime.agents[kid.id].session
             # parked, not consumed (the first turn started after both sends returned: no await in memory)
@@ -132,9 +132,9 @@ def test_the_transcript_shows_queued_and_discarded_follow_ups_and_the_agents_tab
             await until(lambda: kid.id in gates, "the first turn to block")
             await kid.send("block B")
             await hub.call_tool("send_message", subagent_id=kid.id, message="C")
-            kid.kill()
+            await kid.kill()
             await until(lambda: kid.status == "ready", "the killed child to settle")
-            rows = [(r["turn"], r["kind"], r["role"], r["source"], r["text"]) for r in hub.transcript(kid, raw=True)]
+            rows = [(r["turn"], r["kind"], r["role"], r["source"], r["text"]) for r in await hub.transcript(kid, raw=True)]
             assert rows[1:] == [  # the start's prompt shows once, as its turn's message (its queued record is hidden)
                 (1, "turn/start", None, None, None),
                 (1, "user/message", "user", "user", "block task"),
@@ -143,7 +143,7 @@ def test_the_transcript_shows_queued_and_discarded_follow_ups_and_the_agents_tab
                 (None, "message/discarded", None, None, "msg-2, msg-3"),  # the kill drops the queue first
                 (1, "turn/end", None, None, "aborted"),
             ]
-            row = next(r for r in hub.agents() if r["id"] == kid.id)
+            row = next(r for r in await hub.agents() if r["id"] == kid.id)
             assert (row["status"], row["turns"], row["stop_reason"]) == ("ready", 1, "aborted")
 
     asyncio.run(main())

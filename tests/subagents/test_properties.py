@@ -49,7 +49,7 @@ async def scenario(ops):
                 except SubagentError:
                     refused.append(f"m{n}")
             elif op == "interrupt":
-                kid.interrupt()
+                await kid.interrupt()
             elif op == "release":
                 for gate in gates.values():
                     gate.set()

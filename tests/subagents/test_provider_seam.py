@@ -63,9 +63,9 @@ def test_one_shot_through_a_registered_provider_records_activity_and_releases_it
             assert result.text == "remote answer to: do the thing"
             assert remote.closed == ["agent-1#1"]  # released when the run was disposed
             assert remote.requests[0].tools == []  # it brings its own tools
-            kinds = [row["kind"] for row in hub.transcript("agent-1", raw=True)]
+            kinds = [row["kind"] for row in await hub.transcript("agent-1", raw=True)]
             assert "external/tool_call" in kinds
-            assert [r["mode"] for r in hub.agents()] == ["root", "one-shot"]
+            assert [r["mode"] for r in await hub.agents()] == ["root", "one-shot"]
 
     asyncio.run(main())
 
@@ -82,7 +82,7 @@ def test_continuable_child_settles_releases_and_cold_resumes_through_the_provide
             assert await kid.wait(timeout=2) == "remote answer to: second"
             assert remote.resumed == ["agent-1"]
             await until(lambda: len(remote.closed) == 2, "the resumed activation's release")
-            assert str(hub.list_agents()) == "agent-1 [ready] \u2014 coder"
+            assert str(await hub.list_agents()) == "agent-1 [ready] \u2014 coder"
 
     asyncio.run(main())
 
@@ -146,7 +146,7 @@ def test_capabilities_the_provider_lacks_are_usage_errors_naming_both():
                 await hub.spawn("x", provider="nope")
             with pytest.raises(tn.UsageError, match='does not support the "persona" capability'):
                 tn.AsyncHub(providers={"remote": Remote()}, tools=[tn.SubagentTool(provider="remote", persona="p")])
-            assert str(hub.list_agents()) == "(no subagents)"
+            assert str(await hub.list_agents()) == "(no subagents)"
 
     asyncio.run(main())
 
@@ -174,7 +174,7 @@ def test_a_child_whose_provider_is_not_registered_cannot_resume(tmp_path):
             kid = await hub.start("first", label="coder", provider="remote")
             await kid.wait(timeout=2)
         async with tn.AsyncHub(ids="sequential", store=str(tmp_path)) as hub:
-            listing = str(hub.list_agents())
+            listing = str(await hub.list_agents())
             refused = await hub.call_tool("send_message", subagent_id="agent-1", message="again")
             return listing, refused.text
 

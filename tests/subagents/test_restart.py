@@ -35,12 +35,12 @@ def test_restart_round_trip(tmp_path):
             await settled(hub)
             await hub.send("agent-1", "dig deeper")
             await settled(hub)
-            return str(hub.list_agents("descendants"))
+            return str(await hub.list_agents("descendants"))
 
     async def second():
         async with tn.AsyncHub(tn.FunctionModel(model), store=str(store), ids="sequential", delegation_tools=TOOLS) as hub:
             assert hub.root == "root"
-            listing = str(hub.list_agents())
+            listing = str(await hub.list_agents())
             result = await hub.call_tool("send_message", subagent_id="agent-1", message="after restart")
             await settled(hub)
             closing = await hub.wait_settled("agent-1")
@@ -91,7 +91,7 @@ def test_corrupt_child_log_lists_as_a_diagnostic(tmp_path):
         path.write_text("\n".join(lines) + "\n")
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             problem = "line 3: JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
-            assert str(hub.list_agents()) == (f"{kid.id} [diagnostic: corrupt: {problem}]\n"
+            assert str(await hub.list_agents()) == (f"{kid.id} [diagnostic: corrupt: {problem}]\n"
                                               f"{kid2.id} [ready] \u2014 kid2")
             result = await hub.call_tool("send_message", subagent_id=kid.id, message="x")
             assert result.text == (f'Error: subagent "{kid.id}" is unavailable: session log "{kid.id}" is corrupt: '
@@ -119,14 +119,14 @@ def test_a_large_store_without_an_index_lists_from_log_heads_and_finds_corruptio
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             parsed.clear()  # the root's own log is loaded when the hub opens
             rows = [f"{k.id} [ready] \u2014 kid{i}" for i, k in enumerate(kids)]
-            assert str(hub.list_agents()) == "\n".join(rows)
+            assert str(await hub.list_agents()) == "\n".join(rows)
             assert parsed == []  # listed from each log's head
             result = await hub.call_tool("send_message", subagent_id=kids[1].id, message="x")
             problem = "line 3: JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
             assert result.text == (f'Error: subagent "{kids[1].id}" is unavailable: session log "{kids[1].id}" is '
                                    f"corrupt: {problem}")
             rows[1] = f"{kids[1].id} [diagnostic: corrupt: {problem}]"
-            assert str(hub.list_agents()) == "\n".join(rows)
+            assert str(await hub.list_agents()) == "\n".join(rows)
 
     asyncio.run(main())
 
@@ -143,20 +143,20 @@ def test_the_agents_table_of_a_reopened_store_reads_each_stored_log_once(tmp_pat
             await settled(hub)
             await kids[0].send("again")
             await settled(hub)
-            before = hub.agents()
+            before = await hub.agents()
         parsed = []
         real_parse = jsonl_module._parse_log
         monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
         monkeypatch.setattr(jsonl_module, "_RECENT", 0)  # nothing held between calls
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             parsed.clear()  # the root's own log is loaded when the hub opens
-            assert [{k: r[k] for k in ("id", "turns", "input_tokens")} for r in hub.agents()] == [
+            assert [{k: r[k] for k in ("id", "turns", "input_tokens")} for r in await hub.agents()] == [
                 {k: r[k] for k in ("id", "turns", "input_tokens")} for r in before]
             assert parsed == []  # the index kept each log's summary
         (tmp_path / ".toh-index.json").unlink()  # a killed process leaves none
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             parsed.clear()
-            first, second = hub.agents(), hub.agents()
+            first, second = await hub.agents(), await hub.agents()
             assert sorted(parsed) == sorted(k.id for k in kids)  # each stored child once, for both tables
             keep = ["id", "label", "mode", "turns", "input_tokens", "output_tokens", "stop_reason", "started"]
             for rows in (first, second):

@@ -36,10 +36,10 @@ def _reopen(tmp_path, bad):
     """What the user and the root's model see of a store holding one bad log."""
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "fine"), store=str(tmp_path), ids="sequential") as hub:
-            listing = str(hub.list_agents())
-            descendants = str(hub.list_agents("descendants"))
+            listing = str(await hub.list_agents())
+            descendants = str(await hub.list_agents("descendants"))
             with pytest.raises(StoreError) as transcript:
-                hub.transcript(bad, raw=True)
+                await hub.transcript(bad, raw=True)
             with pytest.raises(tn.SubagentError) as send:
                 await hub.send(bad, "x")
             tool = (await hub.call_tool("send_message", subagent_id=bad, message="x")).text

@@ -77,7 +77,7 @@ class _Handler:
         asked = {"toolCallId": request.tool_call_id, "title": request.title, "kind": request.kind}
         try:
             decision = await self.link.policy.decide(  # "ask": announced in the child's log and stream
-                request, self.link.agent_id, lambda ask: self.link.record("permission_request", ask))
+                request, self.link.agent_id, lambda ask: self.link.record("permission_request", ask), self.link.ask)
         except Exception as error:  # a failing policy refuses; the failure is on record
             self.link.denied.append(permission_label(asked))
             self.link.record("permission", {**asked, "allowed": False, "error": f"{type(error).__name__}: {error}"})
@@ -118,7 +118,8 @@ class AgentLink:
     def __init__(self, *, command: list[str], env: dict[str, str], cwd: str, policy: PermissionPolicy,
                  timeout: float, prompt_timeout: float | None, eof_grace: float, kill_grace: float,
                  record: Callable[[str, dict], None], session_id: str | None = None,
-                 agent_id: str | None = None, mcp_servers: Sequence[dict] = ()) -> None:
+                 agent_id: str | None = None, mcp_servers: Sequence[dict] = (),
+                 ask: Callable[..., Any] | None = None) -> None:
         self.command = command
         #: ``session/new``'s ``mcpServers`` (the hub's MCP servers, as ACP entries: toh_nb.mcp.config)
         self.mcp_servers = list(mcp_servers)
@@ -131,6 +132,7 @@ class AgentLink:
         self.eof_grace = eof_grace
         self.kill_grace = kill_grace
         self.record = record
+        self.ask = ask  # the hub's permission desk for this child (ChildInfo.ask)
         self.workspace = Workspace(cwd)
         self.session_id = session_id
         self.load_session: bool | None = None

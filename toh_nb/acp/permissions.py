@@ -4,13 +4,15 @@ The agent asks before it edits a file or runs a command; nobody is at a terminal
 does. Deny is the default because the agent is a program we do not control: the user opts in, either by
 tool kind (``{"read", "edit"}``, ACP's ``ToolKind`` names), for everything (``"allow"``), with a
 callable that sees the request and decides (sync or async; ``True``/``False`` or an option id), or by
-asking the person at the notebook (``"ask"`` or :class:`AskUser`): the request waits in
-:data:`PENDING` (the live tree shows it with Allow/Deny buttons; :func:`answer` is what they call) and
-is denied when nobody answers within the timeout.
+asking a person (``"ask"`` or :class:`AskUser`): the request waits on the desk of the hub whose child
+asked (:mod:`toh_nb.core.asks`), is published on that hub's event stream as ``PermissionAsked``, is
+answered with ``hub.answer_permission(ask_id, allowed)`` (the live tree's Allow/Deny buttons call it;
+a script that reads ``hub.stream()`` can too), and is denied when nobody answers within the timeout.
 
-The engine side knows nothing of notebooks: an ask is announced through the ``notify`` hook the link
-passes to :meth:`PermissionPolicy.decide` (it records an ``external/permission_request`` event, which
-reaches the event stream as ``ExternalActivity``), and answered through :func:`answer`.
+The engine side knows nothing of notebooks: an ask is also announced through the ``notify`` hook the
+link passes to :meth:`PermissionPolicy.decide` (it records an ``external/permission_request`` event in
+the child's log). A policy used outside a hub (no desk) keeps its asks in the process-wide
+:data:`PENDING`, answered with :func:`answer` (kept one release; a hub never uses it).
 """
 
 from __future__ import annotations
@@ -204,11 +206,16 @@ class PermissionPolicy:
         return "deny"
 
     async def decide(self, request: PermissionRequest, agent_id: str | None = None,
-                     notify: Callable[[dict], None] | None = None) -> Decision:
+                     notify: Callable[[dict], None] | None = None,
+                     desk: Callable[..., Any] | None = None) -> Decision:
         """The answer to ``request``. ``agent_id``/``notify``: for ``"ask"``, whose request it is and a
-        hook that announces the pending ask (its dict: id, agent, title, kind, tool_call_id)."""
+        hook that announces the pending ask (its dict: id, agent, title, kind, tool_call_id); ``desk``:
+        the hub's way to ask a person (``ChildInfo.ask``; None: the process-wide :data:`PENDING`)."""
         if self.ask is not None:
-            allowed = await self._ask_user(request, agent_id, notify)
+            if desk is not None:
+                allowed = await desk(request.title, request.kind, request.tool_call_id, self.ask.timeout, notify)
+            else:
+                allowed = await self._ask_user(request, agent_id, notify)
             return Decision(allowed, _pick(request.options, "allow" if allowed else "reject"))
         if self.decide_fn is not None:
             answer = self.decide_fn(request)

@@ -163,7 +163,8 @@ class AcpAgent:
         link = AgentLink(command=self.command, env=self.environment(), cwd=cwd, policy=self.policy,
                          timeout=self.timeout, prompt_timeout=self.prompt_timeout, eof_grace=self.eof_grace,
                          kill_grace=self.kill_grace, record=child.record, session_id=session_id,
-                         agent_id=child.id, mcp_servers=[server.acp_entry() for server in child.mcp_servers])
+                         agent_id=child.id, mcp_servers=[server.acp_entry() for server in child.mcp_servers],
+                         ask=child.ask if child.desk is not None else None)
         self.links.append(link)
         close = link.close
         if cwd in self.temp_dirs and child.mode == "one-shot":  # nobody comes back to a one-shot's workspace

@@ -13,6 +13,11 @@ Two tiers keep the hot path cheap:
 - *activity* events (turns, model calls, tool calls, queued messages, status changes, text deltas,
   an external child's activity) are built only while someone listens (:attr:`EventBus.listening`).
 
+Permission requests that wait for a person (:class:`PermissionAsked`, :class:`PermissionAnswered`) are
+lifecycle events: a script's ``hub.stream()`` and the notebook's tree see the same asks, and either
+answers through ``hub.answer_permission``. A model's streamed text reaches the stream as
+:class:`TextDelta` (its ``on_delta`` callback, when given, is called with the same pieces).
+
 Listeners run on the hub's loop, must be quick, and never affect a run: a listener that raises is
 logged on ``logging.getLogger("toh_nb")`` and reported as a :class:`ListenerFailed` event.
 """
@@ -216,6 +221,33 @@ class ToolAbandoned(HubEvent):
     lifecycle: ClassVar[bool] = True
     name: str
     detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PermissionAsked(HubEvent):
+    """``agent_id`` (an external agent, ``AcpAgent(permissions="ask")``) waits for a person to allow or
+    deny a tool call: ``hub.answer_permission(ask_id, True/False)`` answers (the tree's Allow/Deny
+    buttons do); nobody answering within ``timeout`` seconds denies it."""
+
+    kind: ClassVar[str] = "permission/ask"
+    lifecycle: ClassVar[bool] = True
+    ask_id: str
+    title: str
+    tool_kind: str
+    tool_call_id: str
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PermissionAnswered(HubEvent):
+    """The permission request ``ask_id`` of ``agent_id`` was answered: ``allowed``, and ``by`` whom
+    (``user``; ``timeout`` or ``cancelled``: denied without an answer)."""
+
+    kind: ClassVar[str] = "permission/answer"
+    lifecycle: ClassVar[bool] = True
+    ask_id: str
+    allowed: bool
+    by: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,11 @@
-"""The hub's garbage-collector policy: survivors of a full collection are frozen while a hub is open.
+"""The hub's garbage-collector policy (opt-in): survivors of a full collection are frozen while a hub is open.
+
+Opt-in. A library must leave the garbage collector of the process it is imported into alone, so no
+hub applies this policy unless asked: ``tn.Hub(gc=True)`` / ``tn.AsyncHub(gc=True)`` applies it while
+that hub is open; :func:`set_enabled` ``(True)`` makes it the choice of every hub of the process that
+does not say (``gc=None``, the default); ``gc=False`` never applies it. The benchmarks opt in
+(``bench/_common.py``; ``--no-gc-policy`` runs them without it) and ``bench/gc_policy.py`` prints what
+it buys.
 
 Why: an agent tree keeps many small long-lived objects (every logged event and message of every
 settled child). CPython runs a full (generation 2) collection each time the old generation has grown
@@ -52,7 +59,8 @@ import threading
 
 _lock = threading.Lock()
 _holders = 0
-_enabled = True
+#: the process's choice for hubs that do not say (``gc=None``): off unless the program opts in
+_enabled = False
 #: bumped when the policy is turned off, so holds taken before do not release later ones
 _epoch = 0
 #: the heap's allocated blocks right after the last full-heap collection (None: the policy has not
@@ -118,12 +126,13 @@ def _freeze_survivors(check_every: int) -> None:
             _resetting = True
 
 
-def acquire() -> int | None:
-    """Start the policy (reference counted: one hold per open runtime). Returns the hold to pass to
-    :func:`release`, or None when the policy is turned off."""
+def acquire(wanted: bool | None = None) -> int | None:
+    """Start the policy (reference counted: one hold per open runtime that wants it). ``wanted``: the
+    hub's ``gc`` option (``None``: the process's choice, :func:`set_enabled`). Returns the hold to pass
+    to :func:`release`, or None when the policy is not applied."""
     global _holders, _reset_size, _resetting, _growth, _since_check
     with _lock:
-        if not _enabled:
+        if not (_enabled if wanted is None else wanted):
             return None
         _holders += 1
         if _holders == 1:
@@ -157,8 +166,14 @@ def active() -> bool:
     return _holders > 0
 
 
+def enabled() -> bool:
+    """The process's choice for hubs opened with ``gc=None`` (False unless :func:`set_enabled` said)."""
+    return _enabled
+
+
 def set_enabled(enabled: bool) -> None:
-    """Turn the policy on or off for this process (off also ends it for runtimes already open)."""
+    """The process's choice for hubs opened with ``gc=None`` (the default: off). ``False`` also ends
+    the policy for runtimes already open, those opened with ``gc=True`` included."""
     global _enabled, _holders, _epoch
     with _lock:
         _enabled = bool(enabled)

@@ -19,7 +19,10 @@ from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 from .content import Message, ToolCall, Usage
 from .threads import user_threads
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
+#: why a model's response ended, in the model protocol's words (``end_turn``, ``tool_use`` …). Not the
+#: run's stop reason: that is :class:`toh_nb.core.states.StopReason` (``tn.StopReason``: ``completed``,
+#: ``max-tokens`` …), the one ``StopReason`` of the package.
+ModelStopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "refusal")
 
 
@@ -113,7 +116,7 @@ class ModelResponse:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    stop_reason: StopReason | None = None  # derived from tool_calls when omitted
+    stop_reason: ModelStopReason | None = None  # derived from tool_calls when omitted
 
     def __post_init__(self) -> None:
         if self.stop_reason is None:
@@ -188,3 +191,14 @@ async def call_off_loop(fn: Callable[[Any], Any], request: Any) -> Any:
     if inspect.isawaitable(value):
         value = await value
     return value
+
+
+def __getattr__(name: str) -> Any:
+    """``toh_nb.core.model.StopReason``: the old name of :data:`ModelStopReason`, kept one release."""
+    if name == "StopReason":
+        import warnings
+
+        warnings.warn("toh_nb.core.model.StopReason is renamed ModelStopReason (a model response's stop reason); "
+                      "tn.StopReason (toh_nb.core.states) is the run's stop reason", DeprecationWarning, stacklevel=2)
+        return ModelStopReason
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from . import gc_policy
 from .model import ToolSpec
 from .agent import DEFAULT_MAX_PARALLEL_TOOL_CALLS, Agent, TurnOutcome
+from .asks import PermissionDesk
 from .budget import Limits
 from .checks import check_count
 from .dict_room import DictRoom
@@ -36,9 +37,11 @@ class Runtime:
     def __init__(self, *, model: Any, store: Any, ids: IdSource,
                  max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS,
                  base_prompt: str = BASE_SYSTEM_PROMPT, limits: Limits | None = None,
-                 history: int = DEFAULT_HISTORY) -> None:
+                 history: int = DEFAULT_HISTORY, gc: bool | None = None) -> None:
         check_count(max_parallel_tool_calls, "max_parallel_tool_calls")
         self.model = model
+        #: the session store, with every optional ability of ``toh_nb.store.base.StoreBase`` (``open_store``
+        #: fits a store of your own with the defaults of those it lacks)
         self.store = store
         self.ids = ids
         self.max_parallel_tool_calls = max_parallel_tool_calls
@@ -54,13 +57,15 @@ class Runtime:
         #: token budget of every agent created with one (ids outlive the live agent, for the tables)
         self.budgets: dict[str, int] = {}
         self.bus = EventBus(history)
+        #: permission requests waiting for a person (toh_nb.core.asks), published on ``bus``
+        self.asks = PermissionDesk(self.bus, self.agents)
         self.observers: list[Any] = []
         #: threads for this hub's sync tools and sync model functions (toh_nb.core.threads)
         self.user_threads = UserThreads(on_abandoned=functools.partial(announce_abandoned, self.bus, self.agents))
         self._closed = False
-        # the GC policy holds while the hub is open (released on close, or when a never-closed hub
-        # is garbage collected): see toh_nb.core.gc_policy
-        self._gc_hold = weakref.finalize(self, gc_policy.release, gc_policy.acquire())
+        # the GC policy, when asked for (``gc=True``, or the process opted in), holds while the hub is
+        # open (released on close, or when a never-closed hub is garbage collected): toh_nb.core.gc_policy
+        self._gc_hold = weakref.finalize(self, gc_policy.release, gc_policy.acquire(gc))
         self._views: dict[tuple, tuple[dict, list, str]] = {}
         self._views_version = -1
 
@@ -85,8 +90,7 @@ class Runtime:
         continuable child's start, a job's start, a ``send``'s follow-up, a cold resume): after a
         crash that follows the return, what it acknowledged is in the log. One acknowledgement of the
         store's writer: the writer's round trip, nothing when the store records at once (memory)."""
-        acknowledged = getattr(self.store, "acknowledged", None)
-        pending = acknowledged(session) if acknowledged is not None else None
+        pending = self.store.acknowledged(session)
         if pending is not None:
             await pending
 

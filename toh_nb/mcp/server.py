@@ -101,7 +101,7 @@ async def with_progress(ctx: Any, hub: Any, call: Any) -> Any:
                 log.info("progress notification failed: %s", error)
                 return
 
-    unsubscribe = hub.runtime.bus.subscribe(note)
+    unsubscribe = hub.view.subscribe(note)
     forwarder = asyncio.ensure_future(forward())
     try:
         result = await call

@@ -28,6 +28,7 @@ foreground child is aborted; a waited-for background job or child keeps running)
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import html
 import importlib.util
@@ -35,20 +36,18 @@ import os
 import queue
 import threading
 import weakref
-from typing import Any, Callable, Iterator, Literal, Sequence, overload
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, overload
 
 from ..core.budget import DEFAULT_MAX_STEPS
 from ..core.errors import ClosedError, TohError, UsageError
 from ..core.model import Model
 from ..core.tools import ToolResult
+from ..config import HubConfig
 from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
 from ..core.checks import agent_id_of, check_flag, check_text, check_timeout
-from ..hub import (AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, check_root_id, check_start_options,
-                   check_tool_lists, stored_root_id)
+from ..hub import (Activity, AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, SessionStore, ToolFilter,
+                   check_start_options, stored_root_id)
 from ..results import AgentListing, RunResult
-from ..store import open_store
-from ..store.base import SessionStore
-from ..subagents.arguments import ToolFilter
 from . import portal as portals
 from .display import SendReceipt
 from .interrupts import explained, still_running
@@ -56,21 +55,24 @@ from .progress import waiting
 from .tables import agents_frame, conversation_frame, events_frame, jobs_frame, transcript_frame
 
 LOOP_MODES = ("portal", "kernel")
+_STREAM_END = object()  # astream ended (the hub closed)
+
+
+class _StreamFailed:
+    """What ``astream`` raised on the portal (a refused argument), raised again in the reader's thread."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
 CLOSED_MESSAGE = "this hub is closed; create a new Hub to continue (a store= directory keeps its children)"
 
 
 def activity(async_hub: AsyncHub) -> str:
-    """``2 agents running · 1 job active · 340 tokens``: plain reads of the engine's state from the
-    progress line's ticker thread (copies of its dicts; informational)."""
-    agents = list(async_hub.runtime.agents.values())
-    running = sum(1 for agent in agents if agent.status == "running")
-    jobs = sum(1 for job in list(async_hub.job_registry.jobs.values()) if job.status in ("running", "stopping"))
-    tokens = sum(agent.usage.input_tokens + agent.usage.output_tokens for agent in agents)
-    parts = [f"{running} agent{'s' if running != 1 else ''} running"]
-    if jobs:
-        parts.append(f"{jobs} job{'s' if jobs != 1 else ''} active")
-    parts.append(f"{tokens} tokens")
-    return " · ".join(parts)
+    """``2 agents running · 1 job active · 340 tokens``: the hub's :attr:`~toh_nb.hub.AsyncHub.activity`,
+    read from the progress line's ticker thread (informational)."""
+    return async_hub.activity.line()
 
 
 class _State:
@@ -233,18 +235,19 @@ class Hub:
                  root_id: str | None = None, fsync: str | None = None, max_jobs_per_owner: int = 10,
                  report_delivery: str = "next-step", loop: str = "portal", max_tokens: int | None = None,
                  max_steps: int | None = DEFAULT_MAX_STEPS, token_budget: int | None = None,
-                 turn_timeout: float | None = None, providers: Any = None,
-                 history: int = DEFAULT_HISTORY, prices: Any = None, tracing: Any = None) -> None:
+                 turn_timeout: float | None = None, providers: Mapping[str, Any] | None = None,
+                 history: int = DEFAULT_HISTORY, prices: Mapping[str, tuple[float, float]] | None = None,
+                 tracing: Any = None, gc: bool | None = None) -> None:
         if loop not in LOOP_MODES:
             raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
-        check_tool_lists(tools, delegation_tools)
+        # checked once, in the caller's thread, before any store is touched (or a previous hub closed for it)
+        config = HubConfig.of(locals())
         self._loop_mode = loop
-        check_root_id(root_id)  # before any store is touched (or a previous hub closed for it)
         store_key = _store_key(store)
         _take_over(store_key, store)
         # the store opens here, in the caller's thread: its directory scan (a slow or network disk) must
         # not run on the portal loop that every hub of the process shares
-        opened = open_store(store, **({"fsync": fsync} if fsync is not None else {}))
+        opened = config.open_store()
         try:
             root = stored_root_id(opened, root_id)
             if root is not None:
@@ -253,18 +256,10 @@ class Hub:
         except BaseException:
             opened.close()
             raise
-        build = functools.partial(AsyncHub, model, store=opened, max_depth=max_depth,
-                                  max_parallel_tool_calls=max_parallel_tool_calls, ids=ids,
-                                  background_mode=background_mode, tools=tools,
-                                  delegation_tools=delegation_tools, fsync=fsync,
-                                  # the root found above, named: the hub then only checks it exists
-                                  root_id=root if root is not None else root_id,
-                                  max_jobs_per_owner=max_jobs_per_owner, report_delivery=report_delivery,
-                                  max_tokens=max_tokens, max_steps=max_steps, token_budget=token_budget,
-                                  turn_timeout=turn_timeout, providers=providers, history=history,
-                                  prices=prices, tracing=tracing)
+        # the root found above, named: the hub then only checks it exists
+        built = config.replace(store=opened, root_id=root if root is not None else root_id)
         try:
-            async_hub = runner.call(build)
+            async_hub = runner.call(AsyncHub.from_config, built)
         except BaseException:
             opened.close()  # idempotent: a refused configuration never keeps the store's lock
             runner.release()
@@ -291,7 +286,7 @@ class Hub:
         return self._runner.call(fn, *args)
 
     def _job_handle(self, inner: AsyncJob) -> "Job":
-        return Job(self._call, inner, self._async.job_registry.jobs[inner.id])
+        return Job(self._call, inner)
 
     # -- properties --------------------------------------------------------------------------------
 
@@ -314,6 +309,16 @@ class Hub:
     def loop(self) -> str:
         """``"portal"`` or ``"kernel"``."""
         return self._loop_mode
+
+    @property
+    def config(self) -> HubConfig:
+        """The checked configuration this hub was built from (``loop`` aside)."""
+        return self._async.config
+
+    @property
+    def activity(self) -> Activity:
+        """What runs right now (:class:`~toh_nb.hub.Activity`); read without waiting for the loop."""
+        return self._async.activity
 
     @property
     def async_hub(self) -> AsyncHub:
@@ -391,25 +396,15 @@ class Hub:
         none) for a second child.
         """
         check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
-        if label is not None:
-            live = self._call(self._live_child_labelled, label)
-            if live is not None:
-                print(f'toh_nb: the root already has a child labelled "{label}": {live.id} [{live.status}]; '
-                      f"returned it and did not send the prompt (kid.send(...) sends more; "
-                      f"another label starts a second child)")
-                return Child(self._call, AsyncChild(self._async, live.id, live.label or label), self.transcript)
         value = self._call(functools.partial(self._async.start, prompt, label=label, persona=persona,
                                              tool_filter=tool_filter, model=model, max_tokens=max_tokens,
                                              provider=provider, max_steps=max_steps, token_budget=token_budget,
                                              turn_timeout=turn_timeout, tools=tools))
+        if value.reused:
+            print(f'toh_nb: the root already has a child labelled "{label}": {value.id} [{value.status}]; '
+                  f"returned it and did not send the prompt (kid.send(...) sends more; "
+                  f"another label starts a second child)")
         return Child(self._call, value, self.transcript)
-
-    def _live_child_labelled(self, label: str) -> Any:
-        """The root's first continuable child labelled ``label``, or None (on the loop thread)."""
-        for entry in self._async.list_agents("children"):
-            if entry.kind == "child" and entry.label == label:
-                return entry
-        return None
 
     def _by_id(self, agent_id: str, fn: Any, *args: Any) -> Any:
         """``self._call(fn, *args)`` for a call naming an agent by id; when it fails and ``agent_id`` is
@@ -430,10 +425,10 @@ class Hub:
 
     def _ids_labelled(self, label: str) -> list[str]:
         """The ids of the agents labelled ``label`` when ``label`` is not an agent id itself (loop thread)."""
-        hub = self._async
-        if label in hub.runtime.agents or hub.store.exists(label):
+        view = self._async.view
+        if view.has_agent(label):
             return []
-        return [row["id"] for row in hub.agents() if row.get("label") == label]
+        return [row["id"] for row in view.agents() if row.get("label") == label]
 
     def child(self, child_id: "str | Child") -> "Child":
         """A handle on an existing continuable child of the root (for example after a restart)."""
@@ -463,6 +458,12 @@ class Hub:
         agent_id = agent_id_of(agent_id)
         return self._by_id(agent_id, self._async.kill, agent_id)
 
+    def kill_job(self, job_id: str, reason: str | None = None) -> str:
+        """Ask any background job of the tree to stop, also one a descendant's model started (see
+        :meth:`AsyncHub.kill_job`); the line the ``job_kill`` tool would return."""
+        check_text(job_id, "job_id")
+        return self._call(self._async.kill_job, job_id, reason)
+
     def list_agents(self, scope: str = "children") -> AgentListing:
         """The root's continuable children (``scope="descendants"``: the whole tree); ``str()`` is
         exactly the ``list_agents`` tool text."""
@@ -479,36 +480,65 @@ class Hub:
 
     def stream(self, agent: Any = None, *, kinds: Any = None, history: bool = False,
                timeout: float | None = None) -> Iterator[HubEvent]:
-        """``for ev in hub.stream(...)``: typed events as they happen (see :meth:`AsyncHub.astream` for
-        ``agent``, ``kinds`` and ``history``). Ends after the hub's closing event or, with ``timeout``, after
-        that many seconds without an event; the work keeps running on the portal while the loop body runs."""
+        """``for ev in hub.stream(...)``: typed events as they happen — :meth:`AsyncHub.astream` (same
+        ``agent``, ``kinds`` and ``history``), run on the portal and read here. Ends after the hub's closing
+        event or, with ``timeout``, after that many seconds without an event (counted here, between two
+        reads); the work keeps running on the portal while the loop body runs, and events wait until read."""
         if self._loop_mode == "kernel":
             raise UsageError('hub.stream() needs the portal loop; with Hub(loop="kernel") use '
                              "`async for ev in hub.async_hub.astream()`")
         check_timeout(timeout)
         check_flag(history, "history")
-        keep = self._call(self._async.event_filter, agent, kinds)
         events: queue.SimpleQueue = queue.SimpleQueue()
-        bus = self._async.runtime.bus
+        astream = self._async.astream
 
-        def subscribe() -> tuple[list, Any]:
-            backlog = [event for event in bus.history if keep(event)] if history else []
-            return backlog, bus.subscribe(lambda event: events.put(event) if keep(event) else None)
+        async def pump() -> None:
+            try:
+                async for event in astream(agent, kinds=kinds, history=history):
+                    events.put(event)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as error:  # a refused argument: raised in the reader's thread
+                events.put(_StreamFailed(error))
+            else:
+                events.put(_STREAM_END)
 
-        backlog, unsubscribe = self._call(subscribe)
+        async def start() -> asyncio.Task:
+            task = asyncio.get_running_loop().create_task(pump())
+            await asyncio.sleep(0)  # the pump runs up to its first wait: astream has subscribed
+            return task
+
+        task = self._call(start)
         try:
-            yield from backlog
             while True:
                 try:
                     event = events.get(timeout=timeout)
                 except queue.Empty:
                     return
+                if event is _STREAM_END:
+                    return
+                if isinstance(event, _StreamFailed):
+                    raise event.error
                 yield event
                 if isinstance(event, HubClosed):
                     return
         finally:
-            if not self.closed:
-                self._runner.call(unsubscribe)
+            if not task.done() and not self.closed:
+                self._runner.call(task.cancel)
+
+    # -- permission requests ------------------------------------------------------------------------
+
+    def pending_permissions(self, agent: Any = None) -> list[dict]:
+        """The permission requests of external agents waiting for an answer (see
+        :meth:`AsyncHub.pending_permissions`); the tree shows them with Allow/Deny buttons."""
+        return self._call(self._async.pending_permissions, agent_id_of(agent) if agent is not None else None)
+
+    def answer_permission(self, ask_id: str, allowed: bool) -> str:
+        """Allow (``True``) or deny (``False``) a pending permission request (see
+        :meth:`AsyncHub.answer_permission`); the line the tree shows."""
+        check_text(ask_id, "ask_id")
+        check_flag(allowed, "allowed")
+        return self._call(self._async.answer_permission, ask_id, allowed)
 
     # -- tables -------------------------------------------------------------------------------------
 
@@ -618,10 +648,10 @@ class Job(JobFacts):
         JobError: the job is not one of this hub's root's jobs.
     """
 
-    def __init__(self, call: Callable[..., Any], inner: AsyncJob, record: Any) -> None:
+    def __init__(self, call: Callable[..., Any], inner: AsyncJob) -> None:
         self._call = call  # the hub's call onto its loop (refuses once the hub is closed)
         self._inner = inner
-        self._job = record  # the registry's Job, read by JobFacts
+        self._facts = inner  # read by JobFacts (plain attribute reads of the job's record)
 
     def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` first waits for the job to
@@ -684,6 +714,7 @@ class Child(ChildFacts):
         self._transcript = transcript
         self.id = inner.id
         self.label = inner.label
+        self.reused = inner.reused
 
     @property
     def status(self) -> str:

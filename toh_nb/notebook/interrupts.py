@@ -25,15 +25,14 @@ class Interrupted(KeyboardInterrupt):
 def still_running(async_hub: Any) -> str:
     """``still running: job subagent-1, agent-3`` or ``nothing else is running``.
 
-    Read from the caller's thread without waiting for the loop (it may be busy cancelling): copies of
-    the engine's dicts, informational only.
+    Read from the caller's thread without waiting for the loop (it may be busy cancelling): the hub's
+    :attr:`~toh_nb.hub.AsyncHub.activity`, informational only.
     """
-    jobs = [job.id for job in list(async_hub.job_registry.jobs.values()) if job.status in ("running", "stopping")]
-    job_children = {job.child_id for job in list(async_hub.job_registry.jobs.values())}
+    activity = async_hub.activity
     root = async_hub.root
-    agents = [agent.id for agent in list(async_hub.runtime.agents.values())
-              if agent.status == "running" and agent.id != root and agent.id not in job_children]
-    names = [f"job {job_id}" for job_id in jobs] + agents
+    agents = [agent_id for agent_id in activity.running_agents
+              if agent_id != root and agent_id not in activity.job_children]
+    names = [f"job {job_id}" for job_id in activity.active_jobs] + agents
     if not names:
         return "nothing else is running"
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")

@@ -56,19 +56,20 @@ def display_status(row: dict) -> str:
 
 def tree_rows(hub: Any) -> list[dict]:
     """Every agent and background job of ``hub`` (an AsyncHub) in display order (pre-order, siblings
-    by start time), each with ``kind``, ``tree_parent`` and ``level``. Call on the hub's loop thread."""
-    agents = hub.agents()
-    registry = getattr(hub, "job_registry", None)
-    jobs = list(registry.jobs.values()) if registry is not None else []
+    by start time), each with ``kind``, ``tree_parent`` and ``level``. Call on the hub's loop thread
+    (it reads the hub's public :class:`~toh_nb.hub.HubView`, ``hub.view``)."""
+    view = hub.view
+    agents = view.agents()
+    jobs = view.jobs(child_ids=True)
     root = agents[0]["id"] if agents else None
     agent_ids = {row["id"] for row in agents}
-    by_child = {job.child_id: job for job in jobs if job.child_id}
+    by_child = {job["child_id"]: job for job in jobs if job["child_id"]}
     rows: list[dict] = []
     for row in agents:
         row = dict(row, kind="agent")
         job = by_child.get(row["id"])
-        if job is not None and job.owner_id == row["parent"]:
-            row["tree_parent"] = job.id
+        if job is not None and job["owner"] == row["parent"]:
+            row["tree_parent"] = job["id"]
         elif row["parent"] in agent_ids:
             row["tree_parent"] = row["parent"]
         else:
@@ -76,10 +77,10 @@ def tree_rows(hub: Any) -> list[dict]:
         row["can_send"] = row["mode"] == "continuable" and row["parent"] == root and not hub.closed
         rows.append(row)
     for job in jobs:
-        rows.append({"kind": "job", "id": job.id, "label": job.label, "status": job.status,
-                     "detail": job.detail, "owner": job.owner_id, "child_id": job.child_id,
-                     "started": job.started, "finished": job.finished, "elapsed_s": job.elapsed,
-                     "tree_parent": job.owner_id if job.owner_id in agent_ids else root})
+        rows.append({"kind": "job", "id": job["id"], "label": job["label"], "status": job["status"],
+                     "detail": job["detail"], "owner": job["owner"], "child_id": job["child_id"],
+                     "started": job["started"], "finished": job["finished"], "elapsed_s": job["elapsed_s"],
+                     "tree_parent": job["owner"] if job["owner"] in agent_ids else root})
     return mark_outcomes(preorder(rows))
 
 

@@ -93,7 +93,7 @@ class Waterfall:
                 settled[agent_id] = cached[1]
                 continue
             try:
-                activations = compact(hub.activations(agent_id))
+                activations = compact(hub.view.activations(agent_id))
             except TohError:  # a log that cannot be read: the row says so; the lane draws its lifetime
                 activations = []
             self._cache[agent_id] = (key, activations)

@@ -54,7 +54,6 @@ import asyncio
 import concurrent.futures
 import json
 import pathlib
-import sys
 import threading
 import time
 from typing import Any, Callable
@@ -64,7 +63,6 @@ import traitlets
 
 from ..core.checks import check_count, check_seconds
 from ..core.errors import TohError, UsageError
-from ..jobs import texts as job_texts
 from .chat import chat_entries, chat_markdown
 from .display import short_id
 from .treeview import (FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, summary,
@@ -82,8 +80,6 @@ ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggl
            "allow", "deny", "span")
 #: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
 KERNEL_ROUTING_HOOK = "_reply_subshell_for"
-#: where ACP permission requests asked with ``permissions="ask"`` wait (loaded only when ACP is in use)
-PERMISSIONS_MODULE = "toh_nb.acp.permissions"
 
 
 def _route_to_sender(data: Any, default: Any) -> Any:
@@ -97,13 +93,6 @@ def _keep_frontend_routing(comm: Any) -> None:
     hook (ipykernel < 7.4, the ``comm`` package's own) already routes that way."""
     if comm is not None and callable(getattr(comm, KERNEL_ROUTING_HOOK, None)):
         setattr(comm, KERNEL_ROUTING_HOOK, _route_to_sender)  # on this comm only: ipykernel looks it up per comm
-
-
-def pending_asks(agent_ids: Any) -> list[dict]:
-    """The ACP permission requests of these agents waiting for the user (``permissions="ask"``): each
-    ``{"id", "agent", "title", "kind", "tool_call_id"}``. Empty unless the ACP provider is loaded."""
-    module = sys.modules.get(PERMISSIONS_MODULE)
-    return [] if module is None else module.PENDING.listing(agent_ids)
 
 
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
@@ -321,7 +310,7 @@ class AgentTree(anywidget.AnyWidget):
         self.hub = hub
         self._facade = facade
         self._hub = inner
-        self._runtime = inner.runtime
+        self._view = inner.view  # the hub's plain reads on its loop thread (and its event stream)
         self.interval = float(interval)
         self.max_nodes = max_nodes
         self.refresh_count = 0
@@ -456,7 +445,7 @@ class AgentTree(anywidget.AnyWidget):
 
 
     def _subscribe(self) -> None:
-        self._unsubscribe = self._runtime.bus.subscribe(self._on_event)  # the hub's one event stream
+        self._unsubscribe = self._view.subscribe(self._on_event)  # the hub's one event stream
 
     def _unsubscribe_all(self) -> None:
         if self._unsubscribe is not None:
@@ -612,16 +601,8 @@ class AgentTree(anywidget.AnyWidget):
     def _kill(self, job_id: str) -> Any:
         hub = self._hub
 
-        async def run() -> str:
-            registry = hub.job_registry
-            job = registry.jobs.get(job_id)
-            if job is None:
-                raise UsageError(f"{job_id} is not a job")
-            # the notebook user owns the whole tree: act as the job's owner
-            outcome = registry.kill(job_id, job.owner, "killed from the agent tree")
-            if outcome == "requested":
-                return job_texts.kill_requested(job_id)
-            return job_texts.kill_already_finished(job_id, job.status, job.detail)
+        async def run() -> str:  # the notebook user owns the whole tree: kill_job acts as the job's owner
+            return await hub.kill_job(job_id, "killed from the agent tree")
 
         return self._submit(run, f"kill {job_id}")
 
@@ -629,8 +610,7 @@ class AgentTree(anywidget.AnyWidget):
         """Answer a pending permission request (its Allow/Deny buttons); the agent's turn goes on."""
         if not any(ask["id"] == ask_id for ask in self.asks):
             raise UsageError(f"no pending permission request {ask_id!r} in this tree")
-        module = sys.modules[PERMISSIONS_MODULE]
-        line = module.answer(ask_id, allowed)
+        line = self._view.answer_permission(ask_id, allowed)  # thread-safe: the loop may be busy
         self.asks = [ask for ask in self.asks if ask["id"] != ask_id]
         self._say(line)
         self._mark_dirty()
@@ -648,7 +628,7 @@ class AgentTree(anywidget.AnyWidget):
     def _transcript_state(self, hub: Any, agent_id: str) -> dict:
         row = next((r for r in self.rows if r["id"] == agent_id), None)
         return {"id": agent_id, "name": row["name"] if row else agent_id,
-                "entries": chat_entries(hub.transcript(agent_id))}
+                "entries": chat_entries(hub.view.transcript(agent_id))}
 
     def _download(self, filename: str, text: str, mime: str) -> None:
         """Hand a file to the page, which saves it (the export buttons)."""
@@ -666,7 +646,7 @@ class AgentTree(anywidget.AnyWidget):
         """An agent's transcript as Markdown (the chat view's export)."""
         hub = self._hub
         label = next((r["label"] for r in self.rows if r["id"] == agent_id), None)
-        return self._call(lambda: chat_markdown(agent_id, chat_entries(hub.transcript(agent_id)), label))
+        return self._call(lambda: chat_markdown(agent_id, chat_entries(hub.view.transcript(agent_id)), label))
 
     # -- rebuilding (loop thread) ------------------------------------------------------------------
 
@@ -708,7 +688,7 @@ class AgentTree(anywidget.AnyWidget):
                 self.hidden = len(base) - len(kept)
             if transcript is not None and transcript != self.transcript:
                 self.transcript = transcript
-            asks = pending_asks(row["id"] for row in rows)
+            asks = self._view.pending_permissions(row["id"] for row in rows)
             if asks != self.asks:
                 self.asks = asks
         if self.view == "timeline":
@@ -738,7 +718,7 @@ class AgentTree(anywidget.AnyWidget):
         hub, turn, start = self._hub, where.get("turn"), where.get("start")
 
         async def run() -> str:
-            self.send(span_message(agent_id, hub.activations(agent_id), turn, start))
+            self.send(span_message(agent_id, hub.view.activations(agent_id), turn, start))
             return f"messages of {agent_id} turn {turn}"
 
         return self._submit(run, f"messages of {agent_id} turn {turn}")

@@ -1,18 +1,15 @@
 """Session stores: the protocol, the in-memory store and the JSONL store."""
 
-from .base import SessionStore
+from .base import SessionStore, StoreBase, full_store
 from .memory import MemoryStore
 
-__all__ = ["SessionStore", "MemoryStore", "open_store", "reserved_ids"]
+__all__ = ["SessionStore", "StoreBase", "MemoryStore", "open_store", "reserved_ids", "full_store"]
 
 
 def reserved_ids(store: SessionStore) -> list[str]:
     """Every id the store holds, including logs it cannot read (corrupt, a FIFO, a directory …):
     new ids must skip all of them, or a sequential id would collide with an unreadable log."""
-    reserved = getattr(store, "reserved_ids", None)
-    if reserved is not None:
-        return list(reserved())
-    return [h.id for h in store.headers()]
+    return list(full_store(store).reserved_ids())
 
 
 def open_store(store: "str | SessionStore | None", **options) -> SessionStore:
@@ -24,7 +21,7 @@ def open_store(store: "str | SessionStore | None", **options) -> SessionStore:
 
         return JsonlStore(store, **options)
     if isinstance(store, SessionStore):
-        return store
+        return full_store(store)  # a store of your own gets the defaults of the abilities it lacks
     from ..core.errors import UsageError
 
     raise UsageError(f"store must be None, a directory path or a SessionStore, got {type(store).__name__}")

@@ -117,6 +117,7 @@ from ..core.ids import is_valid_id
 from ..core.records import RecordError, check_descriptor
 from ..core.session import DESCRIPTOR, Event, LogSummary, Session, SessionHeader, summarize
 from . import index as listing_index
+from .base import StoreBase
 from .writer import TMP_PREFIX as _TMP_PREFIX
 from .writer import TMP_SUFFIX as _TMP_SUFFIX
 from .writer import LogWriter, LoopAck
@@ -374,7 +375,7 @@ def _open_regular(name: str, dir_fd: int | None) -> int:
     return fd
 
 
-class JsonlStore:
+class JsonlStore(StoreBase):
     """A directory of JSONL session logs; satisfies :class:`~toh_nb.store.base.SessionStore`.
 
     ``JsonlStore(directory, fsync="batch" | "always" | "never", batch_interval=0.05,

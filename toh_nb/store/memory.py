@@ -7,9 +7,10 @@ from typing import Iterable
 from ..core.errors import StoreError
 from ..core.ids import is_valid_id
 from ..core.session import Event, Session, SessionHeader
+from .base import StoreBase
 
 
-class MemoryStore:
+class MemoryStore(StoreBase):
     """Keeps every session object; ``open`` hands back the same log a settled child left behind."""
 
     def __init__(self) -> None:

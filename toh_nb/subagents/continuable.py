@@ -170,7 +170,7 @@ class ContinuableChildren(Settlement):
         runtime = self.runtime
         store = runtime.store
         try:
-            if getattr(store, "reads_block", False):  # a disk read off the loop: a slow disk stalls no agent
+            if store.reads_block:  # a disk read off the loop: a slow disk stalls no agent
                 session = await run_engine(store.open, child_id)
             else:
                 session = store.open(child_id)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..core.errors import StoreError
+from ..store.base import full_store
 from ..core.session import SessionHeader
 from ..core.states import AgentStatus
 from . import descriptor as descriptors
@@ -63,20 +64,19 @@ def entry(store: Any, status: Callable[[str], str], header: SessionHeader, desce
           depth: int, resume_problem: ResumeProblem | None = None) -> ListEntry | None:
     """The row of one child header: a continuable child, a diagnostic, or ``None`` (not listed)."""
     # a store that can list a large unindexed store without parsing every transcript does
-    problem = getattr(store, "listing_diagnostic", store.diagnostic)(header.id)
+    problem = store.listing_diagnostic(header.id)
     if problem == "corrupt":
         return ListEntry("diagnostic", header.id, reason=corrupt_reason(store, header.id),
                          parent=header.parent_session, depth=depth, descendants_form=descendants)
     try:
         # a store that can answer without loading the transcript does (a 10,000-child listing)
-        descriptor_of = getattr(store, "descriptor", None)
-        descriptor = descriptor_of(header.id) if descriptor_of is not None else store.open(header.id).descriptor
+        descriptor = store.descriptor(header.id)
         record = descriptors.parse(descriptor)
     except descriptors.DescriptorError as error:  # read, and of the wrong shape: say what is wrong
         return ListEntry("diagnostic", header.id, reason=f"{CORRUPT}: descriptor: {error}",
                          parent=header.parent_session, depth=depth, descendants_form=descendants)
     except (KeyError, StoreError, OSError, ValueError):
-        if getattr(store, "listing_diagnostic", store.diagnostic)(header.id) == "corrupt":  # found while reading
+        if store.listing_diagnostic(header.id) == "corrupt":  # found while reading
             return ListEntry("diagnostic", header.id, reason=corrupt_reason(store, header.id),
                              parent=header.parent_session, depth=depth, descendants_form=descendants)
         return ListEntry("diagnostic", header.id, reason="unavailable", parent=header.parent_session,
@@ -103,19 +103,15 @@ CORRUPT = "corrupt"
 def corrupt_reason(store: Any, child_id: str) -> str:
     """``corrupt: <what>`` (the store's problem: which line, which field), or ``corrupt`` from a store
     that cannot say."""
-    problem_of = getattr(store, "problem", None)
-    problem = problem_of(child_id) if problem_of is not None else None
+    problem = store.problem(child_id)
     return f"{CORRUPT}: {problem}" if problem else CORRUPT
 
 
 def unreadable_rows(store: Any, parent_id: str, descendants: bool, depth: int) -> list[ListEntry]:
     """Rows for the logs under ``parent_id`` whose header cannot be read (a store that can tell: see
     ``JsonlStore.corrupt_children_of``): listed as diagnostics, never dropped."""
-    corrupt_children_of = getattr(store, "corrupt_children_of", None)
-    if corrupt_children_of is None:
-        return []
     rows = []
-    for child_id in corrupt_children_of(parent_id):
+    for child_id in store.corrupt_children_of(parent_id):
         reason = corrupt_reason(store, child_id) if store.diagnostic(child_id) == CORRUPT else "unavailable"
         rows.append(ListEntry("diagnostic", child_id, reason=reason, parent=parent_id, depth=depth,
                               descendants_form=descendants))
@@ -131,7 +127,9 @@ def children_headers(store: Any, parent_id: str) -> list[SessionHeader]:
 
 def list_children(store: Any, status: Callable[[str], str], parent_id: str,
                   resume_problem: ResumeProblem | None = None) -> AgentList:
-    """The direct continuable children of ``parent_id``."""
+    """The direct continuable children of ``parent_id`` (``store``: any :class:`SessionStore`; the
+    optional abilities it lacks get their defaults, ``toh_nb.store.base.StoreBase``)."""
+    store = full_store(store)
     out = AgentList()
     for header in children_headers(store, parent_id):
         row = entry(store, status, header, False, 1, resume_problem)
@@ -145,6 +143,7 @@ def list_descendants(store: Any, status: Callable[[str], str], root_id: str,
                      resume_problem: ResumeProblem | None = None) -> AgentList:
     """Every continuable descendant of ``root_id``, depth first in creation order (the unreadable logs
     under each parent after its readable children's subtrees)."""
+    store = full_store(store)
     out = AgentList()
     # entries: a header to list (and descend into), or a parent id whose unreadable logs come next
     stack: list[tuple[Any, int]] = [(root_id, 1)]

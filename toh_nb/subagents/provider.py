@@ -151,6 +151,19 @@ class ChildInfo:
     #: the MCP servers whose tools the child would see (``toh_nb.mcp.MCPServer``): an external harness is
     #: handed them (ACP ``session/new``'s ``mcpServers``) so it uses the same tools
     mcp_servers: tuple = ()
+    #: the hub's desk of questions for a person (``toh_nb.core.asks``): see :meth:`ask`
+    desk: Any = None
+
+    async def ask(self, title: str, kind: str, tool_call_id: str, timeout: float | None,
+                  notify: Callable[[dict], Any] | None = None) -> bool:
+        """Ask a person to allow a tool call of this child: published on the hub's event stream as
+        ``PermissionAsked``, answered with ``hub.answer_permission`` (the tree's buttons call it);
+        False when denied or unanswered within ``timeout`` seconds."""
+        if self.desk is None:
+            from ..core.errors import UsageError
+
+            raise UsageError(f"child {self.id} was planned outside a hub: there is nobody to ask")
+        return await self.desk.ask(self.id, title, kind, tool_call_id, timeout, notify)
 
 
 @runtime_checkable

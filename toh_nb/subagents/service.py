@@ -127,7 +127,7 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
                     request: StartRequest | None, model: Any = None) -> ChildInfo:
         own = request.mcp_servers if request is not None else ()
         return ChildInfo(child_id, mode, label, depth, parent_id, request, functools.partial(self._record, child_id),
-                         model, (*self.runtime.mcp_servers, *own))
+                         model, (*self.runtime.mcp_servers, *own), self.runtime.asks)
 
     def _record(self, child_id: str, kind: str, data: dict) -> None:
         """An external child's activity (a remote tool call, a plan): into its log and the event stream."""
