@@ -70,7 +70,7 @@ def test_a_queued_follow_up_shows_until_its_turn_runs_it_and_a_dropped_one_says_
         kid.wait(timeout=5)
         kid.send("second")
         kid.wait(timeout=5)
-        roles = [(r["turn"], r["role"], r["text"]) for r in hub.async_hub.transcript(kid.id)]
+        roles = [(r["turn"], r["role"], r["text"]) for r in hub.async_hub.view.transcript(kid.id)]
     assert roles == [(1, "user", "first"), (1, "assistant", "ok"), (1, "turn", "completed"),
                      (2, "user", "second"), (2, "assistant", "ok"), (2, "turn", "completed")]
     queued = {"id": "m1", "content": "later", "source": {"kind": "user"}}
@@ -86,8 +86,8 @@ def test_both_faces_give_the_conversation_and_the_raw_log_one_argument_away():
                                "x": ["x says hi"]})
     with tn.Hub(script, ids="sequential") as hub:
         hub.run("go")
-        rows = hub.async_hub.transcript("root")
-        raw = hub.async_hub.transcript("root", raw=True)
+        rows = hub.async_hub.view.transcript("root")
+        raw = hub.async_hub.view.transcript("root", raw=True)
         frame, raw_frame = hub.transcript(hub.root), hub.transcript(hub.root, raw=True)
         with pytest.raises(tn.UsageError, match="^raw must be True or False, got 'yes'$"):
             hub.transcript(hub.root, raw="yes")

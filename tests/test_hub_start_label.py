@@ -20,7 +20,7 @@ def test_the_async_hub_returns_the_child_already_labelled_and_sends_nothing(tmp_
             again = await hub.start("second", label="x")
             other = await hub.start("third", label="y")
             await other.wait()
-            users = [r["text"] for r in await hub.transcript(kid) if r["kind"] == "user/message"]
+            users = [r["text"] for r in await hub.transcript(kid, raw=True) if r["kind"] == "user/message"]
             return (kid.id, kid.reused), (again.id, again.reused, again.label), (other.id, other.reused), users
 
     first, again, other, users = asyncio.run(main())

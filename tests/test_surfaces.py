@@ -91,7 +91,7 @@ def test_the_readmes_async_example_awaits_the_listing_and_the_tables():
             rows = await hub.agents()
             assert await kid.kill() is False  # settled: a no-op
             await hub.interrupt(kid)
-            return str(listing), [r["id"] for r in rows], [r["kind"] for r in await hub.transcript(kid)][:2], \
+            return str(listing), [r["id"] for r in rows], [r["kind"] for r in await hub.transcript(kid, raw=True)][:2], \
                 [r["id"] for r in await hub.jobs()], [r["kind"] for r in await hub.events()], \
                 (await hub.child(kid.id)).id, str(await kid.transcript() == await hub.transcript(kid.id))
 

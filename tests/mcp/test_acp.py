@@ -27,7 +27,7 @@ def spawn_mcp(tmp_path, flags, servers):
         agent = tn.AcpAgent(fake(*flags), cwd=str(tmp_path), eof_grace=2.0)
         async with tn.AsyncHub(ids="sequential", providers={"coder": agent}, tools=servers) as hub:
             result = await hub.spawn("MCP", label="coder", provider="coder")
-            return result, hub.transcript(result.agent_id, raw=True)
+            return result, await hub.transcript(result.agent_id, raw=True)
 
     return asyncio.run(main())
 
@@ -58,7 +58,7 @@ def test_fast_agent_as_an_acp_child_calls_a_tool_of_the_hubs_mcp_server(tmp_path
         async with tn.AsyncHub(ids="sequential", providers={"fa": agent},
                                tools=[tn.MCPServer(hostile(), name="h")]) as hub:
             result = await hub.spawn('***CALL_TOOL h__echo {"text": "from fast-agent"}', label="fa", provider="fa")
-            return result, hub.transcript(result.agent_id, raw=True)
+            return result, await hub.transcript(result.agent_id, raw=True)
 
     result, rows = asyncio.run(main())
     assert (result.text, result.stop_reason) == ('{"result":"echo: from fast-agent"}', "completed")

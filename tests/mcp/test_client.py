@@ -41,8 +41,8 @@ def test_a_model_calls_server_everything_tools_through_hub_run():
     async def main():
         async with tn.AsyncHub(model, tools=[tn.MCPServer([EVERYTHING], name="everything")], ids="sequential") as hub:
             result = await hub.run("go")
-            rows = hub.transcript(hub.root, raw=True)
-            agents = hub.agents()
+            rows = await hub.transcript(hub.root, raw=True)
+            agents = await hub.agents()
             during = descendants() - before
         return result, rows, agents, during
 
@@ -100,7 +100,7 @@ def test_two_servers_offering_the_same_tool_are_prefixed_with_their_names():
                                tools=[tn.MCPServer(hostile(), name="a"), tn.MCPServer(hostile(), name="b"),
                                       tn.MCPServer(hostile(), name="c", prefix=True)]) as hub:
             await hub.run("go")
-            return hub.root_agent.tools, hub.transcript(hub.root, raw=True)
+            return hub.root_agent.tools, await hub.transcript(hub.root, raw=True)
 
     tools, rows = run(main())
     mcp_tools = [name for name, tool in tools.items() if isinstance(tool, MCPTool)]
@@ -131,7 +131,7 @@ def test_the_sdk_mcpserver_over_streamable_http_maps_structured_images_and_resou
         async def main():
             async with tn.AsyncHub(model, tools=[tn.MCPServer(url=url, name="calc")]) as hub:
                 await hub.run("go")
-                return hub.transcript(hub.root, raw=True)
+                return await hub.transcript(hub.root, raw=True)
 
         rows = run(main())
     results = [(r["text"], r["is_error"]) for r in rows if r["kind"] == "tool/result"]
@@ -149,7 +149,7 @@ def test_one_session_per_server_is_shared_by_the_agents_that_use_it():
     async def main():
         async with tn.AsyncHub(model, tools=[tn.MCPServer(hostile(), name="h")], ids="sequential") as hub:
             await hub.run("go")
-            rows = hub.transcript(hub.root, raw=True)
+            rows = await hub.transcript(hub.root, raw=True)
             return [r["text"] for r in rows if r["kind"] == "tool/result"]
 
     texts_ = run(main())
@@ -165,7 +165,7 @@ def test_a_server_that_cannot_start_fails_the_run_with_its_reason_and_nothing_st
         async with tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[tn.MCPServer([missing], name="gone")]) as hub:
             with pytest.raises(tn.ToolError) as caught:
                 await hub.run("go")
-            return str(caught.value), hub.agents()
+            return str(caught.value), await hub.agents()
 
     message, agents = run(main())
     assert message == (f'MCP server "gone" (`{missing}`) could not be started: No such file or directory: '

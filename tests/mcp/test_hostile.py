@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def results(hub) -> list[tuple[str, bool]]:
-    return [(r["text"], r["is_error"]) for r in hub.transcript(hub.root, raw=True) if r["kind"] == "tool/result"]
+    return [(r["text"], r["is_error"]) for r in hub.view.transcript(hub.root, raw=True) if r["kind"] == "tool/result"]
 
 
 def display(server: tn.MCPServer) -> str:

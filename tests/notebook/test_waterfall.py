@@ -101,9 +101,10 @@ def test_a_filter_narrows_the_timeline_and_settled_agents_are_not_read_again(mon
         hub.spawn("a", label="alpha")
         hub.spawn("b", label="beta")
         read: list[str] = []
-        inner = hub.async_hub
-        original = inner.activations
-        monkeypatch.setattr(inner, "activations", lambda agent_id: read.append(agent_id) or original(agent_id))
+        view_class = type(hub.async_hub.view)
+        original = view_class.activations
+        monkeypatch.setattr(view_class, "activations",
+                            lambda self, agent_id: read.append(agent_id) or original(self, agent_id))
         tree = AgentTree(hub)
         try:
             tree.view = "timeline"
