@@ -16,7 +16,7 @@ import asyncio
 import html
 import os
 import time
-from typing import Any, Literal, Mapping, Sequence, overload
+from typing import Any, Iterable, Literal, Mapping, Sequence, overload
 
 from .core.budget import DEFAULT_MAX_STEPS, Limits
 from .core.checks import agent_id_of, check_count, check_flag, check_text, check_timeout, shown
@@ -33,7 +33,7 @@ from .costs import CostBook
 from .jobs import JobRegistry, make_job_tools
 from .jobs.registry import Job
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
-from .snapshots import agent_rows, event_rows, job_rows, transcript_rows
+from .snapshots import agent_rows, agent_rows_of, event_rows, job_rows, transcript_rows
 from .store import open_store, reserved_ids
 from .store.base import SessionStore
 from .subagents import ForkProvider, SpawnProvider, SubagentService
@@ -599,6 +599,18 @@ class AsyncHub:
         tokens (own, subtree, budget, left), cost, started, elapsed_s, stop_reason, abandoned_tools (sync
         tool or model calls of the agent whose turn ended while their thread still runs: ``toh_nb.core.threads``)."""
         return self._costs.fill(agent_rows(self.runtime, self._root.id), self.runtime)
+
+    def agent_rows(self, agent_ids: Iterable[str]) -> list[dict]:
+        """The rows of these agents alone, as :meth:`agents` has them (with ``cost``) but without the
+        columns that depend on their subtree (``subtree_tokens`` is the agent's own, ``subtree_cost``
+        its cost, ``tokens_left`` None): for a live view that keeps the tree up to date from the event
+        stream and re-reads only the agents an event touched. Call on the hub's loop."""
+        rows = agent_rows_of(self.runtime, list(agent_ids))
+        for row in rows:
+            self._costs.note(row["id"], self.runtime)
+            row["cost"] = row["subtree_cost"] = self._costs.cost(row["id"], row["input_tokens"] or 0,
+                                                                 row["output_tokens"] or 0)
+        return rows
 
     def transcript(self, agent_id: "str | AsyncChild") -> list[dict]:
         """One row per event of the agent's log: turn, kind, role, source, text, tool, is_error."""

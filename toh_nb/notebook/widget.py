@@ -67,8 +67,8 @@ from ..core.errors import TohError, UsageError
 from ..jobs import texts as job_texts
 from .chat import chat_entries, chat_markdown
 from .display import short_id
-from .treeview import (FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, summary,
-                       tree_rows)
+from .livetree import Change, LiveRows
+from .treeview import FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, tree_rows
 
 HERE = pathlib.Path(__file__).resolve().parent
 ACTION_TIMEOUT = 30.0  # seconds a synchronous refresh()/repr waits for the portal
@@ -78,7 +78,11 @@ LIVE = ("running", "stopping", "idle")
 #: what the status filter offers (one vocabulary for agents and jobs)
 STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
 ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript",
-           "allow", "deny")
+           "allow", "deny", "hello")
+#: the share of the engine's loop thread an open tree may take: after a refresh that took ``t`` seconds
+#: there, the next waits at least ``t / LOOP_SHARE`` (a 10,000-row tree refreshes less often, the
+#: engine keeps at least 95 % of its thread)
+LOOP_SHARE = 0.05
 #: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
 KERNEL_ROUTING_HOOK = "_reply_subshell_for"
 #: where ACP permission requests asked with ``permissions="ask"`` wait (loaded only when ACP is in use)
@@ -139,44 +143,55 @@ def widget_rows(rows: list[dict]) -> list[dict]:
     """The synced rows: JSON-safe, one per node in pre-order, with what the renderer shows and which
     actions apply (a disabled action is not offered at all). ``subtree_tokens``: the node's own tokens
     plus all its descendants' (jobs count their child agent's)."""
-    out: list[dict] = []
-    index: dict[str, dict] = {}
     extra = extra_columns()
-    for row in rows:
-        status = display_status(row)
-        agent = row["kind"] == "agent"
-        own = ((row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)) if agent else 0
-        started = row.get("started")
-        elapsed = row.get("elapsed_s")
-        item = {
-            # the root named "root" shows as "root (you)" alone, not "root (you) root"
-            "id": row["id"], "short": "" if row.get("mode") == "root" and row["id"] == "root" else short_id(row["id"]),
-            "kind": row["kind"], "parent": row["tree_parent"],
-            "level": row["level"], "name": name_of(row), "label": row.get("label") or "",
-            "mode": (row.get("mode") or "") if agent else "job", "status": status,
-            "turns": row.get("turns") or 0 if agent else None,
-            "input_tokens": row.get("input_tokens") or 0 if agent else None,
-            "output_tokens": row.get("output_tokens") or 0 if agent else None,
-            "own_tokens": own, "subtree_tokens": own, "children": 0,
-            "detail": row.get("detail") or "", "stop_reason": row.get("stop_reason") or "",
-            "outcome": row.get("outcome") or "", "diagnostic": row.get("diagnostic") or "",
-            "failure": bool(row.get("failure")), "failures_below": row.get("failures_below") or 0,
-            "started": started, "elapsed_s": elapsed,
-            "ended": None if status in LIVE or started is None or elapsed is None else started + elapsed,
-            "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
-            "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
-            "has_transcript": agent,
-            "extra": [[name, _extra_value(name, extra_value(row, name))] for name in extra
-                      if extra_value(row, name) is not None],
-        }
-        out.append(item)
-        index[item["id"]] = item
-    for item in reversed(out):  # children come after their parent in pre-order
-        parent = index.get(item["parent"])
-        if parent is not None:
-            parent["subtree_tokens"] += item["subtree_tokens"]
-            parent["children"] += 1
-    return out
+    totals: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for row in reversed(rows):  # children come after their parent in pre-order
+        total = own_tokens(row) + totals.get(row["id"], 0)
+        totals[row["id"]] = total
+        parent = row["tree_parent"]
+        totals[parent] = totals.get(parent, 0) + total
+        counts[parent] = counts.get(parent, 0) + 1
+    return [page_row(row, totals[row["id"]], counts.get(row["id"], 0), extra) for row in rows]
+
+
+def own_tokens(row: dict) -> int:
+    """An agent's own tokens (in + out); a job has none of its own."""
+    if row["kind"] != "agent":
+        return 0
+    return (row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)
+
+
+def page_row(row: dict, subtree_tokens: int, children: int, extra: list[str] | None = None) -> dict:
+    """One row as the page gets it (see :func:`widget_rows`). A running or stopping row's ``elapsed_s``
+    is None: the page counts it up from ``started`` itself, so a running agent's row does not change
+    (and is not sent again) every second."""
+    extra = extra_columns() if extra is None else extra
+    status = display_status(row)
+    agent = row["kind"] == "agent"
+    started = row.get("started")
+    elapsed = None if status in ACTIVE else row.get("elapsed_s")
+    return {
+        # the root named "root" shows as "root (you)" alone, not "root (you) root"
+        "id": row["id"], "short": "" if row.get("mode") == "root" and row["id"] == "root" else short_id(row["id"]),
+        "kind": row["kind"], "parent": row["tree_parent"],
+        "level": row["level"], "name": name_of(row), "label": row.get("label") or "",
+        "mode": (row.get("mode") or "") if agent else "job", "status": status,
+        "turns": row.get("turns") or 0 if agent else None,
+        "input_tokens": row.get("input_tokens") or 0 if agent else None,
+        "output_tokens": row.get("output_tokens") or 0 if agent else None,
+        "own_tokens": own_tokens(row), "subtree_tokens": subtree_tokens, "children": children,
+        "detail": row.get("detail") or "", "stop_reason": row.get("stop_reason") or "",
+        "outcome": row.get("outcome") or "", "diagnostic": row.get("diagnostic") or "",
+        "failure": bool(row.get("failure")), "failures_below": row.get("failures_below") or 0,
+        "started": started, "elapsed_s": elapsed,
+        "ended": None if status in LIVE or started is None or elapsed is None else started + elapsed,
+        "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
+        "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
+        "has_transcript": agent,
+        "extra": [[name, _extra_value(name, extra_value(row, name))] for name in extra
+                  if extra_value(row, name) is not None],
+    }
 
 
 def _outcome(future: Any, what: str) -> tuple[str, bool]:
@@ -286,7 +301,9 @@ class AgentTree(anywidget.AnyWidget):
     _esm = (HERE / "tree.js").read_text(encoding="utf-8")
     _css = (HERE / "tree.css").read_text(encoding="utf-8")
 
-    rows = traitlets.List().tag(sync=True)
+    #: every row (the first ``max_nodes``), kept in the kernel: the page gets them as deltas
+    #: (``{"type": "rows", …}`` messages, see :meth:`_publish`), never the whole list per change
+    rows = traitlets.List()
     visible = traitlets.List().tag(sync=True)
     summary = traitlets.Unicode().tag(sync=True)
     hidden = traitlets.Int(0).tag(sync=True)
@@ -335,7 +352,15 @@ class AgentTree(anywidget.AnyWidget):
         self._portal = _portal_of(facade)
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
+        self._live = LiveRows(inner, page_row)
+        self._publish_lock = threading.RLock()
+        self._sent: dict[str, dict] = {}  # what the page was sent of each row
+        self._sent_order: list[str] = []
+        self._hint: Change | None = None  # what the engine-side update changed (else: diff everything)
+        self.busy_seconds = 0.0  # time the tree's refreshes took on the engine's loop thread
+        self._cost = 0.0  # the last refresh's time there: spaces refreshes (LOOP_SHARE)
         self.on_msg(self._on_message)
+        self.observe(self._publish, names=["rows"])
         self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished", "expanded"])
         # the engine iterates its listener lists on its own thread: change them there
         self._call(self._subscribe)
@@ -415,6 +440,8 @@ class AgentTree(anywidget.AnyWidget):
         future (or None; the answer's line for ``allow``/``deny``)."""
         if action not in ACTIONS:
             raise UsageError(f"unknown tree action {action!r}; expected one of {', '.join(ACTIONS)}")
+        if action == "hello":  # a view of the tree opened in the page: it gets every row once
+            return self._send_rows(full=True)
         if action == "export":
             return self._download("agent-tree.json", self.export_json(), "application/json")
         if action in ("allow", "deny"):
@@ -456,6 +483,7 @@ class AgentTree(anywidget.AnyWidget):
     # -- engine events (portal thread) -------------------------------------------------------------
 
     def _on_event(self, event: Any) -> None:
+        self._live.note(event)
         self._mark_dirty()
 
     def _mark_dirty(self) -> None:
@@ -475,7 +503,7 @@ class AgentTree(anywidget.AnyWidget):
                 return  # no loop to refresh on: a manual refresh() shows the change
             self._pending = True
         if running is loop:
-            self._pending = loop.call_later(self.interval, self._scheduled_refresh)
+            self._pending = loop.call_later(self._delay(), self._scheduled_refresh)
             return
         try:
             loop.call_soon_threadsafe(self._schedule_on_loop)
@@ -485,7 +513,11 @@ class AgentTree(anywidget.AnyWidget):
     def _schedule_on_loop(self) -> None:
         with self._lock:
             if self._pending is True:
-                self._pending = self._loop.call_later(self.interval, self._scheduled_refresh)
+                self._pending = self._loop.call_later(self._delay(), self._scheduled_refresh)
+
+    def _delay(self) -> float:
+        """How long a refresh waits: ``interval``, longer after a costly refresh (:data:`LOOP_SHARE`)."""
+        return max(self.interval, self._cost / LOOP_SHARE)
 
     def _scheduled_refresh(self) -> None:
         with self._lock:
@@ -498,7 +530,8 @@ class AgentTree(anywidget.AnyWidget):
                 self.errors.append(f"{type(error).__name__}: {error}")
 
     def _arm_heartbeat(self) -> None:
-        """While an agent or job runs, refresh once per HEARTBEAT even without events (elapsed times)."""
+        """While an agent or job runs, move ``now`` once per HEARTBEAT (the timeline's right edge; the
+        page counts running rows' elapsed times up itself): no rows are read or sent."""
         loop = self._loop
         if self._heartbeat is not None or loop is None or _running_loop() is not loop:
             return
@@ -506,8 +539,11 @@ class AgentTree(anywidget.AnyWidget):
 
     def _beat(self) -> None:
         self._heartbeat = None
-        if not self._closed_tree:
-            self._mark_dirty()  # through the coalescing path: still at most one refresh per interval
+        if self._closed_tree or getattr(self._hub, "closed", False):
+            return
+        self.now = time.time()
+        if self._live.active():
+            self._arm_heartbeat()
 
     @property
     def refresh_pending(self) -> bool:
@@ -661,49 +697,125 @@ class AgentTree(anywidget.AnyWidget):
     # -- rebuilding (loop thread) ------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Rebuild the rows now (synchronously; runs on the engine's thread)."""
+        """Read the whole tree again now (synchronously; runs on the engine's thread)."""
         if self._closed_tree:
             return
         if getattr(self._hub, "closed", False):
             self._rebuild()  # only marks the tree as closed: no engine access
             return
-        self._call(self._rebuild)
+        self._call(lambda: self._rebuild(full=True))
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, full: bool = False) -> None:
+        """Bring the rows up to date (what the events since the last refresh touched; everything when
+        ``full``) and send the page what changed. On the engine's loop thread."""
         if self._closed_tree:
             return
         if getattr(self._hub, "closed", False):
             self.hub_closed = True
             self.refresh_count += 1
             return
-        base = tree_rows(self._hub)
-        kept = base[:self.max_nodes]
-        rows = widget_rows(kept)
-        text = summary(base)
+        started = time.perf_counter()
+        try:
+            change = self._live.update(full=full)
+            if change or full:
+                self._show(change)
+        finally:
+            self._cost = time.perf_counter() - started
+            self.busy_seconds += self._cost
+        self.refresh_count += 1
+        if self._live.active():
+            self._arm_heartbeat()
+
+    def _show(self, change: Change) -> None:
+        """Set the traits from the live rows after ``change`` (the rows themselves go by :meth:`_publish`)."""
+        live = self._live
+        rows = live.page_rows(self.max_nodes)
+        hidden = len(live.order) - len(rows)
+        text = live.summary()
         shown = self.transcript.get("id") if self.transcript else None
         transcript = None
-        if shown is not None:
+        if shown is not None and (shown in change.rows or not change.rows):
             try:
                 transcript = self._transcript_state(self._hub, shown)
             except Exception as error:
                 transcript = {"id": shown, "name": shown, "entries": [], "error": str(error)}
         with self.hold_sync():
             self.now = time.time()
-            if rows != self.rows:
+            self._hint = change
+            try:
                 self.rows = rows
-                self._refilter()
+            finally:
+                self._hint = None
             if text != self.summary:
                 self.summary = text
-            if len(base) - len(kept) != self.hidden:
-                self.hidden = len(base) - len(kept)
+            if hidden != self.hidden:
+                self.hidden = hidden
             if transcript is not None and transcript != self.transcript:
                 self.transcript = transcript
-            asks = pending_asks(row["id"] for row in rows)
+            asks = pending_asks(live.agent_ids)
             if asks != self.asks:
                 self.asks = asks
-        self.refresh_count += 1
-        if any(row["status"] in ACTIVE for row in rows):
-            self._arm_heartbeat()
+
+    # -- the rows on the page: deltas ------------------------------------------------------------------
+
+    def _publish(self, change: Any) -> None:
+        """``rows`` changed: recompute what is visible when it can have changed, and send the page the
+        rows it does not have as they are now (one row's change sends that row), the ids that left,
+        and the order of the ids when it changed."""
+        hint = self._hint
+        rows = change["new"]
+        with self._publish_lock:
+            sent = self._sent
+            if hint is not None and not hint.order and not hint.gone:
+                ids = [key for key in hint.rows if key in sent]  # the same rows as before, some changed
+                by_id = {row["id"]: row for row in rows} if len(ids) > 64 else None
+                fresh = [by_id[key] if by_id is not None else self._live.items[key] for key in ids]
+                fresh = [row for row in fresh if sent.get(row["id"]) != row]
+                gone: list[str] = []
+                order = None
+            else:
+                fresh = [row for row in rows if sent.get(row["id"]) != row]
+                keep = {row["id"] for row in rows}
+                gone = [key for key in sent if key not in keep]
+                order = [row["id"] for row in rows]
+                if order == self._sent_order:
+                    order = None
+            if fresh or gone or order is not None:
+                self._refilter_if(fresh, gone, order)
+                for key in gone:
+                    sent.pop(key, None)
+                for row in fresh:
+                    sent[row["id"]] = row
+                if order is not None:
+                    self._sent_order = order
+                self._post({"type": "rows", "set": fresh, "drop": gone, "order": order, "now": time.time()})
+
+    def _refilter_if(self, fresh: list[dict], gone: list[str], order: list[str] | None) -> None:
+        """Recompute ``visible`` unless nothing that decides it changed."""
+        if order is not None or gone:
+            self._refilter()
+            return
+        if not (self.query or self.status_filter or self.collapse_finished or self.collapsed):
+            return  # no filter, no fold: every row is visible whatever its figures
+        keys = ("status", "name", "label", "failure", "failures_below", "children")
+        if any(any(self._sent.get(row["id"], {}).get(k) != row[k] for k in keys) for row in fresh):
+            self._refilter()
+
+    def _send_rows(self, full: bool = True) -> str:
+        """Send the page every row and their order (a view that just opened asks with ``hello``)."""
+        with self._publish_lock:
+            rows = list(self.rows)
+            self._sent = {row["id"]: row for row in rows}
+            self._sent_order = [row["id"] for row in rows]
+            self._post({"type": "rows", "full": True, "set": rows, "drop": [], "order": self._sent_order,
+                                "now": time.time()})
+        return ""
+
+    def _post(self, message: dict) -> None:
+        try:
+            self.send(message)
+        except Exception as problem:  # no comm (closed): nothing to tell
+            self.errors.append(f"{type(problem).__name__}: {problem}")
 
     # -- display -----------------------------------------------------------------------------------
 
