@@ -111,10 +111,9 @@ def measure(n: int, busy_s: float, run_s: float) -> dict:
         quiet(tree)
         running_bytes, running_messages = recorder.take()
 
-        loop_s = getattr(tree, "loop_seconds", None)
-        before_loop = loop_s() if callable(loop_s) else None
+        before_loop = getattr(tree, "busy_seconds", None)  # engine-thread time of its refreshes (if kept)
         with_tree = busy_root(hub, busy_s)
-        after_loop = loop_s() if callable(loop_s) else None
+        after_loop = getattr(tree, "busy_seconds", None)
         quiet(tree)
         recorder.take()
         tree.close()

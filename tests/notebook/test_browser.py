@@ -245,3 +245,64 @@ def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(
         expect(tree.locator(".toh-message")).to_have_text(f"allowed: Write {work}/out.txt (agent-2)")
         expect(blocked.locator(".jp-Cell-outputArea")).to_contain_text("cell done: writer done | ready | hello")
         expect(blocked.locator(".jp-InputPrompt")).to_have_text("[4]:")
+
+
+SENTENCE = "Also check the second chapter, please"
+
+TYPING_CELLS = [
+    "import asyncio\nimport time\nimport toh_nb as tn\nheard = []",
+    ("async def pause() -> str:\n"
+     "    \"\"\"Wait a moment.\"\"\"\n"
+     "    await asyncio.sleep(0.5)\n"
+     "    return 'ok'\n"
+     "async def reply(request):\n"
+     "    heard.append(request.last_user_text)\n"
+     "    if request.label == 'typist' and len(request.messages) < 50:  # a long turn: a step every 0.5 s\n"
+     "        return tn.ModelResponse(tool_calls=[tn.ToolCall('pause', {})], usage=tn.Usage(3, 2))\n"
+     "    return f'got: {request.last_user_text}'\n"
+     "hub = tn.Hub(tn.FunctionModel(reply), ids='sequential', tools=[pause])\n"
+     "kid = hub.start('Wait for my notes', label='typist')"),
+    "hub.tree()",
+    ("deadline = time.time() + 60\n"
+     f"while {SENTENCE!r} not in heard and time.time() < deadline:\n"
+     "    time.sleep(0.2)\n"
+     f"print('heard:', [text for text in heard if text.startswith('Also')])"),
+]
+
+TYPED_JS = """([output, id]) => {
+    const row = output.querySelector(`.toh-row[data-id="${id}"]`);
+    const box = row && row.querySelector('.toh-send-text');
+    return {value: box ? box.value : null, focused: !!box && document.activeElement === box,
+            facts: row ? row.querySelector('.toh-facts').textContent : null};
+}"""
+
+
+def test_text_typed_to_a_running_child_survives_its_row_changing(tmp_path):
+    """Issue 27 §2: a running child's row changes every half second (each model step adds tokens);
+    a sentence typed slowly into its Send box keeps its focus and every character across those
+    refreshes, and Enter sends the whole sentence."""
+    expect = browser_expect()
+
+    shot = tmp_path / "agent-tree-typing.png"
+    with lab.lab_page(tmp_path, TYPING_CELLS) as (page, server), lab.reported(page, server, shot):
+        for index in range(3):
+            lab.run_cell(page, index)
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        output = cells.nth(2).locator(".jp-Cell-outputArea")
+        tree = output.locator(".toh-tree")
+        row = tree.locator('.toh-row[data-id="agent-1"]')
+        expect(row.locator(".toh-badge")).to_have_text("running")
+        before = page.evaluate(TYPED_JS, [output.element_handle(), "agent-1"])
+        box = row.locator(".toh-send-text")
+        box.click()
+        box.press_sequentially(SENTENCE, delay=90)  # about 3.5 s: several refreshes of this very row
+        after = page.evaluate(TYPED_JS, [output.element_handle(), "agent-1"])
+        assert after["facts"] != before["facts"], "the row did not change while typing: nothing was tested"
+        assert after["value"] == SENTENCE and after["focused"], after
+        expect(row.locator(".toh-badge")).to_have_text("running")
+        page.screenshot(path=str(shot), full_page=True)
+        box.press("Enter")
+        expect(tree.locator(".toh-message")).to_have_text(REPLY)
+        expect(box).to_have_value("")
+        lab.run_cell(page, 3)
+        expect(cells.nth(3).locator(".jp-Cell-outputArea")).to_contain_text(f"heard: [{SENTENCE!r}]")
