@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import json
 import pathlib
 import sys
@@ -79,6 +80,17 @@ LIVE = ("running", "stopping", "idle")
 STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
 ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript",
            "allow", "deny", "hello")
+#: the widget-view MIME type (the live view's output)
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: while something runs, the displayed snapshot is brought up to date at most this often (seconds)
+SNAPSHOT_EVERY = 5.0
+#: the marker of the snapshot output beside a live view (``tree.css`` hides it while the view shows)
+FALLBACK_CLASS = "toh-tree-fallback"
+#: in the snapshot: where a saved notebook is reopened with no kernel that has the live view's model,
+#: JupyterLab writes "Error displaying widget: model not found" in the live view's output; this rule
+#: hides that output (a widget output holding nothing but text) in output areas that hold a snapshot
+HIDE_DEAD_VIEW = ("<style>.jp-OutputArea:has(.toh-tree-fallback) > .jp-OutputArea-child:has(> "
+                  ".jp-OutputArea-output.jupyter-widgets:not(:has(*))) { display: none; }</style>")
 #: the share of the engine's loop thread an open tree may take: after a refresh that took ``t`` seconds
 #: there, the next waits at least ``t / LOOP_SHARE`` (a 10,000-row tree refreshes less often, the
 #: engine keeps at least 95 % of its thread)
@@ -192,6 +204,22 @@ def page_row(row: dict, subtree_tokens: int, children: int, extra: list[str] | N
         "extra": [[name, _extra_value(name, extra_value(row, name))] for name in extra
                   if extra_value(row, name) is not None],
     }
+
+
+def in_latest_request(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` in an empty context: a display update sent from the engine's thread then belongs to
+    the kernel's latest request (ipykernel falls back to it), not to the long-finished cell whose context
+    the engine's callbacks inherited -- nbclient and the front-ends apply updates of a live request."""
+    return contextvars.Context().run(fn, *args, **kwargs)
+
+
+def saved_snapshot(static: dict) -> dict:
+    """The snapshot output shown beside a live view: ``static`` with its HTML marked (so the page hides
+    it while the live view shows) and the rule that hides a dead view's error beside it."""
+    bundle = dict(static)
+    if "text/html" in bundle:
+        bundle["text/html"] = f"<div class='{FALLBACK_CLASS}'>{HIDE_DEAD_VIEW}{bundle['text/html']}</div>"
+    return bundle
 
 
 def _outcome(future: Any, what: str) -> tuple[str, bool]:
@@ -348,7 +376,10 @@ class AgentTree(anywidget.AnyWidget):
         self._heartbeat: Any = None
         self._closed_tree = False
         self._last_static: dict | None = None
-        self._handles: list = []  # displays of this tree, updated to the final snapshot on close()
+        self._handles: list = []  # (live view, snapshot) display handles of each display of this tree
+        self._shown_static: dict | None = None  # the snapshot those displays show
+        self._snapshot_at = 0.0  # when it was last updated (time.monotonic())
+        self._shell: Any = None  # the IPython shell whose post_run_cell keeps the snapshot current
         self._portal = _portal_of(facade)
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
@@ -725,6 +756,10 @@ class AgentTree(anywidget.AnyWidget):
         self.refresh_count += 1
         if self._live.active():
             self._arm_heartbeat()
+        try:
+            self._keep_snapshot()
+        except Exception as error:  # a display problem must never reach the engine's loop
+            self.errors.append(f"{type(error).__name__}: {error}")
 
     def _show(self, change: Change) -> None:
         """Set the traits from the live rows after ``change`` (the rows themselves go by :meth:`_publish`)."""
@@ -856,13 +891,74 @@ class AgentTree(anywidget.AnyWidget):
         return bundle
 
     def _ipython_display_(self) -> None:
-        """Display with a display id, so ``close()`` can replace the live view by the final snapshot
-        (a stored notebook then shows the tree, not a blank cell)."""
+        """Two outputs: the live view, then the static snapshot (:func:`saved_snapshot`), each with a
+        display id. The snapshot is what a saved or exported notebook shows: it is kept current while the
+        tree lives (:meth:`_keep_snapshot`; it is hidden beside the live view by ``tree.css``), and
+        ``close()`` leaves the final snapshot and empties the live view's output. Updating the snapshot
+        never touches the live view (updating an output re-creates the views in it)."""
         from IPython.display import display
 
-        handle = display(self._bundle(), raw=True, display_id=True)
-        if handle is not None and not self._closed_tree:
-            self._handles.append(handle)
+        if self._closed_tree:
+            display(self._bundle(), raw=True)
+            return
+        try:
+            static = self.static()
+        except Exception as error:  # a display must not raise
+            static = {"text/plain": f"AgentTree(unavailable: {type(error).__name__})"}
+        live = anywidget.AnyWidget._repr_mimebundle_(self)
+        live = {k: v for k, v in dict(live[0] if isinstance(live, tuple) else live or {}).items() if k == WIDGET_VIEW}
+        view = display(live, raw=True, display_id=True)
+        snapshot = display(saved_snapshot(static), raw=True, display_id=True)
+        if view is not None and snapshot is not None:
+            with self._publish_lock:
+                self._handles.append((view, snapshot))
+                self._shown_static = static
+            self._hook_cells()
+
+    def _keep_snapshot(self, force: bool = False) -> None:
+        """Bring the displayed snapshots up to date with the rows (on the engine's loop thread, after a
+        refresh): when nothing runs any more, or every SNAPSHOT_EVERY seconds while something does."""
+        if not self._handles or self._closed_tree:
+            return
+        now = time.monotonic()
+        if not force and self._live.active() and now - self._snapshot_at < SNAPSHOT_EVERY:
+            return
+        static = static_bundle(self._live.rows())
+        with self._publish_lock:
+            if static == self._shown_static:
+                return
+            self._shown_static, self._snapshot_at = static, now
+            for _, snapshot in self._handles:
+                try:
+                    in_latest_request(snapshot.update, saved_snapshot(static), raw=True)
+                except Exception as problem:  # no kernel display machinery: nothing to keep
+                    self.errors.append(f"{type(problem).__name__}: {problem}")
+
+    def _after_cell(self, *_: Any) -> None:
+        """After each cell (IPython's ``post_run_cell``): the snapshot is brought up to date while the
+        cell's request is still the kernel's latest, so every front-end and nbclient apply it."""
+        if self._closed_tree or not self._handles or getattr(self._hub, "closed", False):
+            return
+        try:
+            self._call(lambda: self._keep_snapshot(force=True))
+        except Exception as error:  # never into the user's cell
+            self.errors.append(f"{type(error).__name__}: {error}")
+
+    def _hook_cells(self) -> None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None and self._shell is None:
+            shell.events.register("post_run_cell", self._after_cell)
+            self._shell = shell
+
+    def _unhook_cells(self) -> None:
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            try:
+                shell.events.unregister("post_run_cell", self._after_cell)
+            except ValueError:
+                pass
 
     def close(self) -> None:
         """Leave the final snapshot in every display of the tree, unsubscribe from the engine and close
@@ -876,13 +972,16 @@ class AgentTree(anywidget.AnyWidget):
         except Exception:  # the hub's loop is gone: keep the last snapshot taken
             final = self._last_static
         self._closed_tree = True
-        for handle in self._handles:
-            if final is not None:
+        with self._publish_lock:
+            for view, snapshot in self._handles:
                 try:
-                    handle.update(final, raw=True)
+                    if final is not None:
+                        snapshot.update(final, raw=True)
+                    view.update({}, raw=True)  # the live view's output empties; the snapshot stays
                 except Exception:
                     pass
-        self._handles.clear()
+            self._handles.clear()
+        self._unhook_cells()
         try:
             self._call(self._unsubscribe_all)
         except Exception:  # the hub's loop is gone: nothing runs the listeners any more
