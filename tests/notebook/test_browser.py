@@ -306,3 +306,52 @@ def test_text_typed_to_a_running_child_survives_its_row_changing(tmp_path):
         expect(box).to_have_value("")
         lab.run_cell(page, 3)
         expect(cells.nth(3).locator(".jp-Cell-outputArea")).to_contain_text(f"heard: [{SENTENCE!r}]")
+
+
+SAVED_CELLS = [
+    ("import asyncio\nimport toh_nb as tn\n"
+     "async def reply(request):\n"
+     "    if request.label == 'slow':\n"
+     "        await asyncio.sleep(2)\n"
+     "    return 'done'\n"
+     "hub = tn.Hub(tn.FunctionModel(reply), ids='sequential')\n"
+     "kid = hub.start('work', label='slow')"),
+    "hub.tree()",
+]
+
+SAVED_OUTPUTS_JS = """() => {
+    const nb = window.jupyterapp.shell.currentWidget.content;
+    return nb.model.toJSON().cells[1].outputs.map((o) => (o.data || {})['text/plain'] || '');
+}"""
+
+
+def test_a_saved_notebook_reopens_with_the_trees_latest_snapshot_not_an_error(tmp_path):
+    """Issue 27 §4: the tree's child finishes after the cell (the kernel idle), the notebook is saved
+    with the tree still open, and reopened without the kernel that had the widget: the output shows the
+    latest snapshot (``0 running``, ``ready``), not "Error displaying widget: model not found"."""
+    expect = browser_expect()
+
+    shot = tmp_path / "agent-tree-reopened.png"
+    with lab.lab_page(tmp_path, SAVED_CELLS) as (page, server), lab.reported(page, server, shot):
+        lab.run_cell(page, 0)
+        lab.run_cell(page, 1)
+        output = page.locator(".jp-Notebook .jp-CodeCell").nth(1).locator(".jp-Cell-outputArea")
+        expect(output.locator('.toh-tree .toh-row[data-id="agent-1"] .toh-badge')).to_have_text("ready")
+        expect(output.locator(".toh-tree")).to_be_visible()
+        expect(output.locator(".toh-tree-fallback")).to_be_hidden()  # beside the live view: hidden
+        page.wait_for_function(f"() => ({SAVED_OUTPUTS_JS})().some((t) => t.includes('(0 running)'))",
+                               polling=200)
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        page.evaluate("() => window.jupyterapp.serviceManager.sessions.shutdownAll()")
+        page.reload()
+        page.wait_for_function(lab.KERNEL_IDLE_JS, arg=len(SAVED_CELLS), polling=200)
+        output = page.locator(".jp-Notebook .jp-CodeCell").nth(1).locator(".jp-Cell-outputArea")
+        snapshot = output.locator(".toh-tree-fallback")
+        expect(snapshot).to_be_visible()
+        expect(snapshot).to_contain_text("2 agents (0 running)")
+        expect(snapshot).to_contain_text("ready")
+        expect(output.locator(".toh-tree")).to_have_count(0)  # no kernel has the live view's model
+        dead = output.get_by_text("Error displaying widget")
+        expect(dead).to_have_count(1)  # JupyterLab says so in the live view's output …
+        expect(dead).to_be_hidden()  # … which the snapshot hides
+        page.screenshot(path=str(shot), full_page=True)

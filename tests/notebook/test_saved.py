@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_the_snapshot_beside_the_live_view_follows_the_tree_and_stays_after_clos
         tree = hub.tree(interval=0.05)
         tree._ipython_display_()
         (_, view, live), (_, snapshot, first) = [entry for entry in displays if entry[0] == "display"]
-        assert set(live) == {WIDGET_VIEW}  # the live view's output: the view alone
+        assert set(live) == {WIDGET_VIEW, "text/html"} and live["text/html"] == ""  # the view, else nothing
         assert "(1 running)" in first["text/plain"] and "slow \u00b7 agent-1 \u00b7 continuable \u00b7 running" \
             in first["text/plain"]
         assert first["text/html"].startswith(f"<div class='{FALLBACK_CLASS}'>{HIDE_DEAD_VIEW}<div class='toh-tree-static'>")
@@ -76,7 +77,7 @@ def test_the_snapshot_beside_the_live_view_follows_the_tree_and_stays_after_clos
         assert snapshot.data["text/html"].startswith(f"<div class='{FALLBACK_CLASS}'>")
         assert view.data == live  # the live view's output was never updated (that would re-create the view)
         tree.close()
-        assert view.data == {} and snapshot.data == tree.static()  # the final snapshot, the view's output empty
+        assert view.data == {"text/html": ""} and snapshot.data == tree.static()  # the final snapshot, the view's output empty
     finally:
         hub.close()
 
@@ -117,10 +118,14 @@ def test_an_exported_notebook_shows_how_things_ended(tmp_path):
         else:
             os.environ["PYTHONPATH"] = env_path
     outputs = nb.cells[1].outputs
-    assert [list(o.get("data", {})) for o in outputs] == [[WIDGET_VIEW], ["text/plain", "text/html"]]
+    assert [sorted(o.get("data", {})) for o in outputs] == [[WIDGET_VIEW, "text/html"], ["text/html", "text/plain"]]
     snapshot = outputs[1]["data"]["text/plain"]
     assert "(0 running)" in snapshot and "slow \u00b7 agent-1 \u00b7 continuable \u00b7 ready" in snapshot, snapshot
     printed = "".join(o.get("text", "") for o in nb.cells[2].outputs if o["output_type"] == "stream")
     assert "agent-1  ready" in printed, printed
+    tree_only = nbformat.v4.new_notebook(cells=nb.cells[:2], metadata=nb.metadata)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every output of the tree can be represented
+        nbconvert.HTMLExporter().from_notebook_node(tree_only)
     html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
     assert "2 agents (0 running)" in html and "2 agents (1 running)" not in html

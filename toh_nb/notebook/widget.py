@@ -82,15 +82,19 @@ ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggl
            "allow", "deny", "hello")
 #: the widget-view MIME type (the live view's output)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: what the live view's output shows where there is no live view (an export, an untrusted notebook, after
+#: close()): nothing -- the snapshot beside it shows the tree
+NO_VIEW = {"text/html": ""}
 #: while something runs, the displayed snapshot is brought up to date at most this often (seconds)
 SNAPSHOT_EVERY = 5.0
 #: the marker of the snapshot output beside a live view (``tree.css`` hides it while the view shows)
 FALLBACK_CLASS = "toh-tree-fallback"
 #: in the snapshot: where a saved notebook is reopened with no kernel that has the live view's model,
-#: JupyterLab writes "Error displaying widget: model not found" in the live view's output; this rule
-#: hides that output (a widget output holding nothing but text) in output areas that hold a snapshot
+#: JupyterLab writes "Error displaying widget: model not found" in the live view's output (its widget
+#: renderer then carries the class ``jupyter-widgets``, which it never has while it shows a view); this
+#: rule hides that output in output areas that hold a snapshot (``:has`` may not nest: two compounds)
 HIDE_DEAD_VIEW = ("<style>.jp-OutputArea:has(.toh-tree-fallback) > .jp-OutputArea-child:has(> "
-                  ".jp-OutputArea-output.jupyter-widgets:not(:has(*))) { display: none; }</style>")
+                  ".jp-OutputArea-output.jupyter-widgets) { display: none; }</style>")
 #: the share of the engine's loop thread an open tree may take: after a refresh that took ``t`` seconds
 #: there, the next waits at least ``t / LOOP_SHARE`` (a 10,000-row tree refreshes less often, the
 #: engine keeps at least 95 % of its thread)
@@ -907,6 +911,7 @@ class AgentTree(anywidget.AnyWidget):
             static = {"text/plain": f"AgentTree(unavailable: {type(error).__name__})"}
         live = anywidget.AnyWidget._repr_mimebundle_(self)
         live = {k: v for k, v in dict(live[0] if isinstance(live, tuple) else live or {}).items() if k == WIDGET_VIEW}
+        live.update(NO_VIEW)
         view = display(live, raw=True, display_id=True)
         snapshot = display(saved_snapshot(static), raw=True, display_id=True)
         if view is not None and snapshot is not None:
@@ -977,7 +982,7 @@ class AgentTree(anywidget.AnyWidget):
                 try:
                     if final is not None:
                         snapshot.update(final, raw=True)
-                    view.update({}, raw=True)  # the live view's output empties; the snapshot stays
+                    view.update(NO_VIEW, raw=True)  # the live view's output empties; the snapshot stays
                 except Exception:
                     pass
             self._handles.clear()
