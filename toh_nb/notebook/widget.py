@@ -577,6 +577,10 @@ class AgentTree(anywidget.AnyWidget):
         if self._closed_tree or getattr(self._hub, "closed", False):
             return
         self.now = time.time()
+        try:
+            self._show_asks()  # an ask may wait without any event
+        except Exception as error:  # a display problem must never reach the engine's loop
+            self.errors.append(f"{type(error).__name__}: {error}")
         if self._live.active():
             self._arm_heartbeat()
 
@@ -754,6 +758,8 @@ class AgentTree(anywidget.AnyWidget):
             change = self._live.update(full=full)
             if change or full:
                 self._show(change)
+            else:
+                self._show_asks()
         finally:
             self._cost = time.perf_counter() - started
             self.busy_seconds += self._cost
@@ -791,9 +797,13 @@ class AgentTree(anywidget.AnyWidget):
                 self.hidden = hidden
             if transcript is not None and transcript != self.transcript:
                 self.transcript = transcript
-            asks = pending_asks(live.agent_ids)
-            if asks != self.asks:
-                self.asks = asks
+            self._show_asks()
+
+    def _show_asks(self) -> None:
+        """The pending permission requests of the tree's agents (ACP ``permissions="ask"``)."""
+        asks = pending_asks(self._live.agent_ids)
+        if asks != self.asks:
+            self.asks = asks
 
     # -- the rows on the page: deltas ------------------------------------------------------------------
 
