@@ -77,7 +77,7 @@ def test_the_snapshot_beside_the_live_view_follows_the_tree_and_stays_after_clos
         assert snapshot.data["text/html"].startswith(f"<div class='{FALLBACK_CLASS}'>")
         assert view.data == live  # the live view's output was never updated (that would re-create the view)
         tree.close()
-        assert view.data == {"text/html": ""} and snapshot.data == tree.static()  # the final snapshot, the view's output empty
+        assert view.data == {"text/html": ""} and snapshot.data == widget.saved_snapshot(tree.static())  # the final snapshot, the view's output empty
     finally:
         hub.close()
 

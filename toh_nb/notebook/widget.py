@@ -990,8 +990,8 @@ class AgentTree(anywidget.AnyWidget):
         with self._publish_lock:
             for view, snapshot in self._handles:
                 try:
-                    if final is not None:
-                        snapshot.update(final, raw=True)
+                    if final is not None:  # marked as while live: a tree that did not change stores the same
+                        snapshot.update(saved_snapshot(final), raw=True)
                     view.update(NO_VIEW, raw=True)  # the live view's output empties; the snapshot stays
                 except Exception:
                     pass
