@@ -13,7 +13,8 @@ import toh_nb as tn
 ASYNC_ONLY = {
     "AsyncHub": {"astream",  # Hub.stream
                  "event_filter", "wait_settled", "root_agent",
-                 "job_registry", "store"},  # engine parts the notebook layer reads
+                 "job_registry", "store",  # engine parts the notebook layer reads
+                 "agent_rows"},  # rows of some agents (on the hub's loop): what the live tree re-reads
 }
 SYNC_ONLY = {
     "Hub": {"stream",  # AsyncHub.astream
