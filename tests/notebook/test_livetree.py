@@ -176,3 +176,34 @@ def test_rows_kept_from_events_equal_a_full_read_at_every_step(hub):
         check("an interrupted child")
     finally:
         hub.portal.call(unsubscribe)
+
+
+def test_agent_rows_of_some_agents_are_their_agents_rows_without_the_subtree_columns(hub):
+    kid = hub.start("notes", label="notes")
+    kid.wait(timeout=5)
+    hub.run("hello")
+    table = {row["id"]: row for row in hub.portal.call(hub.async_hub.agents)}
+    some = hub.portal.call(lambda: hub.async_hub.agent_rows(["root", kid.id]))
+    assert [row["id"] for row in some] == ["root", kid.id]
+    for row in some:
+        full = table[row["id"]]
+        own = full["input_tokens"] + full["output_tokens"]
+        assert row["subtree_tokens"] == own and row["tokens_left"] is None and row["subtree_cost"] == row["cost"]
+        same = {k for k in full if k not in ("subtree_tokens", "tokens_left", "subtree_cost", "elapsed_s")}
+        assert {k: row[k] for k in same} == {k: full[k] for k in same}
+    assert table["root"]["subtree_tokens"] > some[0]["subtree_tokens"]  # the child's tokens are below it
+
+
+def test_a_costly_refresh_spaces_the_next_to_keep_the_engines_share(hub):
+    """After a refresh that took ``t`` on the engine's thread, the next waits ``t / LOOP_SHARE`` (never
+    less than ``interval``)."""
+    from toh_nb.notebook.widget import LOOP_SHARE
+
+    tree = hub.tree(interval=0.1)
+    try:
+        tree._cost = 0.001
+        assert tree._delay() == 0.1
+        tree._cost = 0.2
+        assert tree._delay() == pytest.approx(0.2 / LOOP_SHARE) and LOOP_SHARE == 0.05
+    finally:
+        tree.close()
