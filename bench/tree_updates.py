@@ -12,7 +12,9 @@ For each size N (the root, a continuable child ``kid`` first, then N−2 finishe
 - ``refresh_ms``: ``tree.refresh()`` of an unchanged tree (median of 5), and ``loop_ms_per_s``: the
   engine-thread time the tree took per second while the busy root below ran;
 - ``slowdown``: a busy root (``hub.run`` in a loop for ``--busy-s`` seconds) runs at
-  ``with_tree / without_tree`` of its speed with the tree open (1.0 = no slowdown).
+  ``with_tree / without_tree`` of its speed with the tree open (1.0 = no slowdown);
+  ``slowdown_noop_listener`` the same with a listener that does nothing (what any subscriber costs: the
+  engine then builds its activity events).
 
     python bench/tree_updates.py [--sizes 1000,10000] [--busy-s 3] [--run-s 3] [--json]
 """
@@ -88,6 +90,13 @@ def measure(n: int, busy_s: float, run_s: float) -> dict:
         busy_root(hub, 0.3)  # warm up
         without = busy_root(hub, busy_s)
 
+        # the part of the slowdown that is not the tree's: any listener makes the engine build its
+        # activity events (a no-op listener, subscribed the way the tree subscribes)
+        bus = hub.async_hub.runtime.bus
+        unsubscribe = hub.portal.call(lambda: bus.subscribe(lambda event: None))
+        with_listener = busy_root(hub, busy_s)
+        hub.portal.call(unsubscribe)
+
         tree = hub.tree()
         recorder = Recorder()
         tree.comm.send = recorder
@@ -126,7 +135,9 @@ def measure(n: int, busy_s: float, run_s: float) -> dict:
                 "loop_ms_per_s": (round((after_loop - before_loop) * 1000 / busy_s, 1)
                                   if before_loop is not None else None),
                 "root_runs_per_s_without": round(base, 1), "root_runs_per_s_with": round(with_tree, 1),
-                "slowdown": round(with_tree / base, 3)}
+                "slowdown": round(with_tree / base, 3),
+                "root_runs_per_s_with_a_noop_listener": round(with_listener, 1),
+                "slowdown_noop_listener": round(with_listener / base, 3)}
     finally:
         hub.close()
 
@@ -149,7 +160,8 @@ def main() -> None:
                   f"({figure['messages_per_change']} messages), {figure['bytes_while_running']:,} B while one child "
                   f"ran {figure['run_s']:g} s, refresh {figure['refresh_ms']} ms, busy root at "
                   f"{figure['slowdown']:.2f}x its speed with the tree open "
-                  f"({figure['root_runs_per_s_with']}/s vs {figure['root_runs_per_s_without']}/s)"
+                  f"({figure['root_runs_per_s_with']}/s vs {figure['root_runs_per_s_without']}/s; "
+                  f"{figure['slowdown_noop_listener']:.2f}x with a no-op event listener)"
                   + (f", tree on the engine thread {figure['loop_ms_per_s']} ms/s" if figure['loop_ms_per_s']
                      is not None else ""), flush=True)
 

@@ -17,14 +17,19 @@ State and rules live in Python, so they are tested without a browser: which rows
 (``query``, ``status_filter``, ``collapsed``, ``collapse_finished``); :meth:`AgentTree.act` is what a
 click sends.
 
-Threads. The engine lives on the hub's portal loop (a daemon thread); status changes and lifecycle
-events reach the widget's listeners on that thread. A listener only marks the tree dirty and, if no
-refresh is pending, schedules one with ``loop.call_later(interval, …)``: however many events arrive, the
-rows are rebuilt at most once per ``interval`` (0.1 s → ≤ 10 refreshes per second), on the engine's own
-thread, and synced only when they changed. While something runs, a heartbeat marks the tree dirty once a
-second so elapsed times and the timeline move. Actions run on the kernel's thread and hand their work to
-the portal without waiting; the outcome (the same line a model would read, e.g. ``interrupt requested
-for agent agent-2``) appears in the tree's message line (``message``).
+Threads and cost. The engine lives on the hub's portal loop (a daemon thread); its events reach the
+widget's listener on that thread. The listener notes which agents and jobs the event touches
+(:class:`~toh_nb.notebook.livetree.LiveRows`) and, if no refresh is pending, schedules one with
+``loop.call_later(interval, …)``: however many events arrive, at most one refresh per ``interval`` (0.1 s
+→ ≤ 10 per second), and after a refresh that took ``t`` on the engine's thread the next waits at least
+``t / LOOP_SHARE`` (the tree keeps its share of that thread near 5 %). A refresh re-reads only what the
+events touched and sends the page only the rows that changed (``{"type": "rows", "set", "drop",
+"order", "now"}`` custom messages; a view that opens asks for all of them with ``hello``): one child
+changing in a 10,000-row tree sends that child's row, not the list. Running rows are not sent again
+every second: the page counts their elapsed time up from ``started``; a heartbeat only moves ``now``.
+Actions run on the kernel's thread and hand their work to the portal without waiting; the outcome (the
+same line a model would read, e.g. ``interrupt requested for agent agent-2``) appears in the tree's
+message line (``message``).
 
 Clicks while a cell runs. The tree exists to steer agents that are running, so a click must be handled
 while a cell blocks in ``hub.run(...)``, ``kid.wait()`` or ``time.sleep``. ipykernel handles shell
@@ -43,9 +48,12 @@ Every click of an action button carries a ``request`` number; the page marks the
 once and the kernel answers ``{"type": "outcome", "request": n, "id", "action", "text", "error"}``
 when the action finished (or could not run: the row then says why).
 
-Displays: the live view plus a static snapshot of the whole tree (``text/plain`` and ``text/html`` from
-:mod:`toh_nb.notebook.treeview`), so nbconvert, GitHub and nbval show the tree without a kernel;
-``close()`` (and ``hub.close()``) replaces the live view by the final snapshot.
+Displays: two outputs, the live view and then a static snapshot of the whole tree (``text/plain`` and
+``text/html`` from :mod:`toh_nb.notebook.treeview`), so nbconvert, GitHub, nbval and a reopened notebook
+show the tree without a kernel. The snapshot is kept current (when the tree settles, every
+SNAPSHOT_EVERY seconds while something runs, after each cell); the page hides it beside the live view,
+and it hides JupyterLab's "model not found" of a live view whose kernel is gone. ``close()`` (and
+``hub.close()``) leaves the final snapshot and empties the live view's output.
 """
 
 from __future__ import annotations
@@ -761,8 +769,10 @@ class AgentTree(anywidget.AnyWidget):
             else:
                 self._show_asks()
         finally:
-            self._cost = time.perf_counter() - started
-            self.busy_seconds += self._cost
+            took = time.perf_counter() - started
+            self.busy_seconds += took
+            if not full:  # a full read (construction, refresh()) says nothing of what events cost
+                self._cost = took
         self.refresh_count += 1
         if self._live.active():
             self._arm_heartbeat()
