@@ -95,6 +95,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 NO_VIEW = {"text/html": ""}
 #: while something runs, the displayed snapshot is brought up to date at most this often (seconds)
 SNAPSHOT_EVERY = 5.0
+#: when nothing runs, at most this often (a root that runs turn after turn settles after each)
+SNAPSHOT_GAP = 1.0
 #: the marker of the snapshot output beside a live view (``tree.css`` hides it while the view shows)
 FALLBACK_CLASS = "toh-tree-fallback"
 #: in the snapshot: where a saved notebook is reopened with no kernel that has the live view's model,
@@ -392,6 +394,7 @@ class AgentTree(anywidget.AnyWidget):
         self._shown_static: dict | None = None  # the snapshot those displays show
         self._snapshot_at = 0.0  # when it was last updated (time.monotonic())
         self._shell: Any = None  # the IPython shell whose post_run_cell keeps the snapshot current
+        self._snapshot_timer: Any = None  # a pending look at the snapshot after SNAPSHOT_GAP
         self._portal = _portal_of(facade)
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
@@ -768,6 +771,10 @@ class AgentTree(anywidget.AnyWidget):
                 self._show(change)
             else:
                 self._show_asks()
+            try:
+                self._keep_snapshot()
+            except Exception as error:  # a display problem must never reach the engine's loop
+                self.errors.append(f"{type(error).__name__}: {error}")
         finally:
             took = time.perf_counter() - started
             self.busy_seconds += took
@@ -776,10 +783,6 @@ class AgentTree(anywidget.AnyWidget):
         self.refresh_count += 1
         if self._live.active():
             self._arm_heartbeat()
-        try:
-            self._keep_snapshot()
-        except Exception as error:  # a display problem must never reach the engine's loop
-            self.errors.append(f"{type(error).__name__}: {error}")
 
     def _show(self, change: Change) -> None:
         """Set the traits from the live rows after ``change`` (the rows themselves go by :meth:`_publish`)."""
@@ -946,7 +949,11 @@ class AgentTree(anywidget.AnyWidget):
         if not self._handles or self._closed_tree:
             return
         now = time.monotonic()
-        if not force and self._live.active() and now - self._snapshot_at < SNAPSHOT_EVERY:
+        wait = (SNAPSHOT_EVERY if self._live.active() else SNAPSHOT_GAP) - (now - self._snapshot_at)
+        if not force and wait > 0:
+            if not self._live.active() and self._snapshot_timer is None and self._loop is not None:
+                # settled within the gap: look again when it is over (no later event may come)
+                self._snapshot_timer = self._loop.call_later(wait, self._snapshot_due)
             return
         static = static_bundle(self._live.rows())
         with self._publish_lock:
@@ -958,6 +965,13 @@ class AgentTree(anywidget.AnyWidget):
                     in_latest_request(snapshot.update, saved_snapshot(static), raw=True)
                 except Exception as problem:  # no kernel display machinery: nothing to keep
                     self.errors.append(f"{type(problem).__name__}: {problem}")
+
+    def _snapshot_due(self) -> None:
+        self._snapshot_timer = None
+        try:
+            self._keep_snapshot()
+        except Exception as error:  # a display problem must never reach the engine's loop
+            self.errors.append(f"{type(error).__name__}: {error}")
 
     def _after_cell(self, *_: Any) -> None:
         """After each cell (IPython's ``post_run_cell``): the snapshot is brought up to date while the
@@ -1012,13 +1026,13 @@ class AgentTree(anywidget.AnyWidget):
         except Exception:  # the hub's loop is gone: nothing runs the listeners any more
             self._unsubscribe_all()
         loop = self._loop
-        for handle in (self._pending, self._heartbeat):
+        for handle in (self._pending, self._heartbeat, self._snapshot_timer):
             if handle is not None and handle is not True and loop is not None and not loop.is_closed():
                 try:
                     loop.call_soon_threadsafe(handle.cancel)
                 except RuntimeError:
                     pass
-        self._pending = self._heartbeat = None
+        self._pending = self._heartbeat = self._snapshot_timer = None
         super().close()
 
     @property
