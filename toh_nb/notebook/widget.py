@@ -529,7 +529,14 @@ class AgentTree(anywidget.AnyWidget):
     # -- engine events (portal thread) -------------------------------------------------------------
 
     def _on_event(self, event: Any) -> None:
+        """Every engine event (on the engine's loop thread, like the scheduled refresh): note what it
+        touches; schedule a refresh unless one is pending already (then nothing else to do: the hot
+        path of a busy engine)."""
         self._live.note(event)
+        if self._pending is not None and not self._closed_tree:
+            self.event_count += 1
+            self._dirty = True  # the pending refresh runs on this same thread: no lock needed
+            return
         self._mark_dirty()
 
     def _mark_dirty(self) -> None:
