@@ -46,8 +46,8 @@ from .mcp.mounts import MCPMounts
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
 from .activations import activation_rows
 from .conversation import CONVERSATION_COLUMNS, conversation_rows
-from .snapshots import (AGENT_COLUMNS, TRANSCRIPT_COLUMNS, agent_rows, chosen_columns, event_rows, job_rows,
-                        select_columns, transcript_rows)
+from .snapshots import (AGENT_COLUMNS, TRANSCRIPT_COLUMNS, agent_rows, agent_rows_of, chosen_columns, event_rows,
+                        job_rows, select_columns, transcript_rows)
 from .store import reserved_ids
 from .store.base import SessionStore
 from .subagents import ForkProvider, SpawnProvider, SubagentService
@@ -313,6 +313,18 @@ class HubView:
         chosen_columns("hub.agents()", AGENT_COLUMNS, columns)  # a wrong choice fails before any work
         rows = self._costs.fill(agent_rows(self._runtime, self._root_id), self._runtime)
         return select_columns("hub.agents()", rows, AGENT_COLUMNS, columns)
+
+    def agent_rows(self, agent_ids: Iterable[str]) -> list[dict]:
+        """The rows of these agents alone, as :meth:`agents` has them (with ``cost``) but without the
+        columns that depend on their subtree (``subtree_tokens`` is the agent's own, ``subtree_cost``
+        its cost, ``tokens_left`` None): for a live view that keeps the tree up to date from the event
+        stream and re-reads only the agents an event touched."""
+        rows = agent_rows_of(self._runtime, list(agent_ids))
+        for row in rows:
+            self._costs.note(row["id"], self._runtime)
+            row["cost"] = row["subtree_cost"] = self._costs.cost(row["id"], row["input_tokens"] or 0,
+                                                                 row["output_tokens"] or 0)
+        return rows
 
     def jobs(self, child_ids: bool = False) -> list[dict]:
         """The rows of :meth:`AsyncHub.jobs`; ``child_ids=True`` adds each job's ``child_id``."""

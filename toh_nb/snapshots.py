@@ -80,27 +80,52 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
     plus ``diagnostic`` (what the tree shows of how the agent's last turn ended: the turn's error or
     cause, a corrupt log's problem; None when there is none), which the table leaves out."""
     store = runtime.store
+    read = _row_reader(runtime)
+    rows: list[dict] = []
+    stack = [(root_id, 0)]
+    while stack:
+        agent_id, depth = stack.pop()
+        row = read(agent_id, depth)
+        rows.append(row)
+        if row["status"] == "corrupt":
+            continue
+        children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
+        for child in reversed(children):
+            stack.append((child.id, depth + 1))
+    _subtree_totals(rows)
+    return rows
+
+
+def agent_rows_of(runtime: Any, agent_ids: Any) -> list[dict]:
+    """The rows of these agents alone, as :func:`agent_rows` has them but without what depends on their
+    subtree (``subtree_tokens`` is the agent's own, ``tokens_left`` None): what a live view that keeps
+    its tree up to date from the event stream reads for the agents an event touched. ``depth`` is the
+    delegation depth of the agent's header (a corrupt log's: None)."""
+    read = _row_reader(runtime)
+    return [read(agent_id, None) for agent_id in agent_ids]
+
+
+def _row_reader(runtime: Any) -> Any:
+    """``read(agent_id, depth) -> row`` over the runtime's live agents and its store."""
+    store = runtime.store
     # a store that keeps what it read of each stored log answers without parsing it again: the live
     # tree refreshes this table up to ten times a second
     summary_of = store.summary
     now = time.time()
     #: sync calls whose turn ended while their thread still runs, per agent (toh_nb.core.threads)
     abandoned = runtime.user_threads.abandoned_by_owner()
-    rows: list[dict] = []
-    stack = [(root_id, 0)]
-    while stack:
-        agent_id, depth = stack.pop()
+
+    def read(agent_id: str, depth: int | None) -> dict:
         live = runtime.agents.get(agent_id)
         try:
             summary = summarize(live.session) if live is not None else summary_of(agent_id)
         except Exception as error:
-            rows.append({"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
-                         "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
-                         "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
-                         "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None,
-                         "abandoned_tools": abandoned.get(agent_id, 0), "denied": None,
-                         "diagnostic": str(error) or type(error).__name__})
-            continue
+            return {"id": agent_id, "parent": None, "depth": depth, "label": None, "mode": None,
+                    "status": "corrupt", "turns": 0, "input_tokens": 0, "output_tokens": 0,
+                    "subtree_tokens": 0, "token_budget": None, "tokens_left": None,
+                    "cost": None, "subtree_cost": None, "started": None, "elapsed_s": None, "stop_reason": None,
+                    "abandoned_tools": abandoned.get(agent_id, 0), "denied": None,
+                    "diagnostic": str(error) or type(error).__name__}
         header = summary.header
         record = descriptors.identity(summary.descriptor) if summary.descriptor is not None else None
         mode = record["mode"] if record else ("root" if header.origin == "root" else None)
@@ -114,19 +139,17 @@ def agent_rows(runtime: Any, root_id: str) -> list[dict]:
         else:  # a settled one-shot agent: how its last turn ended
             status = FINISHED_AS.get(TURN_TO_STOP.get(reason) if reason else "completed", "completed")
         end = now if live is not None and live.status == "running" else (last or header.created)
-        rows.append({"id": agent_id, "parent": header.parent_session, "depth": header.delegation_depth,
-                     "label": label, "mode": mode, "status": status, "turns": turns, "input_tokens": inp,
-                     "output_tokens": out, "subtree_tokens": inp + out, "token_budget": runtime.budgets.get(agent_id),
-                     "tokens_left": None, "cost": None, "subtree_cost": None, "started": header.created, "elapsed_s": max(0.0, end - header.created),
-                     "stop_reason": TURN_TO_STOP.get(reason) if reason else None,
-                     "abandoned_tools": abandoned.get(agent_id, 0),
-                     # the permissions refused to an external (ACP) agent: a quiet "completed" may hide them
-                     "denied": "; ".join(summary.denied) or None, "diagnostic": summary.last_error})
-        children = sorted(store.children_of(agent_id), key=lambda h: (h.created, h.id))
-        for child in reversed(children):
-            stack.append((child.id, depth + 1))
-    _subtree_totals(rows)
-    return rows
+        return {"id": agent_id, "parent": header.parent_session, "depth": header.delegation_depth,
+                "label": label, "mode": mode, "status": status, "turns": turns, "input_tokens": inp,
+                "output_tokens": out, "subtree_tokens": inp + out, "token_budget": runtime.budgets.get(agent_id),
+                "tokens_left": None, "cost": None, "subtree_cost": None, "started": header.created,
+                "elapsed_s": max(0.0, end - header.created),
+                "stop_reason": TURN_TO_STOP.get(reason) if reason else None,
+                "abandoned_tools": abandoned.get(agent_id, 0),
+                # the permissions refused to an external (ACP) agent: a quiet "completed" may hide them
+                "denied": "; ".join(summary.denied) or None, "diagnostic": summary.last_error}
+
+    return read
 
 
 def _subtree_totals(rows: list[dict]) -> None:

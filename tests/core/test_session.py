@@ -67,3 +67,30 @@ def test_an_event_reads_back_its_message_or_data_and_keeps_both_when_a_log_has_b
     assert both.message.role == "user" and both.data is None
     spoken.message = None
     assert spoken.message is None and spoken.data is None
+
+
+def test_summarize_folds_each_event_once_and_equals_a_fresh_fold():
+    """A live table or tree summarises the same logs again and again: only the events appended since
+    the last call are folded, and the summary equals that of a fresh copy of the log at every step."""
+    from toh_nb.core import session as sessions
+    from toh_nb.core.content import Message, Usage
+
+    log = sessions.Session(sessions.SessionHeader(id="a", created=1.0))
+
+    def fresh() -> sessions.LogSummary:
+        return sessions.summarize(sessions.Session(log.header, list(log.events)))
+
+    assert sessions.summarize(log) == fresh()
+    for turn in (1, 2):
+        log.append(sessions.TURN_START, turn=turn)
+        log.append(sessions.ASSISTANT_MESSAGE, turn=turn,
+                   message=Message("assistant", "hi", usage=Usage(input_tokens=3, output_tokens=2)))
+        assert sessions.summarize(log) == fresh()
+        log.append(sessions.TURN_END, turn=turn, data=turn_end_data("error" if turn == 2 else "completed",
+                                                                   error="boom" if turn == 2 else None))
+        assert sessions.summarize(log) == fresh()
+    summary = sessions.summarize(log)
+    assert (summary.turns, summary.input_tokens, summary.output_tokens, summary.last_reason, summary.last_error) \
+        == (2, 6, 4, "error", "boom")
+    log.events[:] = log.events[:2]  # a log replaced under the summary (a repair): folded again from the start
+    assert sessions.summarize(log) == fresh() and sessions.summarize(log).turns == 1

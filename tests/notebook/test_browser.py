@@ -247,3 +247,113 @@ def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(
         expect(tree.locator(".toh-message")).to_have_text(f"allowed: Write {work}/out.txt (agent-2)")
         expect(blocked.locator(".jp-Cell-outputArea")).to_contain_text("cell done: writer done | ready | hello")
         expect(blocked.locator(".jp-InputPrompt")).to_have_text("[4]:")
+
+
+SENTENCE = "Also check the second chapter, please"
+
+TYPING_CELLS = [
+    "import asyncio\nimport time\nimport toh_nb as tn\nheard = []",
+    ("async def pause() -> str:\n"
+     "    \"\"\"Wait a moment.\"\"\"\n"
+     "    await asyncio.sleep(0.5)\n"
+     "    return 'ok'\n"
+     "async def reply(request):\n"
+     "    heard.append(request.last_user_text)\n"
+     "    if request.label == 'typist' and len(request.messages) < 50:  # a long turn: a step every 0.5 s\n"
+     "        return tn.ModelResponse(tool_calls=[tn.ToolCall('pause', {})], usage=tn.Usage(3, 2))\n"
+     "    return f'got: {request.last_user_text}'\n"
+     "hub = tn.Hub(tn.FunctionModel(reply), ids='sequential', tools=[pause])\n"
+     "kid = hub.start('Wait for my notes', label='typist')"),
+    "hub.tree()",
+    ("deadline = time.time() + 60\n"
+     f"while {SENTENCE!r} not in heard and time.time() < deadline:\n"
+     "    time.sleep(0.2)\n"
+     f"print('heard:', [text for text in heard if text.startswith('Also')])"),
+]
+
+TYPED_JS = """([output, id]) => {
+    const row = output.querySelector(`.toh-row[data-id="${id}"]`);
+    const box = row && row.querySelector('.toh-send-text');
+    return {value: box ? box.value : null, focused: !!box && document.activeElement === box,
+            facts: row ? row.querySelector('.toh-facts').textContent : null};
+}"""
+
+
+def test_text_typed_to_a_running_child_survives_its_row_changing(tmp_path):
+    """Issue 27 §2: a running child's row changes every half second (each model step adds tokens);
+    a sentence typed slowly into its Send box keeps its focus and every character across those
+    refreshes, and Enter sends the whole sentence."""
+    expect = browser_expect()
+
+    shot = tmp_path / "agent-tree-typing.png"
+    with lab.lab_page(tmp_path, TYPING_CELLS) as (page, server), lab.reported(page, server, shot):
+        for index in range(3):
+            lab.run_cell(page, index)
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        output = cells.nth(2).locator(".jp-Cell-outputArea")
+        tree = output.locator(".toh-tree")
+        row = tree.locator('.toh-row[data-id="agent-1"]')
+        expect(row.locator(".toh-badge")).to_have_text("running")
+        before = page.evaluate(TYPED_JS, [output.element_handle(), "agent-1"])
+        box = row.locator(".toh-send-text")
+        box.click()
+        box.press_sequentially(SENTENCE, delay=90)  # about 3.5 s: several refreshes of this very row
+        after = page.evaluate(TYPED_JS, [output.element_handle(), "agent-1"])
+        assert after["facts"] != before["facts"], "the row did not change while typing: nothing was tested"
+        assert after["value"] == SENTENCE and after["focused"], after
+        expect(row.locator(".toh-badge")).to_have_text("running")
+        page.screenshot(path=str(shot), full_page=True)
+        box.press("Enter")
+        expect(tree.locator(".toh-message")).to_have_text(REPLY)
+        expect(box).to_have_value("")
+        lab.run_cell(page, 3)
+        expect(cells.nth(3).locator(".jp-Cell-outputArea")).to_contain_text(f"heard: [{SENTENCE!r}]")
+
+
+SAVED_CELLS = [
+    ("import asyncio\nimport toh_nb as tn\n"
+     "async def reply(request):\n"
+     "    if request.label == 'slow':\n"
+     "        await asyncio.sleep(2)\n"
+     "    return 'done'\n"
+     "hub = tn.Hub(tn.FunctionModel(reply), ids='sequential')\n"
+     "kid = hub.start('work', label='slow')"),
+    "hub.tree()",
+]
+
+SAVED_OUTPUTS_JS = """() => {
+    const nb = window.jupyterapp.shell.currentWidget.content;
+    return nb.model.toJSON().cells[1].outputs.map((o) => (o.data || {})['text/plain'] || '');
+}"""
+
+
+def test_a_saved_notebook_reopens_with_the_trees_latest_snapshot_not_an_error(tmp_path):
+    """Issue 27 §4: the tree's child finishes after the cell (the kernel idle), the notebook is saved
+    with the tree still open, and reopened without the kernel that had the widget: the output shows the
+    latest snapshot (``0 running``, ``ready``), not "Error displaying widget: model not found"."""
+    expect = browser_expect()
+
+    shot = tmp_path / "agent-tree-reopened.png"
+    with lab.lab_page(tmp_path, SAVED_CELLS) as (page, server), lab.reported(page, server, shot):
+        lab.run_cell(page, 0)
+        lab.run_cell(page, 1)
+        output = page.locator(".jp-Notebook .jp-CodeCell").nth(1).locator(".jp-Cell-outputArea")
+        expect(output.locator('.toh-tree .toh-row[data-id="agent-1"] .toh-badge')).to_have_text("ready")
+        expect(output.locator(".toh-tree")).to_be_visible()
+        expect(output.locator(".toh-tree-fallback")).to_be_hidden()  # beside the live view: hidden
+        page.wait_for_function(f"() => ({SAVED_OUTPUTS_JS})().some((t) => t.includes('(0 running)'))",
+                               polling=200)
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        page.evaluate("() => window.jupyterapp.serviceManager.sessions.shutdownAll()")
+        page.reload()
+        page.wait_for_function(lab.KERNEL_IDLE_JS, arg=len(SAVED_CELLS), polling=200)
+        output = page.locator(".jp-Notebook .jp-CodeCell").nth(1).locator(".jp-Cell-outputArea")
+        snapshot = output.locator(".toh-tree-fallback")
+        expect(snapshot).to_be_visible()
+        expect(snapshot).to_contain_text("2 agents (0 running)")
+        expect(snapshot).to_contain_text("ready")
+        expect(output.locator(".toh-tree")).to_have_count(0)  # no kernel has the live view's model
+        dead = output.get_by_text("Error displaying widget")
+        expect(dead).to_have_count(1)  # JupyterLab says so in the live view's output …
+        expect(dead).to_be_hidden()  # … which the snapshot hides
+        page.screenshot(path=str(shot), full_page=True)

@@ -91,7 +91,7 @@ def test_light_and_dark_themes_outcomes_and_a_narrow_tree(tmp_path):
     with lab.lab_page(tmp_path, CELLS, viewport={"width": 1280, "height": 900}) as (page, server):
         with lab.reported(page, server, tmp_path / "failure.png"):
             lab.run_all(page)
-            output = page.locator(".jp-OutputArea-output").last
+            output = page.locator(".jp-Cell-outputArea").last  # the live view and the snapshot beside it
             tree = output.locator(".toh-tree")
             expect(tree.locator(".toh-row")).to_have_count(4)
             page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")

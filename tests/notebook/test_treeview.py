@@ -8,7 +8,15 @@ import pytest
 
 import toh_nb as tn
 from toh_nb.notebook import treeview
-from toh_nb.notebook.treeview import display_status, preorder, static_bundle, tree_html, tree_rows, tree_text
+from toh_nb.notebook.treeview import (
+    display_status,
+    preorder,
+    static_bundle,
+    tree_html,
+    tree_rows,
+    tree_text,
+)
+from toh_nb.notebook.widget import saved_snapshot
 
 
 async def labelled(request: tn.ModelRequest) -> str:
@@ -115,18 +123,18 @@ def test_a_displayed_tree_leaves_its_final_snapshot_when_closed(hub, monkeypatch
 
     monkeypatch.setattr(IPython.display, "display", display)
     tree = hub.tree()
-    tree._ipython_display_()  # displayed before anything was started
-    first = handles[0].shown[0]
-    assert "application/vnd.jupyter.widget-view+json" in first
+    tree._ipython_display_()  # displayed before anything was started: the live view, then its snapshot
+    view, first = handles[0].shown[0], handles[1].shown[0]
+    assert set(view) == {"application/vnd.jupyter.widget-view+json", "text/html"} and view["text/html"] == ""
     assert first["text/plain"].startswith("agent tree: 1 agent (0 running)")
     build(hub)
     tree.close()
-    final = handles[0].shown[-1]
-    assert set(final) == {"text/plain", "text/html"}  # no dead widget view: the static snapshot
-    assert final == static_bundle(snapshot(hub))
+    final = handles[1].shown[-1]
+    assert handles[0].shown[-1] == {"text/html": ""}  # no dead widget view: nothing
+    assert final == saved_snapshot(static_bundle(snapshot(hub)))  # the static snapshot
     assert final["text/plain"].startswith("agent tree: 4 agents (0 running) \u00b7 1 job (0 active)")
     tree._ipython_display_()  # a closed tree displays its last snapshot
-    assert handles[1].shown == [final]
+    assert handles[2].shown == [static_bundle(snapshot(hub))]
 
 
 def test_closing_the_hub_closes_its_trees_with_their_final_snapshot():

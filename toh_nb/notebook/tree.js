@@ -1,9 +1,35 @@
-// The agent tree's renderer (anywidget ES module). Python owns the state: `rows` (one per agent or
+// The agent tree's renderer (anywidget ES module). Python owns the state: the rows (one per agent or
 // job, pre-order), `visible` (which rows to show, after filter and collapse), `summary`, `message`,
 // `transcript`, `view`. This module draws them and sends clicks back as messages
 // ({action, id, text}); UI state (search text, status filter, collapse-finished, view) is written to
-// the model so Python recomputes `visible`. Rows are keyed by id and only re-drawn when they change,
-// so a refresh of a few rows in a big tree touches only those rows.
+// the model so Python recomputes `visible`.
+//
+// Rows arrive as deltas, not as a synced list: {type: "rows", set: [rows], drop: [ids], order: [ids] |
+// null, full, now} (one child changing sends that child's row). They are kept per model (every view of
+// the model shares them); a view that opens asks for all of them once ({action: "hello"}). Each row's
+// DOM is built once and patched in place: a row that did not change is not touched, and a row that
+// changed keeps its Send box (focus, selection and typed text survive every refresh). A running row's
+// elapsed time is counted up here from its `started` time (the kernel's clock: `now` of each message).
+
+const ACTIVE = ["running", "stopping"];
+const stores = new WeakMap(); // model -> {rows: Map(id -> row), order: [ids], full, offset, views: Set}
+
+function storeOf(model) {
+  let store = stores.get(model);
+  if (store) return store;
+  store = { rows: new Map(), order: [], full: false, offset: 0, views: new Set() };
+  stores.set(model, store);
+  model.on("msg:custom", (msg) => {
+    if (!msg || msg.type !== "rows") return;
+    if (msg.full) { store.rows = new Map(); store.full = true; }
+    for (const id of msg.drop || []) store.rows.delete(id);
+    for (const row of msg.set || []) store.rows.set(row.id, row);
+    if (msg.order) store.order = msg.order;
+    if (typeof msg.now === "number") store.offset = msg.now - Date.now() / 1000;
+    for (const view of store.views) view();
+  });
+  return store;
+}
 
 function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -28,13 +54,13 @@ function elapsed(seconds) {
 // the facts a row shows after its status, most important first; `drop` says which a narrow tree hides
 // first (cost, then time, then tokens: the CSS container queries in tree.css), every one stays in the
 // facts' hover title
-function facts(row) {
+function facts(row, seconds) {
   const out = [];
   const add = (text, drop) => { if (text) out.push({ text, drop }); };
   if (row.kind === "agent" && row.mode !== "root") add(row.mode, "");
   if (row.kind === "agent") add(`turns ${row.turns}`, "tokens");
   add(tokens(row), "tokens");
-  add(elapsed(row.elapsed_s), "time");
+  add(elapsed(seconds === undefined ? row.elapsed_s : seconds), "time");
   add(row.detail || null, "");
   for (const [k, v] of row.extra) add(`${k.replace(/_/g, " ")} ${v}`, /cost/.test(k) ? "cost" : "");
   return out;
@@ -48,7 +74,12 @@ function tokens(row) {
 
 function render({ model, el }) {
   el.classList.add("toh-tree");
-  const cache = new Map(); // id -> {key, el}
+  const store = storeOf(model);
+  const clock = () => Date.now() / 1000 + store.offset; // the kernel's time, now
+  const rowList = () => store.order.map((id) => store.rows.get(id)).filter((r) => r);
+  const elapsedOf = (row) => (ACTIVE.includes(row.status) && row.started !== null && row.elapsed_s === null
+    ? Math.max(0, clock() - row.started) : row.elapsed_s);
+  const entries = new Map(); // id -> {row, node, line, head: [nodes], send, time, info, open, folded}
   const state = { sendText: new Map(), open: new Set() }; // open: rows whose diagnostic is expanded
 
   const search = h("input", { type: "search", class: "toh-search", placeholder: "search label or id",
@@ -73,7 +104,7 @@ function render({ model, el }) {
   const toolbar = h("div", { class: "toh-toolbar" }, search, status,
     h("label", { class: "toh-check" }, finished, " collapse finished"), treeTab, timelineTab, exportButton);
   const list = h("div", { class: "toh-rows", role: "tree" });
-  const waterfall = makeWaterfall(model);
+  const waterfall = makeWaterfall(model, rowList);
   const timeline = h("div", { class: "toh-timeline" }, waterfall.el, waterfall.detail);
   const chat = h("div", { class: "toh-chat" });
   const message = h("pre", { class: "toh-message" });
@@ -145,7 +176,8 @@ function render({ model, el }) {
     markPending();
   }
 
-  function drawRow(row) {
+  // the parts of a row before its Send box, built anew when the row changed
+  function rowHead(entry, row) {
     const caret = row.children
       ? h("button", { class: "toh-caret", title: "collapse / expand", "aria-label": "toggle",
           onclick: () => model.send({ action: "toggle", id: row.id }) })
@@ -157,14 +189,15 @@ function render({ model, el }) {
     const marks = [];
     if (row.outcome) marks.push(h("button", { class: `toh-outcome${row.failure ? " toh-failure" : ""}`,
       text: row.outcome, title: row.diagnostic || row.outcome, "aria-expanded": String(state.open.has(row.id)),
-      onclick: () => { state.open.has(row.id) ? state.open.delete(row.id) : state.open.add(row.id); drawRows(); } }));
+      onclick: () => { state.open.has(row.id) ? state.open.delete(row.id) : state.open.add(row.id); patch(entry, entry.row, true); } }));
     if (row.failures_below) marks.push(h("span", { class: "toh-failures-below",
       title: `${row.failures_below} failure${row.failures_below === 1 ? "" : "s"} below`,
       text: `\u26a0 ${row.failures_below}` }));
-    const all = facts(row);
+    const all = facts(row, elapsedOf(row));
     const info = h("span", { class: "toh-facts", title: all.map((f) => f.text).join(" · ") },
-      ...all.map((f, i) => h("span", { class: `toh-fact${f.drop ? ` toh-drop-${f.drop}` : ""}`,
+      ...all.map((f, i) => h("span", { class: `toh-fact${f.drop ? ` toh-drop-${f.drop}` : ""}${f.drop === "time" ? " toh-elapsed" : ""}`,
         text: (i ? " · " : "") + f.text })));
+    entry.info = info;
     const actions = h("span", { class: "toh-actions" });
     if (row.can_interrupt) actions.append(actionButton("toh-interrupt", "Interrupt", `stop the current turn of ${row.id}`,
       () => ({ action: "interrupt", id: row.id })));
@@ -172,52 +205,97 @@ function render({ model, el }) {
       () => ({ action: "kill", id: row.id })));
     if (row.has_transcript) actions.append(actionButton("toh-transcript", "Transcript", `show the conversation of ${row.id}`,
       () => ({ action: "transcript", id: row.id })));
-    const line = h("div", { class: `toh-row toh-kind-${row.kind}`, "data-id": row.id, role: "treeitem",
-      style: `padding-left:${row.level * 18}px` }, caret, name, ident, badge, ...marks, info, actions);
-    if (row.can_send) {
-      const box = h("input", { type: "text", class: "toh-send-text", placeholder: `message for ${row.short}` });
-      box.value = state.sendText.get(row.id) || "";
-      box.addEventListener("input", () => state.sendText.set(row.id, box.value));
-      const send = () => {
-        if (request({ action: "send", id: row.id, text: box.value })) { box.value = ""; state.sendText.delete(row.id); }
-      };
-      box.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
-      line.append(h("span", { class: "toh-send" }, box,
-        actionButton("toh-send-button", "Send", `message ${row.id}`, () => ({ action: "send", id: row.id }), send)));
-    }
     const note = outcomeNote(row.id);
     if (note) actions.append(note);
-    if (!row.diagnostic || !state.open.has(row.id)) return line;
-    // the expanded diagnostic, under its row
-    return h("div", { class: "toh-node" }, line,
-      h("pre", { class: "toh-diagnostic", "data-for": row.id, style: `margin-left:${row.level * 18 + 28}px`,
-        text: row.diagnostic }));
+    return [caret, name, ident, badge, ...marks, info, actions].filter((n) => n);
+  }
+
+  // the Send box of a continuable child: built once, never detached while the row can send
+  function sendBox(row) {
+    const box = h("input", { type: "text", class: "toh-send-text", placeholder: `message for ${row.short}` });
+    box.value = state.sendText.get(row.id) || "";
+    box.addEventListener("input", () => state.sendText.set(row.id, box.value));
+    const send = () => {
+      if (request({ action: "send", id: row.id, text: box.value })) { box.value = ""; state.sendText.delete(row.id); }
+    };
+    box.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
+    return h("span", { class: "toh-send" }, box,
+      actionButton("toh-send-button", "Send", `message ${row.id}`, () => ({ action: "send", id: row.id }), send));
+  }
+
+  function makeEntry(row) {
+    const line = h("div", { class: `toh-row toh-kind-${row.kind}`, "data-id": row.id, role: "treeitem" });
+    const entry = { row: null, node: h("div", { class: "toh-node" }, line), line, head: [], send: null, diag: null };
+    patch(entry, row, true);
+    return entry;
+  }
+
+  // bring an entry's DOM to `row`: the head is replaced, the Send box stays where it is
+  function patch(entry, row, force) {
+    if (!force && entry.row === row) return;
+    const { line } = entry;
+    entry.row = row;
+    line.style.paddingLeft = `${row.level * 18}px`;
+    const anchor = entry.send || null;
+    for (const node of entry.head) node.remove();
+    entry.head = rowHead(entry, row);
+    for (const node of entry.head) line.insertBefore(node, anchor);
+    if (row.can_send && !entry.send) { entry.send = sendBox(row); line.append(entry.send); }
+    if (!row.can_send && entry.send) { entry.send.remove(); entry.send = null; }
+    const open = !!row.diagnostic && state.open.has(row.id);
+    if (entry.diag) { entry.diag.remove(); entry.diag = null; }
+    if (open) {  // the expanded diagnostic, under its row
+      entry.diag = h("pre", { class: "toh-diagnostic", "data-for": row.id, style: `margin-left:${row.level * 18 + 28}px`,
+        text: row.diagnostic });
+      entry.node.append(entry.diag);
+    }
+  }
+
+  // put `want` (nodes) into `parent` in order, moving as few nodes as possible (a moved node loses focus)
+  function reconcile(parent, want) {
+    const wanted = new Set(want);
+    let cur = parent.firstChild;
+    for (const node of want) {
+      while (cur && cur !== node && !wanted.has(cur)) { const next = cur.nextSibling; cur.remove(); cur = next; }
+      if (cur === node) { cur = cur.nextSibling; continue; }
+      parent.insertBefore(node, cur);
+    }
+    while (cur) { const next = cur.nextSibling; cur.remove(); cur = next; }
   }
 
   function drawRows() {
-    const rows = model.get("rows");
-    const byId = new Map(rows.map((r) => [r.id, r]));
     const folded = new Set(model.get("folded"));  // folded by the user or by "collapse finished"
-    const frag = document.createDocumentFragment();
+    const want = [];
     for (const id of model.get("visible")) {
-      const row = byId.get(id);
+      const row = store.rows.get(id);
       if (!row) continue;
-      const key = JSON.stringify(row) + (folded.has(id) ? "+" : "-") + (state.open.has(id) ? "o" : "");
-      let entry = cache.get(id);
-      if (!entry || entry.key !== key) {
-        entry = { key, el: drawRow(row) };
-        entry.el.classList.toggle("toh-folded", folded.has(id));
-        cache.set(id, entry);
-      }
-      frag.append(entry.el);
+      let entry = entries.get(id);
+      if (!entry) { entry = makeEntry(row); entries.set(id, entry); } else patch(entry, row, false);
+      entry.line.classList.toggle("toh-folded", folded.has(id));
+      want.push(entry.node);
     }
-    for (const id of [...cache.keys()]) if (!byId.has(id)) cache.delete(id);
-    list.replaceChildren(frag);
+    for (const id of [...entries.keys()]) if (!store.rows.has(id)) entries.delete(id);
+    reconcile(list, want);
     const hidden = model.get("hidden");
     summary.replaceChildren(h("b", { text: "agent tree" }), ` — ${model.get("summary")}`,
       hidden ? h("i", { text: ` (${hidden} more not shown)` }) : "",
       model.get("hub_closed") ? h("i", { text: " (the hub is closed)" }) : "");
   }
+
+  // once a second: the elapsed times of running rows move (only their time text is touched)
+  function tick() {
+    if (!el.isConnected) return;
+    for (const entry of entries.values()) {
+      const row = entry.row;
+      if (!ACTIVE.includes(row.status) || row.elapsed_s !== null || !entry.info) continue;
+      const span = entry.info.querySelector(".toh-elapsed");
+      const all = facts(row, elapsedOf(row));
+      const text = all.find((f) => f.drop === "time");
+      if (span && text) span.textContent = (span.textContent.startsWith(" · ") ? " · " : "") + text.text;
+      entry.info.title = all.map((f) => f.text).join(" · ");
+    }
+  }
+  const ticker = setInterval(tick, 1000);
 
   function drawTimeline() { waterfall.draw(); }  // waterfall.js
 
@@ -270,7 +348,9 @@ function render({ model, el }) {
     document.body.append(a); a.click(); a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   };
-  const handlers = [["change:rows", redraw], ["change:visible", redraw], ["change:folded", redraw],
+  const onRows = () => redraw();
+  store.views.add(onRows);
+  const handlers = [["change:visible", redraw], ["change:folded", redraw],
     ["change:summary", redraw], ["change:hidden", redraw], ["change:hub_closed", redraw],
     ["change:now", () => { if (model.get("view") === "timeline") redraw(); }], ["change:view", drawView],
     ["change:waterfall", () => { if (model.get("view") === "timeline") redraw(); }],
@@ -281,8 +361,13 @@ function render({ model, el }) {
     ["change:collapse_finished", () => { finished.checked = model.get("collapse_finished"); }],
     ["msg:custom", onMsg]];
   for (const [name, fn] of handlers) model.on(name, fn);
+  if (!store.full) model.send({ action: "hello" }); // the kernel answers with every row
   drawRows(); drawView(); drawChat(); drawMessage(); drawAsks();
-  return () => { for (const [name, fn] of handlers) model.off(name, fn); };
+  return () => {
+    for (const [name, fn] of handlers) model.off(name, fn);
+    store.views.delete(onRows);
+    clearInterval(ticker);
+  };
 }
 
 export default { render };

@@ -58,30 +58,46 @@ def tree_rows(hub: Any) -> list[dict]:
     """Every agent and background job of ``hub`` (an AsyncHub) in display order (pre-order, siblings
     by start time), each with ``kind``, ``tree_parent`` and ``level``. Call on the hub's loop thread
     (it reads the hub's public :class:`~toh_nb.hub.HubView`, ``hub.view``)."""
-    view = hub.view
-    agents = view.agents()
-    jobs = view.jobs(child_ids=True)
+    agents = hub.view.agents()
+    jobs = hub_jobs(hub)
     root = agents[0]["id"] if agents else None
     agent_ids = {row["id"] for row in agents}
-    by_child = {job["child_id"]: job for job in jobs if job["child_id"]}
-    rows: list[dict] = []
-    for row in agents:
-        row = dict(row, kind="agent")
-        job = by_child.get(row["id"])
-        if job is not None and job["owner"] == row["parent"]:
-            row["tree_parent"] = job["id"]
-        elif row["parent"] in agent_ids:
-            row["tree_parent"] = row["parent"]
-        else:
-            row["tree_parent"] = None if row["id"] == root else root
-        row["can_send"] = row["mode"] == "continuable" and row["parent"] == root and not hub.closed
-        rows.append(row)
-    for job in jobs:
-        rows.append({"kind": "job", "id": job["id"], "label": job["label"], "status": job["status"],
-                     "detail": job["detail"], "owner": job["owner"], "child_id": job["child_id"],
-                     "started": job["started"], "finished": job["finished"], "elapsed_s": job["elapsed_s"],
-                     "tree_parent": job["owner"] if job["owner"] in agent_ids else root})
+    by_child = jobs_by_child(jobs)
+    rows = [place_agent(dict(row, kind="agent"), by_child, agent_ids, root, hub.closed) for row in agents]
+    rows += [job_row(job, agent_ids, root) for job in jobs]
     return mark_outcomes(preorder(rows))
+
+
+def hub_jobs(hub: Any) -> list[dict]:
+    """The hub's background jobs (``hub.view.jobs(child_ids=True)`` rows), oldest first."""
+    return hub.view.jobs(child_ids=True)
+
+
+def jobs_by_child(jobs: Any) -> dict:
+    """The jobs that run a child agent, by that agent's id."""
+    return {job["child_id"]: job for job in jobs if job["child_id"]}
+
+
+def place_agent(row: dict, by_child: dict, agent_ids: Any, root: str | None, closed: bool) -> dict:
+    """Set where an agent row sits (``tree_parent``: the job that runs it, else its parent agent, else
+    the root) and whether the tree offers Send (``can_send``: a continuable child of the root)."""
+    job = by_child.get(row["id"])
+    if job is not None and job["owner"] == row["parent"]:
+        row["tree_parent"] = job["id"]
+    elif row["parent"] in agent_ids:
+        row["tree_parent"] = row["parent"]
+    else:
+        row["tree_parent"] = None if row["id"] == root else root
+    row["can_send"] = row["mode"] == "continuable" and row["parent"] == root and not closed
+    return row
+
+
+def job_row(job: dict, agent_ids: Any, root: str | None) -> dict:
+    """A background job's row (from ``hub.view.jobs(child_ids=True)``); it sits under its owner."""
+    return {"kind": "job", "id": job["id"], "label": job["label"], "status": job["status"],
+            "detail": job["detail"], "owner": job["owner"], "child_id": job["child_id"], "started": job["started"],
+            "finished": job["finished"], "elapsed_s": job["elapsed_s"],
+            "tree_parent": job["owner"] if job["owner"] in agent_ids else root}
 
 
 def outcome_of(row: dict) -> str | None:
@@ -171,15 +187,27 @@ def name_of(row: dict) -> str:
 def summary(rows: list[dict]) -> str:
     """``3 agents (1 running) · 1 job (0 active) · 120 tokens``, then ``· cost 0.000045`` when a price
     table gives some agent a cost (the sum of the known costs)."""
-    agents = [r for r in rows if r["kind"] == "agent"]
-    jobs = [r for r in rows if r["kind"] == "job"]
-    running = sum(1 for r in agents if r["status"] == "running")
-    active = sum(1 for r in jobs if r["status"] in ("running", "stopping"))
-    tokens = sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in agents)
-    costs = [r["cost"] for r in agents if r.get("cost") is not None]
-    return (f"{len(agents)} agent{'s' if len(agents) != 1 else ''} ({running} running) \u00b7 "
-            f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} ({active} active) \u00b7 {tokens} tokens"
-            + (f" \u00b7 cost {format_cost(sum(costs))}" if costs else ""))
+    totals = [0, 0, 0, 0, 0, 0.0, 0]
+    for row in rows:
+        for at, value in enumerate(summary_counts(row)):
+            totals[at] += value
+    return summary_text(*totals)
+
+
+def summary_counts(row: dict) -> tuple:
+    """What one row adds to the summary: (agents, running, jobs, active jobs, tokens, cost, costed)."""
+    if row["kind"] == "agent":
+        cost = row.get("cost")
+        return (1, row["status"] == "running", 0, 0, (row.get("input_tokens") or 0) + (row.get("output_tokens") or 0),
+                cost or 0.0, cost is not None)
+    return (0, 0, 1, row["status"] in ("running", "stopping"), 0, 0.0, 0)
+
+
+def summary_text(agents: int, running: int, jobs: int, active: int, tokens: int, cost: float, costed: int) -> str:
+    """The summary line from its counts (see :func:`summary`)."""
+    return (f"{agents} agent{'s' if agents != 1 else ''} ({running} running) \u00b7 "
+            f"{jobs} job{'s' if jobs != 1 else ''} ({active} active) \u00b7 {tokens} tokens"
+            + (f" \u00b7 cost {format_cost(cost)}" if costed else ""))
 
 
 def extra_columns() -> list[str]:

@@ -73,7 +73,7 @@ function wfActTitle(name, activation, now) {
 // The waterfall of one tree: `el` and `detail` to put in the page, `draw()` after any change of rows,
 // visible rows, `now` or the waterfall traits, `onMessage` for the kernel's custom messages. The selected
 // bar or span survives redraws (kept by agent id, turn and the span's start).
-function makeWaterfall(model) {
+function makeWaterfall(model, rowList) {
   const el = h("div", { class: "toh-wf" });
   const detail = h("div", { class: "toh-wf-detail" });
   const messages = new Map(); // "id|turn|start" -> the span's messages, as the kernel sent them
@@ -148,7 +148,7 @@ function makeWaterfall(model) {
   }
 
   function draw() {
-    const rows = model.get("rows");
+    const rows = rowList();
     const byId = new Map(rows.map((r) => [r.id, r]));
     const data = synced();
     const now = model.get("now");

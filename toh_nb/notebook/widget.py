@@ -17,14 +17,19 @@ State and rules live in Python, so they are tested without a browser: which rows
 (``query``, ``status_filter``, ``collapsed``, ``collapse_finished``); :meth:`AgentTree.act` is what a
 click sends.
 
-Threads. The engine lives on the hub's portal loop (a daemon thread); status changes and lifecycle
-events reach the widget's listeners on that thread. A listener only marks the tree dirty and, if no
-refresh is pending, schedules one with ``loop.call_later(interval, …)``: however many events arrive, the
-rows are rebuilt at most once per ``interval`` (0.1 s → ≤ 10 refreshes per second), on the engine's own
-thread, and synced only when they changed. While something runs, a heartbeat marks the tree dirty once a
-second so elapsed times and the timeline move. Actions run on the kernel's thread and hand their work to
-the portal without waiting; the outcome (the same line a model would read, e.g. ``interrupt requested
-for agent agent-2``) appears in the tree's message line (``message``).
+Threads and cost. The engine lives on the hub's portal loop (a daemon thread); its events reach the
+widget's listener on that thread. The listener notes which agents and jobs the event touches
+(:class:`~toh_nb.notebook.livetree.LiveRows`) and, if no refresh is pending, schedules one with
+``loop.call_later(interval, …)``: however many events arrive, at most one refresh per ``interval`` (0.1 s
+→ ≤ 10 per second), and after a refresh that took ``t`` on the engine's thread the next waits at least
+``t / LOOP_SHARE`` (the tree keeps its share of that thread near 5 %). A refresh re-reads only what the
+events touched and sends the page only the rows that changed (``{"type": "rows", "set", "drop",
+"order", "now"}`` custom messages; a view that opens asks for all of them with ``hello``): one child
+changing in a 10,000-row tree sends that child's row, not the list. Running rows are not sent again
+every second: the page counts their elapsed time up from ``started``; a heartbeat only moves ``now``.
+Actions run on the kernel's thread and hand their work to the portal without waiting; the outcome (the
+same line a model would read, e.g. ``interrupt requested for agent agent-2``) appears in the tree's
+message line (``message``).
 
 Clicks while a cell runs. The tree exists to steer agents that are running, so a click must be handled
 while a cell blocks in ``hub.run(...)``, ``kid.wait()`` or ``time.sleep``. ipykernel handles shell
@@ -43,15 +48,19 @@ Every click of an action button carries a ``request`` number; the page marks the
 once and the kernel answers ``{"type": "outcome", "request": n, "id", "action", "text", "error"}``
 when the action finished (or could not run: the row then says why).
 
-Displays: the live view plus a static snapshot of the whole tree (``text/plain`` and ``text/html`` from
-:mod:`toh_nb.notebook.treeview`), so nbconvert, GitHub and nbval show the tree without a kernel;
-``close()`` (and ``hub.close()``) replaces the live view by the final snapshot.
+Displays: two outputs, the live view and then a static snapshot of the whole tree (``text/plain`` and
+``text/html`` from :mod:`toh_nb.notebook.treeview`), so nbconvert, GitHub, nbval and a reopened notebook
+show the tree without a kernel. The snapshot is kept current (when the tree settles, every
+SNAPSHOT_EVERY seconds while something runs, after each cell); the page hides it beside the live view,
+and it hides JupyterLab's "model not found" of a live view whose kernel is gone. ``close()`` (and
+``hub.close()``) leaves the final snapshot and empties the live view's output.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import json
 import pathlib
 import threading
@@ -65,8 +74,8 @@ from ..core.checks import check_count, check_seconds
 from ..core.errors import TohError, UsageError
 from .chat import chat_entries, chat_markdown
 from .display import short_id
-from .treeview import (FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, summary,
-                       tree_rows)
+from .livetree import Change, LiveRows
+from .treeview import FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, tree_rows
 from .waterfall import Waterfall, span_message
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -77,7 +86,28 @@ LIVE = ("running", "stopping", "idle")
 #: what the status filter offers (one vocabulary for agents and jobs)
 STATUS_CHOICES = ("running", "stopping", "idle", "ready", "completed", "failed", "killed", "corrupt")
 ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggle", "export", "export_transcript",
-           "allow", "deny", "span")
+           "allow", "deny", "span", "hello")
+#: the widget-view MIME type (the live view's output)
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: what the live view's output shows where there is no live view (an export, an untrusted notebook, after
+#: close()): nothing -- the snapshot beside it shows the tree
+NO_VIEW = {"text/html": ""}
+#: while something runs, the displayed snapshot is brought up to date at most this often (seconds)
+SNAPSHOT_EVERY = 5.0
+#: when nothing runs, at most this often (a root that runs turn after turn settles after each)
+SNAPSHOT_GAP = 1.0
+#: the marker of the snapshot output beside a live view (``tree.css`` hides it while the view shows)
+FALLBACK_CLASS = "toh-tree-fallback"
+#: in the snapshot: where a saved notebook is reopened with no kernel that has the live view's model,
+#: JupyterLab writes "Error displaying widget: model not found" in the live view's output (its widget
+#: renderer then carries the class ``jupyter-widgets``, which it never has while it shows a view); this
+#: rule hides that output in output areas that hold a snapshot (``:has`` may not nest: two compounds)
+HIDE_DEAD_VIEW = ("<style>.jp-OutputArea:has(.toh-tree-fallback) > .jp-OutputArea-child:has(> "
+                  ".jp-OutputArea-output.jupyter-widgets) { display: none; }</style>")
+#: the share of the engine's loop thread an open tree may take: after a refresh that took ``t`` seconds
+#: there, the next waits at least ``t / LOOP_SHARE`` (a 10,000-row tree refreshes less often, the
+#: engine keeps at least 95 % of its thread)
+LOOP_SHARE = 0.05
 #: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
 KERNEL_ROUTING_HOOK = "_reply_subshell_for"
 
@@ -129,44 +159,71 @@ def widget_rows(rows: list[dict]) -> list[dict]:
     """The synced rows: JSON-safe, one per node in pre-order, with what the renderer shows and which
     actions apply (a disabled action is not offered at all). ``subtree_tokens``: the node's own tokens
     plus all its descendants' (jobs count their child agent's)."""
-    out: list[dict] = []
-    index: dict[str, dict] = {}
     extra = extra_columns()
-    for row in rows:
-        status = display_status(row)
-        agent = row["kind"] == "agent"
-        own = ((row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)) if agent else 0
-        started = row.get("started")
-        elapsed = row.get("elapsed_s")
-        item = {
-            # the root named "root" shows as "root (you)" alone, not "root (you) root"
-            "id": row["id"], "short": "" if row.get("mode") == "root" and row["id"] == "root" else short_id(row["id"]),
-            "kind": row["kind"], "parent": row["tree_parent"],
-            "level": row["level"], "name": name_of(row), "label": row.get("label") or "",
-            "mode": (row.get("mode") or "") if agent else "job", "status": status,
-            "turns": row.get("turns") or 0 if agent else None,
-            "input_tokens": row.get("input_tokens") or 0 if agent else None,
-            "output_tokens": row.get("output_tokens") or 0 if agent else None,
-            "own_tokens": own, "subtree_tokens": own, "children": 0,
-            "detail": row.get("detail") or "", "stop_reason": row.get("stop_reason") or "",
-            "outcome": row.get("outcome") or "", "diagnostic": row.get("diagnostic") or "",
-            "failure": bool(row.get("failure")), "failures_below": row.get("failures_below") or 0,
-            "started": started, "elapsed_s": elapsed,
-            "ended": None if status in LIVE or started is None or elapsed is None else started + elapsed,
-            "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
-            "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
-            "has_transcript": agent,
-            "extra": [[name, _extra_value(name, extra_value(row, name))] for name in extra
-                      if extra_value(row, name) is not None],
-        }
-        out.append(item)
-        index[item["id"]] = item
-    for item in reversed(out):  # children come after their parent in pre-order
-        parent = index.get(item["parent"])
-        if parent is not None:
-            parent["subtree_tokens"] += item["subtree_tokens"]
-            parent["children"] += 1
-    return out
+    totals: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for row in reversed(rows):  # children come after their parent in pre-order
+        total = own_tokens(row) + totals.get(row["id"], 0)
+        totals[row["id"]] = total
+        parent = row["tree_parent"]
+        totals[parent] = totals.get(parent, 0) + total
+        counts[parent] = counts.get(parent, 0) + 1
+    return [page_row(row, totals[row["id"]], counts.get(row["id"], 0), extra) for row in rows]
+
+
+def own_tokens(row: dict) -> int:
+    """An agent's own tokens (in + out); a job has none of its own."""
+    if row["kind"] != "agent":
+        return 0
+    return (row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)
+
+
+def page_row(row: dict, subtree_tokens: int, children: int, extra: list[str] | None = None) -> dict:
+    """One row as the page gets it (see :func:`widget_rows`). A running or stopping row's ``elapsed_s``
+    is None: the page counts it up from ``started`` itself, so a running agent's row does not change
+    (and is not sent again) every second."""
+    extra = extra_columns() if extra is None else extra
+    status = display_status(row)
+    agent = row["kind"] == "agent"
+    started = row.get("started")
+    elapsed = None if status in ACTIVE else row.get("elapsed_s")
+    return {
+        # the root named "root" shows as "root (you)" alone, not "root (you) root"
+        "id": row["id"], "short": "" if row.get("mode") == "root" and row["id"] == "root" else short_id(row["id"]),
+        "kind": row["kind"], "parent": row["tree_parent"],
+        "level": row["level"], "name": name_of(row), "label": row.get("label") or "",
+        "mode": (row.get("mode") or "") if agent else "job", "status": status,
+        "turns": row.get("turns") or 0 if agent else None,
+        "input_tokens": row.get("input_tokens") or 0 if agent else None,
+        "output_tokens": row.get("output_tokens") or 0 if agent else None,
+        "own_tokens": own_tokens(row), "subtree_tokens": subtree_tokens, "children": children,
+        "detail": row.get("detail") or "", "stop_reason": row.get("stop_reason") or "",
+        "outcome": row.get("outcome") or "", "diagnostic": row.get("diagnostic") or "",
+        "failure": bool(row.get("failure")), "failures_below": row.get("failures_below") or 0,
+        "started": started, "elapsed_s": elapsed,
+        "ended": None if status in LIVE or started is None or elapsed is None else started + elapsed,
+        "can_interrupt": agent and row.get("mode") == "continuable" and status == "running",
+        "can_send": bool(row.get("can_send")), "can_kill": not agent and status == "running",
+        "has_transcript": agent,
+        "extra": [[name, _extra_value(name, extra_value(row, name))] for name in extra
+                  if extra_value(row, name) is not None],
+    }
+
+
+def in_latest_request(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` in an empty context: a display update sent from the engine's thread then belongs to
+    the kernel's latest request (ipykernel falls back to it), not to the long-finished cell whose context
+    the engine's callbacks inherited -- nbclient and the front-ends apply updates of a live request."""
+    return contextvars.Context().run(fn, *args, **kwargs)
+
+
+def saved_snapshot(static: dict) -> dict:
+    """The snapshot output shown beside a live view: ``static`` with its HTML marked (so the page hides
+    it while the live view shows) and the rule that hides a dead view's error beside it."""
+    bundle = dict(static)
+    if "text/html" in bundle:
+        bundle["text/html"] = f"<div class='{FALLBACK_CLASS}'>{HIDE_DEAD_VIEW}{bundle['text/html']}</div>"
+    return bundle
 
 
 def _outcome(future: Any, what: str) -> tuple[str, bool]:
@@ -277,7 +334,9 @@ class AgentTree(anywidget.AnyWidget):
     _esm = "\n".join((HERE / name).read_text(encoding="utf-8") for name in ("waterfall.js", "tree.js"))
     _css = "\n".join((HERE / name).read_text(encoding="utf-8") for name in ("tree.css", "waterfall.css"))
 
-    rows = traitlets.List().tag(sync=True)
+    #: every row (the first ``max_nodes``), kept in the kernel: the page gets them as deltas
+    #: (``{"type": "rows", …}`` messages, see :meth:`_publish`), never the whole list per change
+    rows = traitlets.List()
     visible = traitlets.List().tag(sync=True)
     summary = traitlets.Unicode().tag(sync=True)
     hidden = traitlets.Int(0).tag(sync=True)
@@ -326,13 +385,25 @@ class AgentTree(anywidget.AnyWidget):
         self._heartbeat: Any = None
         self._closed_tree = False
         self._last_static: dict | None = None
-        self._handles: list = []  # displays of this tree, updated to the final snapshot on close()
+        self._handles: list = []  # (live view, snapshot) display handles of each display of this tree
+        self._shown_static: dict | None = None  # the snapshot those displays show
+        self._snapshot_at = 0.0  # when it was last updated (time.monotonic())
+        self._shell: Any = None  # the IPython shell whose post_run_cell keeps the snapshot current
+        self._snapshot_timer: Any = None  # a pending look at the snapshot after SNAPSHOT_GAP
         self._portal = _portal_of(facade)
         self._loop = _portal_loop(facade, self._portal) or _running_loop()
         self._unsubscribe: Callable[[], None] | None = None
+        self._live = LiveRows(inner, page_row)
+        self._publish_lock = threading.RLock()
+        self._sent: dict[str, dict] = {}  # what the page was sent of each row
+        self._sent_order: list[str] = []
+        self._hint: Change | None = None  # what the engine-side update changed (else: diff everything)
+        self.busy_seconds = 0.0  # time the tree's refreshes took on the engine's loop thread
+        self._cost = 0.0  # the last refresh's time there: spaces refreshes (LOOP_SHARE)
         self.on_msg(self._on_message)
         self._waterfall = Waterfall()
         self.observe(self._timeline_changed, names=["view", "visible"])
+        self.observe(self._publish, names=["rows"])
         self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished", "expanded"])
         # the engine iterates its listener lists on its own thread: change them there
         self._call(self._subscribe)
@@ -412,6 +483,8 @@ class AgentTree(anywidget.AnyWidget):
         future (or None; the answer's line for ``allow``/``deny``)."""
         if action not in ACTIONS:
             raise UsageError(f"unknown tree action {action!r}; expected one of {', '.join(ACTIONS)}")
+        if action == "hello":  # a view of the tree opened in the page: it gets every row once
+            return self._send_rows(full=True)
         if action == "export":
             return self._download("agent-tree.json", self.export_json(), "application/json")
         if action in ("allow", "deny"):
@@ -455,6 +528,14 @@ class AgentTree(anywidget.AnyWidget):
     # -- engine events (portal thread) -------------------------------------------------------------
 
     def _on_event(self, event: Any) -> None:
+        """Every engine event (on the engine's loop thread, like the scheduled refresh): note what it
+        touches; schedule a refresh unless one is pending already (then nothing else to do: the hot
+        path of a busy engine)."""
+        self._live.note(event)
+        if self._pending is not None and not self._closed_tree:
+            self.event_count += 1
+            self._dirty = True  # the pending refresh runs on this same thread: no lock needed
+            return
         self._mark_dirty()
 
     def _mark_dirty(self) -> None:
@@ -474,7 +555,7 @@ class AgentTree(anywidget.AnyWidget):
                 return  # no loop to refresh on: a manual refresh() shows the change
             self._pending = True
         if running is loop:
-            self._pending = loop.call_later(self.interval, self._scheduled_refresh)
+            self._pending = loop.call_later(self._delay(), self._scheduled_refresh)
             return
         try:
             loop.call_soon_threadsafe(self._schedule_on_loop)
@@ -484,7 +565,11 @@ class AgentTree(anywidget.AnyWidget):
     def _schedule_on_loop(self) -> None:
         with self._lock:
             if self._pending is True:
-                self._pending = self._loop.call_later(self.interval, self._scheduled_refresh)
+                self._pending = self._loop.call_later(self._delay(), self._scheduled_refresh)
+
+    def _delay(self) -> float:
+        """How long a refresh waits: ``interval``, longer after a costly refresh (:data:`LOOP_SHARE`)."""
+        return max(self.interval, self._cost / LOOP_SHARE)
 
     def _scheduled_refresh(self) -> None:
         with self._lock:
@@ -497,7 +582,8 @@ class AgentTree(anywidget.AnyWidget):
                 self.errors.append(f"{type(error).__name__}: {error}")
 
     def _arm_heartbeat(self) -> None:
-        """While an agent or job runs, refresh once per HEARTBEAT even without events (elapsed times)."""
+        """While an agent or job runs, move ``now`` once per HEARTBEAT (the timeline's right edge; the
+        page counts running rows' elapsed times up itself): no rows are read or sent."""
         loop = self._loop
         if self._heartbeat is not None or loop is None or _running_loop() is not loop:
             return
@@ -505,8 +591,15 @@ class AgentTree(anywidget.AnyWidget):
 
     def _beat(self) -> None:
         self._heartbeat = None
-        if not self._closed_tree:
-            self._mark_dirty()  # through the coalescing path: still at most one refresh per interval
+        if self._closed_tree or getattr(self._hub, "closed", False):
+            return
+        self.now = time.time()
+        try:
+            self._show_asks()  # an ask may wait without any event
+        except Exception as error:  # a display problem must never reach the engine's loop
+            self.errors.append(f"{type(error).__name__}: {error}")
+        if self._live.active():
+            self._arm_heartbeat()
 
     @property
     def refresh_pending(self) -> bool:
@@ -651,51 +744,139 @@ class AgentTree(anywidget.AnyWidget):
     # -- rebuilding (loop thread) ------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Rebuild the rows now (synchronously; runs on the engine's thread)."""
+        """Read the whole tree again now (synchronously; runs on the engine's thread)."""
         if self._closed_tree:
             return
         if getattr(self._hub, "closed", False):
             self._rebuild()  # only marks the tree as closed: no engine access
             return
-        self._call(self._rebuild)
+        self._call(lambda: self._rebuild(full=True))
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, full: bool = False) -> None:
+        """Bring the rows up to date (what the events since the last refresh touched; everything when
+        ``full``) and send the page what changed. On the engine's loop thread."""
         if self._closed_tree:
             return
         if getattr(self._hub, "closed", False):
             self.hub_closed = True
             self.refresh_count += 1
             return
-        base = tree_rows(self._hub)
-        kept = base[:self.max_nodes]
-        rows = widget_rows(kept)
-        text = summary(base)
+        started = time.perf_counter()
+        try:
+            change = self._live.update(full=full)
+            if change or full:
+                self._show(change)
+            else:
+                self._show_asks()
+            try:
+                self._keep_snapshot()
+            except Exception as error:  # a display problem must never reach the engine's loop
+                self.errors.append(f"{type(error).__name__}: {error}")
+        finally:
+            took = time.perf_counter() - started
+            self.busy_seconds += took
+            if not full:  # a full read (construction, refresh()) says nothing of what events cost
+                self._cost = took
+        self.refresh_count += 1
+        if self._live.active():
+            self._arm_heartbeat()
+
+    def _show(self, change: Change) -> None:
+        """Set the traits from the live rows after ``change`` (the rows themselves go by :meth:`_publish`)."""
+        live = self._live
+        rows = live.page_rows(self.max_nodes)
+        hidden = len(live.order) - len(rows)
+        text = live.summary()
         shown = self.transcript.get("id") if self.transcript else None
         transcript = None
-        if shown is not None:
+        if shown is not None and (shown in change.rows or not change.rows):
             try:
                 transcript = self._transcript_state(self._hub, shown)
             except Exception as error:
                 transcript = {"id": shown, "name": shown, "entries": [], "error": str(error)}
         with self.hold_sync():
             self.now = time.time()
-            if rows != self.rows:
+            self._hint = change
+            try:
                 self.rows = rows
-                self._refilter()
+            finally:
+                self._hint = None
             if text != self.summary:
                 self.summary = text
-            if len(base) - len(kept) != self.hidden:
-                self.hidden = len(base) - len(kept)
+            if hidden != self.hidden:
+                self.hidden = hidden
             if transcript is not None and transcript != self.transcript:
                 self.transcript = transcript
-            asks = self._view.pending_permissions(row["id"] for row in rows)
-            if asks != self.asks:
-                self.asks = asks
+            self._show_asks()
         if self.view == "timeline":
             self._sync_waterfall()
-        self.refresh_count += 1
-        if any(row["status"] in ACTIVE for row in rows):
-            self._arm_heartbeat()
+
+    def _show_asks(self) -> None:
+        """The pending permission requests of the tree's agents (ACP ``permissions="ask"``)."""
+        asks = self._view.pending_permissions(self._live.agent_ids)
+        if asks != self.asks:
+            self.asks = asks
+
+    # -- the rows on the page: deltas ------------------------------------------------------------------
+
+    def _publish(self, change: Any) -> None:
+        """``rows`` changed: recompute what is visible when it can have changed, and send the page the
+        rows it does not have as they are now (one row's change sends that row), the ids that left,
+        and the order of the ids when it changed."""
+        hint = self._hint
+        rows = change["new"]
+        with self._publish_lock:
+            sent = self._sent
+            if hint is not None and not hint.order and not hint.gone:
+                ids = [key for key in hint.rows if key in sent]  # the same rows as before, some changed
+                by_id = {row["id"]: row for row in rows} if len(ids) > 64 else None
+                fresh = [by_id[key] if by_id is not None else self._live.items[key] for key in ids]
+                fresh = [row for row in fresh if sent.get(row["id"]) != row]
+                gone: list[str] = []
+                order = None
+            else:
+                fresh = [row for row in rows if sent.get(row["id"]) != row]
+                keep = {row["id"] for row in rows}
+                gone = [key for key in sent if key not in keep]
+                order = [row["id"] for row in rows]
+                if order == self._sent_order:
+                    order = None
+            if fresh or gone or order is not None:
+                self._refilter_if(fresh, gone, order)
+                for key in gone:
+                    sent.pop(key, None)
+                for row in fresh:
+                    sent[row["id"]] = row
+                if order is not None:
+                    self._sent_order = order
+                self._post({"type": "rows", "set": fresh, "drop": gone, "order": order, "now": time.time()})
+
+    def _refilter_if(self, fresh: list[dict], gone: list[str], order: list[str] | None) -> None:
+        """Recompute ``visible`` unless nothing that decides it changed."""
+        if order is not None or gone:
+            self._refilter()
+            return
+        if not (self.query or self.status_filter or self.collapse_finished or self.collapsed):
+            return  # no filter, no fold: every row is visible whatever its figures
+        keys = ("status", "name", "label", "failure", "failures_below", "children")
+        if any(any(self._sent.get(row["id"], {}).get(k) != row[k] for k in keys) for row in fresh):
+            self._refilter()
+
+    def _send_rows(self, full: bool = True) -> str:
+        """Send the page every row and their order (a view that just opened asks with ``hello``)."""
+        with self._publish_lock:
+            rows = list(self.rows)
+            self._sent = {row["id"]: row for row in rows}
+            self._sent_order = [row["id"] for row in rows]
+            self._post({"type": "rows", "full": True, "set": rows, "drop": [], "order": self._sent_order,
+                                "now": time.time()})
+        return ""
+
+    def _post(self, message: dict) -> None:
+        try:
+            self.send(message)
+        except Exception as problem:  # no comm (closed): nothing to tell
+            self.errors.append(f"{type(problem).__name__}: {problem}")
 
     def _timeline_changed(self, change: Any) -> None:
         """The Timeline opened, or its rows changed (a filter): its waterfall follows on the next refresh."""
@@ -762,13 +943,86 @@ class AgentTree(anywidget.AnyWidget):
         return bundle
 
     def _ipython_display_(self) -> None:
-        """Display with a display id, so ``close()`` can replace the live view by the final snapshot
-        (a stored notebook then shows the tree, not a blank cell)."""
+        """Two outputs: the live view, then the static snapshot (:func:`saved_snapshot`), each with a
+        display id. The snapshot is what a saved or exported notebook shows: it is kept current while the
+        tree lives (:meth:`_keep_snapshot`; it is hidden beside the live view by ``tree.css``), and
+        ``close()`` leaves the final snapshot and empties the live view's output. Updating the snapshot
+        never touches the live view (updating an output re-creates the views in it)."""
         from IPython.display import display
 
-        handle = display(self._bundle(), raw=True, display_id=True)
-        if handle is not None and not self._closed_tree:
-            self._handles.append(handle)
+        if self._closed_tree:
+            display(self._bundle(), raw=True)
+            return
+        try:
+            static = self.static()
+        except Exception as error:  # a display must not raise
+            static = {"text/plain": f"AgentTree(unavailable: {type(error).__name__})"}
+        live = anywidget.AnyWidget._repr_mimebundle_(self)
+        live = {k: v for k, v in dict(live[0] if isinstance(live, tuple) else live or {}).items() if k == WIDGET_VIEW}
+        live.update(NO_VIEW)
+        view = display(live, raw=True, display_id=True)
+        snapshot = display(saved_snapshot(static), raw=True, display_id=True)
+        if view is not None and snapshot is not None:
+            with self._publish_lock:
+                self._handles.append((view, snapshot))
+                self._shown_static = static
+            self._hook_cells()
+
+    def _keep_snapshot(self, force: bool = False) -> None:
+        """Bring the displayed snapshots up to date with the rows (on the engine's loop thread, after a
+        refresh): when nothing runs any more, or every SNAPSHOT_EVERY seconds while something does."""
+        if not self._handles or self._closed_tree:
+            return
+        now = time.monotonic()
+        wait = (SNAPSHOT_EVERY if self._live.active() else SNAPSHOT_GAP) - (now - self._snapshot_at)
+        if not force and wait > 0:
+            if not self._live.active() and self._snapshot_timer is None and self._loop is not None:
+                # settled within the gap: look again when it is over (no later event may come)
+                self._snapshot_timer = self._loop.call_later(wait, self._snapshot_due)
+            return
+        static = static_bundle(self._live.rows())
+        with self._publish_lock:
+            if static == self._shown_static:
+                return
+            self._shown_static, self._snapshot_at = static, now
+            for _, snapshot in self._handles:
+                try:
+                    in_latest_request(snapshot.update, saved_snapshot(static), raw=True)
+                except Exception as problem:  # no kernel display machinery: nothing to keep
+                    self.errors.append(f"{type(problem).__name__}: {problem}")
+
+    def _snapshot_due(self) -> None:
+        self._snapshot_timer = None
+        try:
+            self._keep_snapshot()
+        except Exception as error:  # a display problem must never reach the engine's loop
+            self.errors.append(f"{type(error).__name__}: {error}")
+
+    def _after_cell(self, *_: Any) -> None:
+        """After each cell (IPython's ``post_run_cell``): the snapshot is brought up to date while the
+        cell's request is still the kernel's latest, so every front-end and nbclient apply it."""
+        if self._closed_tree or not self._handles or getattr(self._hub, "closed", False):
+            return
+        try:
+            self._call(lambda: self._keep_snapshot(force=True))
+        except Exception as error:  # never into the user's cell
+            self.errors.append(f"{type(error).__name__}: {error}")
+
+    def _hook_cells(self) -> None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None and self._shell is None:
+            shell.events.register("post_run_cell", self._after_cell)
+            self._shell = shell
+
+    def _unhook_cells(self) -> None:
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            try:
+                shell.events.unregister("post_run_cell", self._after_cell)
+            except ValueError:
+                pass
 
     def close(self) -> None:
         """Leave the final snapshot in every display of the tree, unsubscribe from the engine and close
@@ -782,25 +1036,28 @@ class AgentTree(anywidget.AnyWidget):
         except Exception:  # the hub's loop is gone: keep the last snapshot taken
             final = self._last_static
         self._closed_tree = True
-        for handle in self._handles:
-            if final is not None:
+        with self._publish_lock:
+            for view, snapshot in self._handles:
                 try:
-                    handle.update(final, raw=True)
+                    if final is not None:  # marked as while live: a tree that did not change stores the same
+                        snapshot.update(saved_snapshot(final), raw=True)
+                    view.update(NO_VIEW, raw=True)  # the live view's output empties; the snapshot stays
                 except Exception:
                     pass
-        self._handles.clear()
+            self._handles.clear()
+        self._unhook_cells()
         try:
             self._call(self._unsubscribe_all)
         except Exception:  # the hub's loop is gone: nothing runs the listeners any more
             self._unsubscribe_all()
         loop = self._loop
-        for handle in (self._pending, self._heartbeat):
+        for handle in (self._pending, self._heartbeat, self._snapshot_timer):
             if handle is not None and handle is not True and loop is not None and not loop.is_closed():
                 try:
                     loop.call_soon_threadsafe(handle.cancel)
                 except RuntimeError:
                     pass
-        self._pending = self._heartbeat = None
+        self._pending = self._heartbeat = self._snapshot_timer = None
         super().close()
 
     @property
