@@ -84,12 +84,12 @@ def test_the_hub_gives_the_activations_of_live_and_stored_agents(tmp_path):
         kid.wait(timeout=5)
         kid.send("second")
         kid.wait(timeout=5)
-        live = hub.portal.call(lambda: hub.async_hub.activations(kid.id))
+        live = hub.portal.call(lambda: hub.async_hub.view.activations(kid.id))
     with tn.Hub(tn.FunctionModel(reply), ids="sequential", store=tmp_path) as hub:
-        stored = hub.portal.call(lambda: hub.async_hub.activations("agent-1"))
+        stored = hub.portal.call(lambda: hub.async_hub.view.activations("agent-1"))
         assert hub.activations("agent-1") == stored  # the sync twin
         try:
-            hub.portal.call(lambda: hub.async_hub.activations("agent-9"))
+            hub.portal.call(lambda: hub.async_hub.view.activations("agent-9"))
         except tn.UsageError as error:
             assert str(error) == 'unknown agent "agent-9"'
         else:

@@ -183,7 +183,7 @@ def test_agent_rows_of_some_agents_are_their_agents_rows_without_the_subtree_col
     kid.wait(timeout=5)
     hub.run("hello")
     table = {row["id"]: row for row in hub.portal.call(hub.async_hub.agents)}
-    some = hub.portal.call(lambda: hub.async_hub.agent_rows(["root", kid.id]))
+    some = hub.portal.call(lambda: hub.async_hub.view.agent_rows(["root", kid.id]))
     assert [row["id"] for row in some] == ["root", kid.id]
     for row in some:
         full = table[row["id"]]

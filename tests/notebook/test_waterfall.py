@@ -134,6 +134,6 @@ def test_at_most_max_agents_are_synced(monkeypatch):
 
 
 def test_the_waterfall_is_part_of_the_widgets_module_and_style():
-    assert "function makeWaterfall(model)" in AgentTree._esm
+    assert "function makeWaterfall(model, rowList)" in AgentTree._esm
     assert AgentTree._esm.rstrip().endswith("export default { render };")
     assert ".toh-wf-tick" in AgentTree._css and ".toh-row" in AgentTree._css
