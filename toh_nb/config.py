@@ -68,7 +68,51 @@ def fsync_policies() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class HubConfig:
     """Everything a hub is built from (the keyword arguments of ``Hub``/``AsyncHub``, see the README's
-    "Hub options" table). Built checked: a bad value raises a UsageError naming the argument."""
+    "Hub options" table). Built checked: a bad value raises a UsageError naming the argument.
+
+    ``tn.AsyncHub.from_config(config)`` opens a hub from one, so a checked configuration can be kept and
+    reused; ``config.replace(max_steps=10)`` is a copy with some fields changed (checked again). Each field
+    is the hub argument of the same name (described in full under :class:`~toh_nb.AsyncHub`).
+
+    Args:
+        model: the root's model, and its children's unless they are given one (``None``: the offline
+            ``tn.DemoModel``).
+        store: ``None`` (in memory), a directory path (one JSONL log per agent, so continuable children
+            survive a restart) or a ``SessionStore`` object.
+        max_depth: the deepest child a delegation may start (0 forbids delegation; ``"provider-managed"``
+            sends no cap).
+        max_parallel_tool_calls: tool calls of one model response run at once.
+        ids: ``"uuid"`` or ``"sequential"`` (``agent-1``, ``agent-2``, …: reproducible output).
+        background_mode: what ``run_in_background`` starts by default: ``"one-shot"`` (a job) or
+            ``"continuable"`` (a child).
+        tools: your tools for every agent: typed functions, ``tn.Tool``, ``tn.SubagentTool`` or
+            ``tn.MCPServer`` objects.
+        delegation_tools: the delegation tools every agent is offered (``tn.SubagentTool`` objects or dicts
+            of their settings); ``None``: one ``subagent`` tool.
+        root_id: the root agent's id (``None``: the store's newest root, else a new one).
+        fsync: the JSONL store's durability: ``"batch"``, ``"always"`` or ``"never"`` (``None``: the
+            store's default, ``"batch"``).
+        max_jobs_per_owner: background jobs one agent may have running at once.
+        report_delivery: ``"next-step"`` (a child's report wakes its parent) or ``"quiet"`` (reports wait for
+            the parent's next turn).
+        max_tokens: the completion limit of the root's model calls (children inherit it).
+        max_steps: model calls per turn (``None``: no limit).
+        token_budget: input plus output tokens of the root and all its descendants (``None``: no limit).
+        turn_timeout: wall-clock seconds per turn (``None``: no limit).
+        providers: more ways of making children, by name: ``{"coder": tn.AcpAgent([...])}``.
+        history: lifecycle events kept for ``hub.events()`` and ``stream(history=True)``.
+        prices: input and output price per million tokens, keyed by model name
+            (``{"gpt-4o-mini": (0.15, 0.60)}``).
+        tracing: ``True``, a ``TracerProvider`` or ``tn.Tracing(...)`` emits the agent tree as OpenTelemetry
+            spans; ``None``/``False``: no tracing (nothing of OpenTelemetry is imported).
+        gc: ``True`` applies the benchmarks' garbage-collector policy while the hub is open; ``False``
+            never; ``None``: the process's choice (``toh_nb.core.gc_policy.set_enabled``, off unless set).
+
+    Raises:
+        UsageError: a value of the wrong type or range, naming the argument (a model without an async
+            ``request`` method, an unknown ``background_mode`` or ``fsync``, a ``root_id`` outside the id
+            grammar, …); raised before any store is opened.
+    """
 
     model: Model | None = None
     store: str | os.PathLike[str] | SessionStore | None = None

@@ -234,6 +234,8 @@ class AsyncChild(ChildFacts):
         hub: the hub that owns it.
         child_id: the child's agent id.
         label: the child's label.
+        reused: ``start(label=...)`` found a child of the root with that label and returned it
+            instead of starting a second one (the prompt was not sent).
 
     Raises:
         UsageError: an empty message or a bad timeout.
@@ -276,7 +278,17 @@ class AsyncChild(ChildFacts):
 @dataclass(frozen=True, slots=True)
 class Activity:
     """What runs in a hub right now (:attr:`AsyncHub.activity`): informational counts, read without
-    waiting for the hub's loop (copies of the engine's tables), e.g. by a progress line's thread."""
+    waiting for the hub's loop (copies of the engine's tables), e.g. by a progress line's thread.
+
+    ``activity.line()`` says it in one line (``2 agents running · 1 job active · 340 tokens``). Raises
+    nothing: a frozen record the hub builds.
+
+    Args:
+        running_agents: the ids of the agents whose turn runs, the root included.
+        active_jobs: the ids of the background jobs running or stopping.
+        job_children: the ids of the child agents of the hub's background jobs.
+        tokens: input plus output tokens of the agents that are live now.
+    """
 
     running_agents: tuple[str, ...]  # agents whose turn runs, the root included
     active_jobs: tuple[str, ...]  # background jobs running or stopping
@@ -299,7 +311,22 @@ class HubView:
     loop thread without awaiting: event listeners, loop callbacks, the notebook's live tree. Scripts use
     the hub's coroutines (``await hub.agents()``), which return the same rows.
 
-    Every method reads; none acts on an agent or waits."""
+    Every method reads; none acts on an agent or waits (only :meth:`answer_permission` acts, on a
+    person's behalf). Made by the hub (``hub.view``), not by you.
+
+    Args:
+        runtime: the hub's engine (its agents and event bus).
+        jobs: the hub's job registry.
+        service: the hub's subagent service (children's statuses).
+        store: the hub's session store (logs of agents no longer live).
+        costs: the hub's price book (the cost columns of :meth:`agents`).
+        root_id: the root agent's id.
+
+    Raises:
+        UsageError: an unknown agent, a ``columns`` choice that names no column, a ``raw``/``allowed`` that is
+            not a bool, or an answer to a permission request that is not pending.
+        StoreError: a stored log that exists but cannot be read.
+    """
 
     __slots__ = ("_runtime", "_jobs", "_service", "_store", "_costs", "_root_id")
 
@@ -437,11 +464,11 @@ class AsyncHub:
             process's collector alone unless ``toh_nb.core.gc_policy.set_enabled(True)`` was called.
 
     Raises:
-        UsageError: an argument of the wrong type or range (naming it), or a model without an async
-            ``request`` method.
+        UsageError: an argument of the wrong type or range (naming it, ``root_id`` outside the id grammar
+            included), or a model without an async ``request`` method.
         ProviderError: a delegation tool names a provider that is not registered.
         StoreError: ``store`` is held by another hub (``… is in use by another hub (pid N)``) or cannot be
-            created, or ``root_id`` does not match the id grammar.
+            created.
     """
 
     def __init__(self, model: Model | None = None, *, store: str | os.PathLike[str] | SessionStore | None = None,

@@ -41,7 +41,19 @@ DEFAULT_HISTORY = 10_000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HubEvent:
-    """Base of every stream event."""
+    """Base of every stream event: which agent it concerns, and when (``hub.stream()``, ``hub.events()``).
+
+    Each subclass is one kind of fact (``ev.kind``: ``"turn/end"`` …, for ``kinds=[...]`` filters) and adds
+    its own fields; ``ev.fields()`` gives those without the common ones, e.g. for a table row. Raises
+    nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent the event concerns (``None``: the hub as a whole, e.g. a provider registered).
+        parent_id: that agent's parent's id (``None``: the root, or an agent not known here).
+        depth: that agent's depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+    """
 
     kind: ClassVar[str] = "event"
     lifecycle: ClassVar[bool] = False  # kept in the history and published even with no listener
@@ -63,12 +75,45 @@ _COMMON = {"agent_id", "parent_id", "depth", "time", "monotonic"}
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnStarted(HubEvent):
+    """``agent_id`` began a turn (``turn/start``): its model is about to read the message that starts it.
+
+    An activity event: built only while someone listens. Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent whose turn began.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        turn: the turn's number in the agent's log (its first is 1).
+    """
+
     kind: ClassVar[str] = "turn/start"
     turn: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnEnded(HubEvent):
+    """``agent_id``'s turn ended (``turn/end``), why, and the tokens it used.
+
+    An activity event: built only while someone listens. Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent whose turn ended.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        turn: the turn's number (as in its :class:`TurnStarted`).
+        reason: how it ended, a ``toh_nb.core.states.TurnEnd`` value: ``completed``, ``max-tokens``,
+            ``aborted`` (interrupted, killed), ``error``, ``blocked`` (the model refused), ``max-steps``,
+            ``token-budget`` or ``max-time``.
+        error: what went wrong (a model failure's message, a failed store write, a budget's explanation);
+            ``None`` when nothing did.
+        input_tokens: input tokens of the turn's model calls.
+        output_tokens: output tokens of the turn's model calls.
+    """
+
     kind: ClassVar[str] = "turn/end"
     turn: int
     reason: str
@@ -79,6 +124,20 @@ class TurnEnded(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequested(HubEvent):
+    """``agent_id`` called its model (``model/request``): one step of a turn begins.
+
+    An activity event: built only while someone listens. Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent calling its model.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        turn: the turn the call belongs to.
+        step: the call's number within the turn (its first is 1; ``max_steps`` bounds it).
+    """
+
     kind: ClassVar[str] = "model/request"
     turn: int
     step: int
@@ -86,6 +145,25 @@ class ModelRequested(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponded(HubEvent):
+    """``agent_id``'s model answered one step (``model/response``): its text, tool calls and tokens.
+
+    An activity event: built only while someone listens. Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent whose model answered.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        turn: the turn the call belongs to.
+        step: the call's number within the turn (as in its :class:`ModelRequested`).
+        text: the answer's text (``""`` when it only called tools).
+        tool_calls: the names of the tools it asked to call, in order.
+        stop_reason: the model's stop reason: ``end_turn``, ``tool_use``, ``max_tokens`` or ``refusal``.
+        input_tokens: the call's input tokens, as the model reported them.
+        output_tokens: the call's output tokens, as the model reported them.
+    """
+
     kind: ClassVar[str] = "model/response"
     turn: int
     step: int
@@ -98,12 +176,43 @@ class ModelResponded(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta(HubEvent):
+    """A piece of ``agent_id``'s answer as its model streams it (``model/delta``), before the step ends.
+
+    An activity event: built only while someone listens. Only a model that streams (one that calls
+    ``ModelRequest.on_delta``) produces them; the whole text follows in :class:`ModelResponded`. Raises nothing: a
+    frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent whose model is answering.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        text: the new piece of text (the pieces in order make the answer).
+    """
+
     kind: ClassVar[str] = "model/delta"
     text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCalled(HubEvent):
+    """``agent_id`` started one tool call its model asked for (``tool/call``).
+
+    An activity event: built only while someone listens. Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent calling the tool.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        turn: the turn the call belongs to.
+        call_id: the call's id, which its :class:`ToolReturned` repeats.
+        name: the tool's name.
+        arguments: the arguments the model gave (a dict, as logged).
+    """
+
     kind: ClassVar[str] = "tool/call"
     turn: int
     call_id: str
@@ -113,6 +222,23 @@ class ToolCalled(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolReturned(HubEvent):
+    """A tool call of ``agent_id`` returned (``tool/result``): the text its model reads next.
+
+    An activity event: built only while someone listens. Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent whose tool call returned.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        turn: the turn the call belongs to.
+        call_id: the call's id (as in its :class:`ToolCalled`).
+        name: the tool's name.
+        text: the result's text, as the model sees it.
+        is_error: the tool failed (or refused the call); ``text`` says why.
+    """
+
     kind: ClassVar[str] = "tool/result"
     turn: int
     call_id: str
@@ -123,6 +249,22 @@ class ToolReturned(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageQueued(HubEvent):
+    """A message was queued for ``agent_id`` (``message/queued``): your prompt, a relayed message, a notice.
+
+    An activity event: built only while someone listens. Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent the message is for.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        message_id: the message's id (``msg-3``), or ``None`` when it has none.
+        source: who or what sent it (``Source.kind``: ``"user"`` for your prompts, ``"subagent-settled"``
+            for a child's settlement notice …); ``None`` when the message does not say.
+        text: the message's text.
+    """
+
     kind: ClassVar[str] = "message/queued"
     message_id: str | None
     source: str | None
@@ -131,13 +273,40 @@ class MessageQueued(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StatusChanged(HubEvent):
+    """``agent_id``'s status changed (``agent/status``): it started or stopped running turns.
+
+    An activity event: built only while someone listens. Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent whose status changed.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        status: its new status: ``running`` (a turn runs) or ``idle`` (nothing queued).
+    """
+
     kind: ClassVar[str] = "agent/status"
     status: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExternalActivity(HubEvent):
-    """What an agent that lives elsewhere (ACP, Ray) reported doing: a remote tool call, a plan…"""
+    """What an agent that lives elsewhere (ACP, Ray) reported doing (``subagent/activity``): a tool call, a plan.
+
+    The provider records it with ``ChildInfo.record(kind, data)``; it is also logged in the child's transcript
+    (``external/<kind>``). An activity event: built only while someone listens. Raises nothing: a frozen record the
+    engine publishes.
+
+    Args:
+        agent_id: the external child that reported it.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        activity: what kind of activity it is (the provider's ``kind``, e.g. ``tool_call``, ``plan``).
+        data: its details, as the provider gave them (a dict).
+    """
 
     kind: ClassVar[str] = "subagent/activity"
     activity: str
@@ -148,7 +317,24 @@ class ExternalActivity(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChildStarted(HubEvent):
-    """A child's activation (continuable) or run (one-shot) began; ``agent_id`` is the child."""
+    """A child's run (one-shot) or activation (continuable) began (``subagent/start``).
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the engine
+    publishes.
+
+    Args:
+        agent_id: the child.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        run_id: the id of this run or activation (each activation of a continuable child has its own),
+            which its :class:`ChildEnded` repeats.
+        provider: the provider that made the child (``spawn``, ``fork``, or one given as ``providers=``).
+        mode: ``"one-shot"`` or ``"continuable"``.
+        label: the child's label, if it has one.
+        local: the child is an agent of this hub (its log and transcript are here).
+    """
 
     kind: ClassVar[str] = "subagent/start"
     lifecycle: ClassVar[bool] = True
@@ -161,6 +347,26 @@ class ChildStarted(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChildEnded(HubEvent):
+    """A child's run (one-shot) ended or its activation (continuable) settled (``subagent/end``).
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the engine
+    publishes.
+
+    Args:
+        agent_id: the child.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        run_id: the run's or activation's id (as in its :class:`ChildStarted`).
+        provider: the provider that made the child.
+        stop_reason: how it ended, a :class:`~toh_nb.core.states.StopReason` value (``completed``,
+            ``aborted``, ``error``, ``max-tokens`` …).
+        last_assistant_message: the text the child closed with; ``None`` when it said nothing.
+        local: the child was an agent of this hub (``False``: it never existed here, so ``parent_id``
+            and ``depth`` are ``None``).
+    """
+
     kind: ClassVar[str] = "subagent/end"
     lifecycle: ClassVar[bool] = True
     run_id: str
@@ -172,7 +378,21 @@ class ChildEnded(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobStarted(HubEvent):
-    """``agent_id`` is the job's owner."""
+    """A background job started (``job/start``); ``agent_id`` is the job's owner.
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the engine
+    publishes.
+
+    Args:
+        agent_id: the agent that owns the job (the root for one you started with ``hub.spawn``).
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        job: the job's id (``subagent-1``).
+        job_kind: what kind of job it is (``"subagent"``: a background one-shot child).
+        label: the job's label (the description it was given).
+    """
 
     kind: ClassVar[str] = "job/start"
     lifecycle: ClassVar[bool] = True
@@ -183,6 +403,22 @@ class JobStarted(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobStopping(HubEvent):
+    """A running background job was asked to stop (``job/stopping``); its :class:`JobEnded` follows.
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the engine
+    publishes.
+
+    Args:
+        agent_id: the agent that owns the job (the root for one you started with ``hub.spawn``).
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        job: the job's id.
+        reason: why it is being stopped (the reason given to ``kill``, else
+            ``"background subagent task killed"``).
+    """
+
     kind: ClassVar[str] = "job/stopping"
     lifecycle: ClassVar[bool] = True
     job: str
@@ -191,6 +427,25 @@ class JobStopping(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobEnded(HubEvent):
+    """A background job settled (``job/end``): completed, killed or failed.
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the engine
+    publishes.
+
+    Args:
+        agent_id: the agent that owns the job (the root for one you started with ``hub.spawn``).
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        job: the job's id.
+        job_kind: what kind of job it is (as in its :class:`JobStarted`).
+        label: the job's label.
+        status: ``completed``, ``killed`` or ``failed``.
+        detail: what the job's outcome says about how it ended (a failure's description), if anything.
+        child_id: the id of the child agent that did the work, if one was started.
+    """
+
     kind: ClassVar[str] = "job/end"
     lifecycle: ClassVar[bool] = True
     job: str
@@ -203,7 +458,20 @@ class JobEnded(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Interrupted(HubEvent):
-    """``agent_id`` was interrupted by ``by`` (its turn aborted; queued messages parked)."""
+    """``agent_id`` was interrupted by ``by`` (``agent/interrupt``): its turn aborted, queued messages parked.
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the engine
+    publishes.
+
+    Args:
+        agent_id: the interrupted child.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        by: the id of the agent that interrupted it (the root when you called ``interrupt``, else the
+            agent whose model did).
+    """
 
     kind: ClassVar[str] = "agent/interrupt"
     lifecycle: ClassVar[bool] = True
@@ -215,7 +483,21 @@ class ToolAbandoned(HubEvent):
     """``agent_id``'s turn ended (interrupt, ``turn_timeout``, kill, close) while one of its sync calls
     (``name``: ``tool "x"`` or ``model function f``) still ran in a thread, which is left to finish on its
     own: Python cannot stop a thread (``toh_nb.core.threads``). It counts in ``abandoned_tools`` of
-    ``hub.agents()`` until the function returns."""
+    ``hub.agents()`` until the function returns.
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the
+    engine publishes.
+
+    Args:
+        agent_id: the agent whose turn ended (``None``: the call's owner is not known).
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        name: what still runs: ``tool "x"`` or ``model function f``.
+        detail: the sentence shown for it (``… still runs after its turn ended; its thread is left to
+            finish on its own (1 abandoned in this hub)``).
+    """
 
     kind: ClassVar[str] = "tool/abandoned"
     lifecycle: ClassVar[bool] = True
@@ -227,7 +509,24 @@ class ToolAbandoned(HubEvent):
 class PermissionAsked(HubEvent):
     """``agent_id`` (an external agent, ``AcpAgent(permissions="ask")``) waits for a person to allow or
     deny a tool call: ``hub.answer_permission(ask_id, True/False)`` answers (the tree's Allow/Deny
-    buttons do); nobody answering within ``timeout`` seconds denies it."""
+    buttons do); nobody answering within ``timeout`` seconds denies it. :class:`PermissionAnswered`
+    follows.
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the
+    engine publishes.
+
+    Args:
+        agent_id: the external agent asking.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        ask_id: the request's id (``perm-1``), to pass to ``hub.answer_permission``.
+        title: the tool call's title as the agent gave it (``Write /w/out.txt``).
+        tool_kind: its ACP tool kind (``read``, ``edit``, ``execute``, …; ``other`` when the agent gave none).
+        tool_call_id: the agent's id of the tool call.
+        timeout: seconds it waits for an answer before denying (``None``: no limit).
+    """
 
     kind: ClassVar[str] = "permission/ask"
     lifecycle: ClassVar[bool] = True
@@ -241,7 +540,22 @@ class PermissionAsked(HubEvent):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionAnswered(HubEvent):
     """The permission request ``ask_id`` of ``agent_id`` was answered: ``allowed``, and ``by`` whom
-    (``user``; ``timeout`` or ``cancelled``: denied without an answer)."""
+    (``user``; ``timeout`` or ``cancelled``: denied without an answer).
+
+    A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the
+    engine publishes.
+
+    Args:
+        agent_id: the external agent that asked.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        ask_id: the request's id (as in its :class:`PermissionAsked`).
+        allowed: the tool call may run.
+        by: ``"user"`` (answered through ``hub.answer_permission``), ``"timeout"`` (nobody answered in
+            time) or ``"cancelled"`` (the wait was cancelled, e.g. the child stopped).
+    """
 
     kind: ClassVar[str] = "permission/answer"
     lifecycle: ClassVar[bool] = True
@@ -252,6 +566,21 @@ class PermissionAnswered(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderChanged(HubEvent):
+    """A provider was registered or unregistered (``subagent/provider``).
+
+    Published whenever it happens (not kept in ``hub.events()``). Raises nothing: a frozen record the engine
+    publishes.
+
+    Args:
+        agent_id: ``None``: the change concerns the hub, not an agent.
+        parent_id: ``None`` (no agent).
+        depth: ``None`` (no agent).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        provider: the provider's name.
+        registered: ``True``: it was registered; ``False``: it was removed.
+    """
+
     kind: ClassVar[str] = "subagent/provider"
     provider: str
     registered: bool
@@ -259,7 +588,21 @@ class ProviderChanged(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Problem(HubEvent):
-    """Something went wrong outside any turn (a store flush, an undelivered notice, a released resource)."""
+    """Something went wrong outside any turn (``problem``): a store flush, an undelivered notice, a release.
+
+    No caller can receive these failures, so they are logged on ``logging.getLogger("toh_nb")`` and
+    published here. A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a
+    frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent it concerns, if any.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        source: where it happened (``"subagent"``, ``"hub"``; ``"listener"`` for a :class:`ListenerFailed`).
+        message: what went wrong, in a sentence.
+    """
 
     kind: ClassVar[str] = "problem"
     lifecycle: ClassVar[bool] = True
@@ -269,12 +612,38 @@ class Problem(HubEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListenerFailed(Problem):
+    """A stream listener raised (``problem/listener``): logged, reported here, the run unaffected.
+
+    Listeners never affect a run: the exception is logged on ``logging.getLogger("toh_nb")`` and reported as this
+    event. A lifecycle event: always published and kept in ``hub.events()``. Raises nothing: a frozen record the
+    engine publishes.
+
+    Args:
+        agent_id: ``None``: a listener is nobody's.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        source: ``"listener"``.
+        message: which event's listener raised, and what (``turn/end listener threw: ValueError: …``).
+    """
+
     kind: ClassVar[str] = "problem/listener"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HubClosed(HubEvent):
-    """The last event of a hub: streams end here."""
+    """The last event of a hub (``hub/closed``): streams end here.
+
+    Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the hub's root.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+    """
 
     kind: ClassVar[str] = "hub/closed"
 

@@ -32,7 +32,17 @@ class TurnEnd(_Vocabulary):
 
 
 class StopReason(_Vocabulary):
-    """How a run or an activation ended (``RunResult.stop_reason``, notices, ``subagent/end``)."""
+    """How a run or an activation ended (``RunResult.stop_reason``, notices, ``subagent/end``).
+
+    Its values: ``completed``, ``aborted`` (stopped: interrupted, killed, cancelled), ``error``,
+    ``max-tokens``, ``refusal`` (the model refused), ``max-steps``, ``token-budget`` and ``max-time`` (the
+    three budgets), as the members ``StopReason.COMPLETED`` … ``StopReason.MAX_TIME``. A member *is* its
+    text (``StopReason.MAX_TOKENS == "max-tokens"``), so a stop reason compares with, prints as and is
+    stored as the plain string; ``StopReason("max-tokens")`` finds a member by its text (it makes none).
+
+    Raises:
+        ValueError: ``StopReason(text)`` of a text that is no member's (``'x' is not a valid StopReason``).
+    """
 
     COMPLETED = "completed"
     ABORTED = "aborted"

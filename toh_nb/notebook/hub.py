@@ -219,13 +219,16 @@ class Hub:
         tracing: ``True`` emits the agent tree as OpenTelemetry spans through the global ``TracerProvider``;
             a ``TracerProvider`` or ``tn.Tracing(provider, capture_content=...)`` picks the provider (extra
             ``otel``; see the Traces guide). ``None``/``False`` (default) imports nothing of OpenTelemetry.
+        gc: ``True`` applies the garbage-collector policy the benchmarks use while the hub is open (fewer
+            full collections with many idle children); ``False`` never; ``None`` (default) leaves the
+            process's collector alone unless ``toh_nb.core.gc_policy.set_enabled(True)`` was called.
 
     Raises:
-        UsageError: an argument of the wrong type or range (naming it), a tool that cannot be described to
-            a model, or an unknown ``loop``.
+        UsageError: an argument of the wrong type or range (naming it, ``root_id`` outside the id grammar
+            included), a tool that cannot be described to a model, or an unknown ``loop``.
         ProviderError: a delegation tool names a provider that is not registered.
-        StoreError: ``store`` is held by a hub of another process (``… is in use by another hub (pid N)``),
-            cannot be created, or ``root_id`` does not match the id grammar.
+        StoreError: ``store`` is held by a hub of another process (``… is in use by another hub (pid N)``)
+            or cannot be created.
     """
 
     def __init__(self, model: Model | None = None, *, store: str | os.PathLike[str] | SessionStore | None = None,
@@ -638,8 +641,7 @@ class Job(JobFacts):
 
     Args:
         call: the hub's call onto its loop.
-        inner: the ``AsyncJob`` it wraps.
-        record: the job registry's record.
+        inner: the ``AsyncJob`` it wraps (its id, label and status are read from it).
 
     Raises:
         UsageError: ``wait`` is not a bool, a ``timeout`` is given without ``wait=True``, or ``kill`` a

@@ -124,7 +124,7 @@ class ChildPlan:
 class ChildInfo:
     """What the service tells a provider about the child it is planning: its identity, mode and request.
 
-    Raises nothing: a plain record built by the service.
+    A plain record built by the service; only :meth:`ask` can raise.
 
     Args:
         id: the child's agent id.
@@ -138,6 +138,11 @@ class ChildInfo:
         model: the model the child would run in-process (its own ``model=`` option, else its parent's).
         mcp_servers: the MCP servers whose tools the child would see; an external harness is handed them
             (ACP ``session/new``'s ``mcpServers``) so it uses the same tools.
+        desk: the hub's desk of questions for a person (``toh_nb.core.asks``), which :meth:`ask` uses;
+            ``None`` for a child planned outside a hub.
+
+    Raises:
+        UsageError: :meth:`ask` on a child planned outside a hub (no ``desk``: nobody to ask).
     """
 
     id: str
