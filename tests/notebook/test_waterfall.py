@@ -137,3 +137,23 @@ def test_the_waterfall_is_part_of_the_widgets_module_and_style():
     assert "function makeWaterfall(model, rowList)" in AgentTree._esm
     assert AgentTree._esm.rstrip().endswith("export default { render };")
     assert ".toh-wf-tick" in AgentTree._css and ".toh-row" in AgentTree._css
+
+
+def test_opening_the_timeline_after_the_run_builds_its_waterfall_without_a_new_event():
+    """The Timeline opened on a tree whose agents are all settled (no event comes any more) still gets
+    every activation: opening it is what asks for the waterfall, not the next engine event."""
+    with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
+        kid = hub.start("a", label="k")
+        kid.wait(timeout=5)
+        kid.send("b")
+        kid.wait(timeout=5)
+        tree = AgentTree(hub)
+        try:
+            assert tree.waterfall == {}
+            tree.view = "timeline"
+            deadline = time.monotonic() + 10
+            while "agent-1" not in tree.waterfall and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert [a["turn"] for a in tree.waterfall["agent-1"]] == [1, 2]
+        finally:
+            tree.close()

@@ -402,6 +402,7 @@ class AgentTree(anywidget.AnyWidget):
         self._cost = 0.0  # the last refresh's time there: spaces refreshes (LOOP_SHARE)
         self.on_msg(self._on_message)
         self._waterfall = Waterfall()
+        self._waterfall_due = False  # the Timeline needs its waterfall built though no event came
         self.observe(self._timeline_changed, names=["view", "visible"])
         self.observe(self._publish, names=["rows"])
         self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished", "expanded"])
@@ -768,6 +769,9 @@ class AgentTree(anywidget.AnyWidget):
                 self._show(change)
             else:
                 self._show_asks()
+            if self.view == "timeline" and (change or full or self._waterfall_due):
+                self._waterfall_due = False  # opened, or its filter changed, with no event since
+                self._sync_waterfall()
             try:
                 self._keep_snapshot()
             except Exception as error:  # a display problem must never reach the engine's loop
@@ -808,8 +812,6 @@ class AgentTree(anywidget.AnyWidget):
             if transcript is not None and transcript != self.transcript:
                 self.transcript = transcript
             self._show_asks()
-        if self.view == "timeline":
-            self._sync_waterfall()
 
     def _show_asks(self) -> None:
         """The pending permission requests of the tree's agents (ACP ``permissions="ask"``)."""
@@ -881,6 +883,7 @@ class AgentTree(anywidget.AnyWidget):
     def _timeline_changed(self, change: Any) -> None:
         """The Timeline opened, or its rows changed (a filter): its waterfall follows on the next refresh."""
         if self.view == "timeline":
+            self._waterfall_due = True
             self._mark_dirty()
 
     def _sync_waterfall(self) -> None:
