@@ -17,19 +17,27 @@ llama-cpp-python format name given as ``chat_format=``).
 
 Tool calls: ``tool_choice`` decides per request —
 
-- ``"auto"`` (default): the model writes freely; if it starts ``<tool_call>``, the rest is generated
-  under a JSON-schema grammar built from the offered tools (``local_grammar``), so the call is valid;
+- ``"auto"`` (default): a constrained choice: the whole answer is generated under one grammar with two
+  branches (``local_grammar.auto_grammar``), a valid call to one of the offered tools (JSON-schema
+  grammar built from their parameters) or a text answer that cannot contain chat markup; the model's
+  own first tokens pick the branch. A small model rarely picks the call (SmolLM2-135M: see
+  ``bench/delegation_success.py`` and docs/guides/local-models.md); force the step that must delegate;
 - ``"required"``: a call to one of the offered tools, under the grammar from the first token;
-- a tool name: a call to that tool; ``"none"``: plain text, and the tools are not listed;
+- a tool name: a call to that tool; ``"none"``: plain text (no grammar: the fastest), and the tools
+  are not listed; chat markup the model writes anyway (a ``<tool_call>`` block as prose, a
+  ``<tool_response>`` tag) is removed (``toh_nb.models.markup``);
 - a callable ``(ModelRequest) -> one of the above``, e.g. force a delegation at the root's first step:
   ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
 
-One call per response (the next step sees its result). Generation runs in the engine's worker
+Tool results reach the model as one plain user message per step ("Here is the answer of the subagent: …",
+``markup.result_message``), which small models answer from. One call per response (the next step
+sees its result). Generation runs in the engine's worker
 thread, never on the event loop, one at a time per loaded model (others queue); cancelling the request
 (interrupt, kill, hub close) stops it between tokens. ``max_tokens`` (the request's, else this
 model's default) ends a response with stop reason ``max_tokens``; a call cut off that way is dropped.
 Usage counts the prompt's tokens and the generated ones. ``on_delta(agent_id, text)`` (sync or async)
-receives text deltas as they are generated; the text of a tool call is never streamed.
+receives text deltas as they are generated; the text of a tool call is never streamed, and the deltas
+join to exactly the response's text.
 """
 
 from __future__ import annotations
