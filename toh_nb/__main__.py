@@ -8,6 +8,10 @@ text snapshot shows it), what ``list_agents`` returns to the root (only continua
 and the agents and jobs tables as a notebook displays them. No network, no key.
 
 ``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.acp.server``).
+
+``serve-model`` runs llama-cpp-python's OpenAI-compatible server the safe way for toh_nb's
+``profile="llama.cpp"`` (``toh_nb.models.serve``: no AMX extra buffers, no HTML escaping, bounded
+generations); its own options are listed by ``python -m toh_nb serve-model --help``.
 """
 
 from __future__ import annotations
@@ -65,6 +69,12 @@ def run_demo(topic: str = DEFAULT_TOPIC, latency: float = 0.02, out=None) -> int
 def main(argv: Sequence[str] | None = None) -> int:
     from . import __version__
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve-model"]:  # its own parser: options after -- go to llama_cpp.server
+        from .models.serve import main as serve_model
+
+        return serve_model(argv[1:])
+
     parser = argparse.ArgumentParser(prog="toh-nb", description="toh_nb: an LLM subagent system for Jupyter.")
     parser.add_argument("--version", action="version", version=f"toh_nb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -80,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     acp.add_argument("--latency", type=float, default=0.02, help="demo model: seconds per call (default: %(default)s)")
     acp.add_argument("--max-depth", type=int, default=3, help="delegation depth limit (default: %(default)s)")
     acp.add_argument("--verbose", action="store_true", help="log sessions to stderr")
+    commands.add_parser("serve-model", add_help=False,
+                        help="serve a GGUF model with llama-cpp-python's server, the safe way (see serve-model --help)")
     args = parser.parse_args(argv)
     if args.command == "acp":
         if args.latency < 0:
