@@ -38,6 +38,10 @@ REMEMBER = "Remember the word apple. Reply with one short sentence."
 RECALL = "Which word did I ask you to remember?"
 DIRTY = re.compile(r"<tool_|</tool|<\|im_|&#\d+;|&[a-z]{2,6};")
 SCENARIOS = ("foreground", "background", "recall")
+#: a small-model hub: the root may delegate, its children may not (under llama-cpp-python's "auto" every
+#: agent delegated again, 7-25 agents per run in issue 32); a few steps per turn
+MAX_DEPTH = 1
+MAX_STEPS = 4
 RECIPES = ("auto", "forced")
 
 
@@ -87,8 +91,8 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
             answers = [r.text for q, r in recorder.log if q.label == "helper"]
         return len(answers) >= 2 and "apple" in answers[-1].lower(), False
     tools = [tn.SubagentTool(enable_run_in_background=scenario == "background")]
-    async with tn.AsyncHub(tn.FunctionModel(recorder.request), ids="sequential", max_steps=6,
-                           delegation_tools=tools) as hub:
+    async with tn.AsyncHub(tn.FunctionModel(recorder.request), ids="sequential", max_steps=MAX_STEPS,
+                           max_depth=MAX_DEPTH, delegation_tools=tools) as hub:
         result = await hub.run(DELEGATE if scenario == "foreground" else BACKGROUND)
     root = [(q, r) for q, r in recorder.log if q.depth == 0]
     calls = [c for _, r in root for c in r.tool_calls]
