@@ -4,11 +4,11 @@ Issue 32.4: does ``"auto"`` delegate, and which forced recipe works? For each se
 ``--temperature``, so seeds differ) each scenario runs once on a fresh hub:
 
 - ``foreground``: "Find out what the capital of France is. Delegate it to a subagent …"; success: the
-  root called ``subagent`` in the foreground, the child answered, the root completed with a non-empty
-  answer free of chat markup and HTML escapes;
+  root called ``subagent`` in the foreground, the child answered, the root then answered (completed, or
+  cut by ``max_tokens``) with a non-empty text free of chat markup and HTML escapes;
 - ``background``: "Start a subagent in the background …, then read its answer with job_output";
   success: ``subagent`` with ``run_in_background: true``, then ``job_output`` whose result is the
-  child's output (not an error), then a completed, clean answer;
+  child's output (not an error), then a clean answer as above;
 - ``recall``: a continuable child is told "Remember the word apple …", then ``send("Which word …")``;
   success: the second answer says "apple".
 
@@ -98,7 +98,7 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
     calls = [c for _, r in root for c in r.tool_calls]
     kids = [r for q, r in recorder.log if q.depth == 1]
     named = "paris" in result.text.lower()
-    ended = result.stop_reason == "completed" and clean(result.text)
+    ended = result.stop_reason in ("completed", "max-tokens") and clean(result.text)
     if scenario == "foreground":
         delegated = any(c.name == "subagent" and not c.arguments.get("run_in_background") for c in calls)
         return delegated and any(k.text.strip() for k in kids) and ended, named
@@ -109,9 +109,10 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
     return started and read and ended, named
 
 
-async def measure(backend: str, seeds: int, temperature: float, max_tokens: int, url: str | None, table: dict):
-    for name in RECIPES:
-        for scenario in SCENARIOS:
+async def measure(backend: str, seeds: int, temperature: float, max_tokens: int, url: str | None, table: dict,
+                  recipes=RECIPES, scenarios=SCENARIOS):
+    for name in recipes:
+        for scenario in scenarios:
             for seed in range(seeds):
                 recorder = Recorder(make_model(backend, recipe(name, scenario), seed, temperature, max_tokens, url))
                 started = time.perf_counter()
@@ -130,13 +131,16 @@ async def measure(backend: str, seeds: int, temperature: float, max_tokens: int,
                     row["errors"].append(error)
                 print(f"  {backend:6} {name:6} {scenario:10} seed {seed:2}: {'ok' if ok else 'FAIL'}"
                       f"{' (' + error + ')' if error else ''}", flush=True)
+            print_table(table)  # so far (a long run can be read before it ends)
 
 
 def print_table(table: dict) -> None:
-    print()
+    print(flush=True)
     print("| backend | recipe | scenario | success | answer names Paris | requests/run | s/run |")
     print("|---|---|---|---|---|---|---|")
     for (backend, name, scenario), row in sorted(table.items()):
+        if not row["runs"]:
+            continue
         runs = row["runs"] or 1
         paris = f"{row['paris']}/{row['runs']}" if scenario != "recall" else "-"
         print(f"| {backend} | {name} | {scenario} | {row['ok']}/{row['runs']} | {paris} | "
@@ -146,18 +150,21 @@ def print_table(table: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--temperature", type=float, default=0.3)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--backend", choices=("local", "server", "both"), default="both")
+    parser.add_argument("--recipes", nargs="+", choices=RECIPES, default=list(RECIPES))
+    parser.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     args = parser.parse_args()
+    chosen = {"recipes": args.recipes, "scenarios": args.scenarios}
     table: dict = defaultdict(lambda: {"runs": 0, "ok": 0, "paris": 0, "seconds": 0.0, "requests": 0, "errors": []})
     if args.backend in ("local", "both"):
-        asyncio.run(measure("local", args.seeds, args.temperature, args.max_tokens, None, table))
+        asyncio.run(measure("local", args.seeds, args.temperature, args.max_tokens, None, table, **chosen))
     if args.backend in ("server", "both"):
         from toh_nb.models.serve import start_model_server
 
         with start_model_server() as server:
-            asyncio.run(measure("server", args.seeds, args.temperature, args.max_tokens, server.url, table))
+            asyncio.run(measure("server", args.seeds, args.temperature, args.max_tokens, server.url, table, **chosen))
     print_table(table)
 
 
