@@ -175,6 +175,19 @@ def test_completions_map_to_responses_with_usage_and_stop_reasons(engine):
     assert (cut_call.tool_calls, cut_call.stop_reason) == ([], "max_tokens")
     assert [job.max_tokens for job in jobs] == [5, 64, 64, 64]  # the request's budget, else the model's
     assert [job.mode for job in jobs] == ["auto"] * 4 and jobs[0].call_tools == [SUBAGENT, LIST]
+    # each string of a call is bounded so the call fits the budget: (64 - 24 tokens) * 3 chars, one string
+    assert [job.max_string_chars for job in jobs] == [16, 120, 120, 120]
+
+
+def test_a_calls_strings_share_the_token_budget_within_max_string_chars():
+    two = ToolSpec("subagent", "d", {"type": "object", "properties": {"description": {"type": "string"},
+                                                                      "prompt": {"type": "string"},
+                                                                      "run_in_background": {"type": "boolean"}}})
+    assert local.string_bound([two, LIST], 96, 600) == 108  # (96 - 24) * 3 // 2 strings
+    assert local.string_bound([SUBAGENT], 512, 600) == 600  # the ceiling: max_string_chars
+    assert local.string_bound([SUBAGENT], 30, 600) == 18
+    assert local.string_bound([SUBAGENT], 5, 600) == 16  # the floor
+    assert local.string_bound([LIST], 5, 600) == 600  # no strings: nothing to share
 
 
 def test_deltas_reach_on_delta_in_order_before_the_response(engine):
