@@ -7,8 +7,9 @@ by the keyword of the same name, so an unknown server is handled by stating its 
 
 Fields (what the adapter does differently when the field says so):
 
-- ``tool_results_as_text`` — tool results are sent as a ``user`` message ("Result of <tool> call
-  <id>: …", consecutive results of one step merged into one message) instead of ``role: "tool"``
+- ``tool_results_as_text`` — tool results are sent as a ``user`` message ("Here is the answer of the
+  subagent: … Using it, reply to my request in your own words.", consecutive results of one step merged
+  into one message, :func:`toh_nb.models.markup.result_message`) instead of ``role: "tool"``
   messages, for chat templates that drop the content of tool messages. The assistant's tool-call turn
   keeps its structured ``tool_calls``: those templates render it in the model's own call syntax, so the
   conversation reads "I called X" → "X returned …" (rendering the call as prose would teach the model
@@ -75,7 +76,7 @@ The rows, and how each quirk was verified:
   usage chunk; two concurrent streams → the first ends after one chunk with no ``finish_reason``. With
   this profile and ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none"`` a
   delegation ran end to end: the root called ``subagent``, the child answered, the root's next request
-  carried "Result of the subagent call …" and the root completed (streamed deltas joined to the text).
+  carried the child's answer as text and the root completed (streamed deltas joined to the text).
 - ``"ollama"``: Ollama's ``/v1`` compatibility layer. From its documentation (not run here): accepts
   ``max_tokens`` (``max_completion_tokens`` is not listed), ``stream_options.include_usage``, tools and
   ``role: "tool"`` messages rendered by the model's own template.
