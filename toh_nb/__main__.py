@@ -9,6 +9,10 @@ and the agents and jobs tables as a notebook displays them. No network, no key.
 
 ``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.acp.server``); ``mcp`` serves
 one as an MCP server whose tools are the delegation surface (``toh_nb.mcp.server``).
+
+``serve-model`` runs llama-cpp-python's OpenAI-compatible server the safe way for toh_nb's
+``profile="llama.cpp"`` (``toh_nb.models.serve``: no AMX extra buffers, no HTML escaping, bounded
+generations); its own options are listed by ``python -m toh_nb serve-model --help``.
 """
 
 from __future__ import annotations
@@ -77,6 +81,12 @@ def _served_hub_options(command: argparse.ArgumentParser, store_help: str) -> No
 def main(argv: Sequence[str] | None = None) -> int:
     from . import __version__
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve-model"]:  # its own parser: options after -- go to llama_cpp.server
+        from .models.serve import main as serve_model
+
+        return serve_model(argv[1:])
+
     parser = argparse.ArgumentParser(prog="toh-nb", description="toh_nb: an LLM subagent system for Jupyter.")
     parser.add_argument("--version", action="version", version=f"toh_nb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -90,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _served_hub_options(mcp, "directory of the tree's logs, which tn.Hub(store=DIR) opens (default: memory)")
     mcp.add_argument("--http", type=int, default=None, metavar="PORT",
                      help="serve streamable HTTP on 127.0.0.1:PORT at /mcp instead of stdio")
+    commands.add_parser("serve-model", add_help=False,
+                        help="serve a GGUF model with llama-cpp-python's server, the safe way (see serve-model --help)")
     args = parser.parse_args(argv)
     if args.command in ("acp", "mcp"):
         if args.latency < 0:

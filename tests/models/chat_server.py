@@ -280,6 +280,8 @@ class ChatServer:
         if limit is None and not self.llama:
             limit = body.get("max_completion_tokens")
         reply = _cut(reply, limit, "tool_calls" if self.llama else "length")
+        if self.llama and body.get("stream"):  # the server streams whatever it answers when asked to
+            reply = _as_stream(reply)
         return reply if self._sends_usage(body) else _without_usage_chunk(reply)
 
     def _sends_usage(self, body: dict) -> bool:
@@ -446,6 +448,26 @@ def _message(reply: Reply) -> dict | None:
     return body["choices"][0].get("message")
 
 
+def _as_stream(reply: Reply) -> Reply:
+    """A scripted JSON completion sent as the event stream a server sends for it (text in pieces of
+    four characters, each call's arguments likewise); anything else unchanged."""
+    message = _message(reply)
+    if message is None:
+        return reply
+    choice = reply.body["choices"][0]
+    content = message.get("content") or ""
+    events = [_chunk({"role": "assistant", "content": None if message.get("tool_calls") else ""})]
+    events += [_chunk({"content": content[i:i + 4]}) for i in range(0, len(content), 4)]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        events.append(_chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                              "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        arguments = call["function"]["arguments"] or ""
+        events += [_chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[i:i + 4]}}]})
+                   for i in range(0, len(arguments), 4)]
+    events.append(_chunk({}, choice["finish_reason"]))
+    return Reply(status=reply.status, headers=dict(reply.headers), events=events, delay=reply.delay)
+
+
 def _rewrite(reply: Reply, message: dict, finish_reason: str) -> Reply:
     body = json.loads(json.dumps(reply.body))
     body["choices"][0]["message"] = message
@@ -486,15 +508,15 @@ def delegation_reply(body: dict) -> Reply:
     """A two-agent script: the root delegates "add 2+2" through `subagent`, the child answers 4, the
     root reports what the child said (used by the hub delegation tests of the adapter and recordings).
 
-    The child's answer reaches the root as a tool message, or as a user message "Result of the …"
-    (tool results rendered as text); under a template that drops tool content the root hears nothing.
+    The child's answer reaches the root as a tool message, or as a user message "Here is the
+    subagent's answer: …" (tool results rendered as text); under a template that drops tool content the root hears nothing.
     """
     last = body["messages"][-1]
     content = last.get("content") or ""
     if last["role"] == "tool":
         return text(f"child said: {content}")
-    if content.startswith("Result of the subagent call"):
-        return text(f"child said: {content.split(chr(10), 1)[1]}")
+    if content.startswith("Here is the answer of the subagent:"):
+        return text(f"child said: {content.split(chr(10))[2]}")
     if "add 2+2" in content:
         return text("4")
     return tool_calls([("call_sub", "subagent", {"description": "sum", "prompt": "add 2+2"})])

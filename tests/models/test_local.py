@@ -19,7 +19,7 @@ from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock
 from toh_nb.models import local, local_engine
 from toh_nb.core.model import ModelRequest, ToolSpec
 from toh_nb.models.local_engine import Completion, Engine
-from toh_nb.models.local_prompt import TOOLS_FOOTER, TOOLS_HEADER, chat_messages, held_back, merge_system, parse_call
+from toh_nb.models.local_prompt import TOOLS_FOOTER, TOOLS_HEADER, chat_messages, merge_system, parse_call
 
 SUBAGENT = ToolSpec("subagent", "Delegate a task.", {"type": "object", "properties": {"prompt": {"type": "string"}},
                                                      "required": ["prompt"]})
@@ -57,8 +57,10 @@ def test_tools_open_the_system_message_and_calls_and_results_are_text_the_model_
     assert rendered[2]["content"] == (
         'Delegating.\n<tool_call>\n{"name": "subagent", "arguments": {"prompt": "Capital of France?"}}\n</tool_call>\n'
         '<tool_call>\n{"name": "list_agents", "arguments": {}}\n</tool_call>')
-    assert rendered[3]["content"] == ('<tool_response name="subagent">\nParis is the capital.\n</tool_response>\n'
-                                      '<tool_response name="list_agents">\n(no subagents)\n</tool_response>')
+    # issue 32.5: plain words the model answers from, never tags it would echo
+    assert rendered[3]["content"] == ("Here is the answer of the subagent:\n\nParis is the capital.\n\n"
+                                      "Here is what the list_agents tool returned:\n\n(no subagents)\n\n"
+                                      "Using it, reply to my request in your own words.")
 
 
 def test_without_tools_shown_the_system_message_is_only_the_system_prompt():
@@ -70,12 +72,6 @@ def test_merge_system_moves_the_system_text_into_the_first_user_message():
     merged = merge_system([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
     assert merged == [{"role": "user", "content": "S\n\nU"}]
     assert merge_system([{"role": "system", "content": "S"}]) == [{"role": "user", "content": "S"}]
-
-
-@pytest.mark.parametrize("text, held", [("abc", 0), ("abc<", 1), ("abc<tool", 5), ("<tool_call", 10),
-                                        ("a < b", 0), ("x<tool_c", 7)])
-def test_held_back_covers_exactly_a_possible_start_of_the_call_tag(text, held):
-    assert held_back(text) == held
 
 
 def test_parse_call_reads_the_grammar_output_and_rejects_anything_else():
@@ -179,6 +175,19 @@ def test_completions_map_to_responses_with_usage_and_stop_reasons(engine):
     assert (cut_call.tool_calls, cut_call.stop_reason) == ([], "max_tokens")
     assert [job.max_tokens for job in jobs] == [5, 64, 64, 64]  # the request's budget, else the model's
     assert [job.mode for job in jobs] == ["auto"] * 4 and jobs[0].call_tools == [SUBAGENT, LIST]
+    # each string of a call is bounded so the call fits the budget: (64 - 24 tokens) * 3 chars, one string
+    assert [job.max_string_chars for job in jobs] == [16, 120, 120, 120]
+
+
+def test_a_calls_strings_share_the_token_budget_within_max_string_chars():
+    two = ToolSpec("subagent", "d", {"type": "object", "properties": {"description": {"type": "string"},
+                                                                      "prompt": {"type": "string"},
+                                                                      "run_in_background": {"type": "boolean"}}})
+    assert local.string_bound([two, LIST], 96, 600) == 108  # (96 - 24) * 3 // 2 strings
+    assert local.string_bound([SUBAGENT], 512, 600) == 600  # the ceiling: max_string_chars
+    assert local.string_bound([SUBAGENT], 30, 600) == 18
+    assert local.string_bound([SUBAGENT], 5, 600) == 16  # the floor
+    assert local.string_bound([LIST], 5, 600) == 600  # no strings: nothing to share
 
 
 def test_deltas_reach_on_delta_in_order_before_the_response(engine):
@@ -267,3 +276,20 @@ def test_call_grammar_constrains_to_the_offered_tools_with_bounded_strings():
     assert not any(line.startswith("root ::=") for line in lines[1:])
     both = call_grammar([SUBAGENT, LIST])
     assert "call ::= alternative-0 | alternative-1" in both.splitlines()
+
+
+def test_auto_grammar_offers_a_whole_call_or_a_text_answer_without_markup():
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'toh-nb[local]')")
+    from llama_cpp import LlamaGrammar
+
+    from toh_nb.models.local_grammar import auto_grammar, text_grammar
+
+    grammar = auto_grammar([SUBAGENT], max_string_chars=50)
+    lines = grammar.splitlines()
+    assert lines[:3] == ['root ::= "<tool_call>\\n" call "\\n</tool_call>" | text-answer',
+                         'text-answer ::= [ \\t\\n]* ( [^< \\t\\n] text-rest )?',
+                         'text-rest ::= ( [^<] | "<" [^a-zA-Z/|!?] )*']
+    assert 'string ::= "\\"" char{0,50} "\\"" space' in lines
+    assert text_grammar().splitlines() == ["root ::= text-answer", *lines[1:3]]
+    for gbnf in (grammar, text_grammar()):
+        LlamaGrammar.from_string(gbnf, verbose=False)  # llama.cpp parses it

@@ -659,8 +659,11 @@ def test_forced_subagent_at_the_roots_first_step_delegates(llama):
     choices = [(b["messages"][-1]["content"][:20], b.get("tool_choice")) for b in llama.bodies]
     assert choices == [("What is 2+2? Delegat", {"type": "function", "function": {"name": "subagent"}}),
                        ("add 2+2", "none"),
-                       ("Result of the subage", "none")]
-    assert llama.bodies[2]["messages"][-1]["content"] == "Result of the subagent call call__0_subagent_cmpl-test:\n4"
+                       ("Here is the answer o", "none")]
+    assert llama.bodies[2]["messages"][-1]["content"] == ("Here is the answer of the subagent:\n\n4\n\n"
+                                                          "Using it, reply to my request in your own words.")
+    # issue 32.4: every request was streamed (an abandoned stream stops the server), the forced call too
+    assert [b.get("stream") for b in llama.bodies] == [True, True, True]
 
 
 # -- streams that end early ----------------------------------------------------------------------------

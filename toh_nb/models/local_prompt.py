@@ -9,8 +9,10 @@ one Hermes-style convention that any template can carry:
 - the offered tools are listed first in the system message (first, so that every agent of a tree
   shares the same prompt prefix and the model's KV cache is reused across agents);
 - an assistant tool call is the assistant's text ``<tool_call>\\n{"name": …, "arguments": {…}}\\n</tool_call>``;
-- the results of one step's tool calls are one user message of ``<tool_response name="…">…</tool_response>``
-  blocks, with the result text verbatim, so the model reads every word of it.
+- the results of one step's tool calls are one plain user message ("Here is the answer of the subagent: …
+  Using it, reply to my request in your own words.", :func:`toh_nb.models.markup.result_message`), with
+  the result text verbatim, so the model reads every word of it and answers from it (shown the results
+  inside ``<tool_response>`` tags, SmolLM2 answered with the tags, 4 runs of 5).
 
 Pure functions of the request, no llama.cpp import: the unit tests check the exact texts.
 """
@@ -22,6 +24,7 @@ from typing import Sequence
 
 from ..core.content import ToolCall
 from ..core.model import ModelRequest, ToolSpec
+from .markup import result_message
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
@@ -32,7 +35,7 @@ TOOLS_HEADER = (
     f"{CALL_OPEN}\n"
     '{"name": "<tool name>", "arguments": {<the arguments as a JSON object>}}\n'
     f"{CALL_CLOSE}\n"
-    "A tool's result comes back in the next user message inside <tool_response> tags. "
+    "A tool's result comes back in the next user message. "
     "When you need no tool, answer in plain text.\n\n"
     "<tools>\n"
 )
@@ -51,10 +54,6 @@ def render_call(call: ToolCall) -> str:
     return f"{CALL_OPEN}\n{body}\n{CALL_CLOSE}"
 
 
-def render_result(name: str | None, text: str) -> str:
-    return f'<tool_response name="{name or "tool"}">\n{text}\n</tool_response>'
-
-
 def chat_messages(request: ModelRequest, *, show_tools: bool) -> list[dict]:
     """The request as plain ``system``/``user``/``assistant`` chat messages (``content`` strings)."""
     system_parts = []
@@ -65,16 +64,16 @@ def chat_messages(request: ModelRequest, *, show_tools: bool) -> list[dict]:
     messages: list[dict] = []
     if system_parts:
         messages.append({"role": "system", "content": "\n\n".join(system_parts)})
-    results: list[str] = []  # consecutive tool results, merged into one user message
+    results: list[tuple] = []  # consecutive tool results, merged into one user message
 
     def flush() -> None:
         if results:
-            messages.append({"role": "user", "content": "\n".join(results)})
+            messages.append({"role": "user", "content": result_message(results)})
             results.clear()
 
     for message in request.messages:
         if message.role == "tool":
-            results.append(render_result(message.tool_name, message.text))
+            results.append((message.tool_name, message.text, message.is_error))
             continue
         flush()
         if message.role == "assistant":
@@ -97,18 +96,6 @@ def merge_system(messages: list[dict]) -> list[dict]:
             message["content"] = f"{system}\n\n{message['content']}"
             return rest
     return [{"role": "user", "content": system}, *rest]
-
-
-def held_back(text: str) -> int:
-    """How many trailing characters of ``text`` could be the start of ``<tool_call>``.
-
-    Streamed text holds those back until the next token shows whether a tool call is starting, so
-    a call's tag never reaches ``on_delta``.
-    """
-    for size in range(min(len(CALL_OPEN) - 1, len(text)), 0, -1):
-        if CALL_OPEN.startswith(text[-size:]):
-            return size
-    return 0
 
 
 def parse_call(body: str, allowed: Sequence[str]) -> ToolCall:

@@ -106,7 +106,8 @@ from ..core.errors import ModelError, UsageError
 from ..core.model import ModelRequest, ModelResponse
 from .deltas import DeltaSink
 from .partial_json import is_cut_json
-from .profiles import DeltaUnescaper, resolve_profile, unescape_html, unescape_values
+from .markup import MarkupFilter, result_message, strip_markup
+from .profiles import DeltaUnescaper, bounded_schema, resolve_profile, unescape_html, unescape_values
 from .tool_choice import ToolChoice, check_tool_choice, resolve_tool_choice
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,9 @@ class OpenAIChatModel:
                  profile: str = "openai", max_tokens_field: str | None = None,
                  tool_results_as_text: bool | None = None, stream_usage: bool | None = None,
                  stream_with_tools: bool | None = None, unescape_html: bool | None = None,
-                 tool_choice_required: bool | None = None, empty_auto_text: bool | None = None) -> None:
+                 tool_choice_required: bool | None = None, empty_auto_text: bool | None = None,
+                 stream_to_cancel: bool | None = None, strip_markup: bool | None = None,
+                 max_string_chars: int | None = None) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError("OpenAIChatModel needs a model name, e.g. OpenAIChatModel('gpt-4o-mini')")
         check_count(max_tokens, "max_tokens", none="")
@@ -214,7 +217,8 @@ class OpenAIChatModel:
         self.profile = resolve_profile(profile, {
             "max_tokens_field": max_tokens_field, "tool_results_as_text": tool_results_as_text,
             "stream_usage": stream_usage, "stream_with_tools": stream_with_tools, "unescape_html": unescape_html,
-            "tool_choice_required": tool_choice_required, "empty_auto_text": empty_auto_text})
+            "tool_choice_required": tool_choice_required, "empty_auto_text": empty_auto_text,
+            "stream_to_cancel": stream_to_cancel, "strip_markup": strip_markup, "max_string_chars": max_string_chars})
         if not callable(tool_choice):
             check_tool_choice(tool_choice, required_ok=self.profile.tool_choice_required, profile=self.profile.name)
         self.tool_choice = tool_choice
@@ -351,8 +355,11 @@ class OpenAIChatModel:
         if request.system:
             messages.append({"role": "system", "content": request.system})
         as_text = self.profile.tool_results_as_text
-        results: dict | None = None  # the user message holding tool results as text, while it is the last
+        results: list[tuple] = []  # one step's tool results, sent as one user message (as_text)
         for message in request.messages:
+            if results and not (message.role == "tool" and as_text):
+                messages.append({"role": "user", "content": result_message(results)})
+                results = []
             if message.role == "assistant":
                 # "" rather than null even for a turn that only calls tools: llama-cpp-python's request
                 # model requires a string (HTTP 500 on null) and every other server accepts "".
@@ -365,21 +372,20 @@ class OpenAIChatModel:
                         for call in calls]
                 messages.append(entry)
             elif message.role == "tool" and as_text:
-                result = f"Result of the {message.tool_name} call {message.tool_call_id}:\n{message.text}"
-                if results is not None and messages[-1] is results:  # one message for one step's results
-                    results["content"] += "\n\n" + result
-                else:
-                    results = {"role": "user", "content": result}
-                    messages.append(results)
+                results.append((message.tool_name, message.text, message.is_error))
             elif message.role == "tool":
                 messages.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text})
             else:
                 messages.append({"role": "user", "content": message.text})
+        if results:
+            messages.append({"role": "user", "content": result_message(results)})
         params: dict[str, Any] = {"model": self.model, "messages": messages}
         if request.tools:
+            bound = self.profile.max_string_chars
             params["tools"] = [
                 {"type": "function",
-                 "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                 "function": {"name": t.name, "description": t.description,
+                              "parameters": bounded_schema(t.parameters, bound) if bound else t.parameters}}
                 for t in request.tools]
             choice = resolve_tool_choice(self.tool_choice, request, required_ok=self.profile.tool_choice_required,
                                          profile=self.profile.name)
@@ -390,8 +396,11 @@ class OpenAIChatModel:
             params[self.profile.max_tokens_field] = limit
         if self.temperature is not None:
             params["temperature"] = self.temperature
-        # a server that cannot stream tool calls still streams when the tools cannot be called
-        if self.stream and (self.profile.stream_with_tools or params.get("tool_choice", "none") == "none"):
+        # a server that cannot stream a tool the model chooses still streams a forced call or plain text;
+        # stream_to_cancel: streamed even when nobody listens, so an abandoned request stops the server
+        choice = params.get("tool_choice", "none")
+        streamable = self.profile.stream_with_tools or choice == "none" or isinstance(choice, dict)
+        if (self.stream or self.profile.stream_to_cancel) and streamable:
             params["stream"] = True
             if self.profile.stream_usage:
                 params["stream_options"] = {"include_usage": True}
@@ -553,6 +562,8 @@ class OpenAIChatModel:
             calls.append(ToolCall(name or "", parsed, call_id or None))
         if unescape:
             text = unescape_html(text)
+        if self.profile.strip_markup:
+            text = strip_markup(text)
         stop = "max_tokens" if cut else FINISH_REASONS.get(finish_reason or "")
         if stop == "max_tokens":
             calls = []  # the turn ends here: calls that will never run must not enter the conversation
@@ -575,6 +586,7 @@ class OpenAIChatModel:
         usage = Usage()
         chunks = 0
         unescaper = DeltaUnescaper() if self.profile.unescape_html else None
+        markup = MarkupFilter() if self.profile.strip_markup else None
         try:
             async for chunk in stream:
                 chunks += 1
@@ -591,6 +603,7 @@ class OpenAIChatModel:
                     if delta.content:
                         text.append(delta.content)
                         piece = unescaper.feed(delta.content) if unescaper is not None else delta.content
+                        piece = markup.feed(piece) if markup is not None else piece
                         if piece:
                             shown[0] = shown[0] or DeltaSink.wanted(request, self.on_delta)
                             await self._deltas.emit(request, piece, self.on_delta)
@@ -615,7 +628,9 @@ class OpenAIChatModel:
                              f"{self._scrub(str(exc))[:200]}") from None
         finally:
             await stream.close()
-        if unescaper is not None and (rest := unescaper.flush()):
+        rest = unescaper.flush() if unescaper is not None else ""
+        rest = (markup.feed(rest) + markup.flush()) if markup is not None else rest
+        if rest:
             await self._deltas.emit(request, rest, self.on_delta)
         if finish_reason is None:
             raise _StreamCut(f"no finish_reason after {chunks} chunk(s)" if chunks else

@@ -7,8 +7,9 @@ by the keyword of the same name, so an unknown server is handled by stating its 
 
 Fields (what the adapter does differently when the field says so):
 
-- ``tool_results_as_text`` — tool results are sent as a ``user`` message ("Result of <tool> call
-  <id>: …", consecutive results of one step merged into one message) instead of ``role: "tool"``
+- ``tool_results_as_text`` — tool results are sent as a ``user`` message ("Here is the answer of the
+  subagent: … Using it, reply to my request in your own words.", consecutive results of one step merged
+  into one message, :func:`toh_nb.models.markup.result_message`) instead of ``role: "tool"``
   messages, for chat templates that drop the content of tool messages. The assistant's tool-call turn
   keeps its structured ``tool_calls``: those templates render it in the model's own call syntax, so the
   conversation reads "I called X" → "X returned …" (rendering the call as prose would teach the model
@@ -16,9 +17,21 @@ Fields (what the adapter does differently when the field says so):
 - ``max_tokens_field`` — the request key for the completion-token limit (``max_tokens`` or
   ``max_completion_tokens``).
 - ``stream_usage`` — whether ``stream_options={"include_usage": True}`` is sent with streams.
-- ``stream_with_tools`` — whether a streamed request may offer tools. When not, a request that offers
-  tools (with a ``tool_choice`` other than ``"none"``) is made without streaming and its text is passed
-  to ``on_delta`` in one piece.
+- ``stream_with_tools`` — whether a streamed request may let the model choose a tool (``"auto"``,
+  ``"required"``). When not, such a request is made without streaming and its text is passed to
+  ``on_delta`` in one piece; a request that forces one tool by name, or offers none, still streams.
+- ``stream_to_cancel`` — stream every request that can be streamed, even when nobody listens to the
+  deltas: the server stops an abandoned *stream* at its next token when the client closes the
+  connection (interrupt, kill, timeout, hub close), while a plain request runs to its end on the server
+  and later requests queue behind it. Without a usage chunk the usage is then estimated.
+- ``strip_markup`` — chat-template markup the model writes as text (a ``<tool_call>`` block, a
+  ``<tool_response>`` tag, ``<|im_end|>``) is removed from its answers, streamed deltas included
+  (:mod:`toh_nb.models.markup`); tool results sent as text are worded as a plain message
+  ("Here is the answer of the subagent: …") that small models answer from.
+- ``max_string_chars`` — a bound (``maxLength``) added to every string of the tool schemas sent that
+  has none, and ``max_items`` likewise (``maxItems``) to arrays: servers that build a grammar from the
+  schema (llama-cpp-python) then cannot generate endless arguments, even in ``"auto"`` mode where they
+  ignore ``max_tokens`` for the arguments. None sends the schemas unchanged.
 - ``unescape_html`` — the server's chat template HTML-escapes earlier turns, so the model parrots
   ``&#39;`` / ``&#34;``; the five escapes of Jinja's autoescape (``&amp; &lt; &gt; &#34; &#39;``) are
   undone in the model's text and in string values of tool-call arguments.
@@ -63,7 +76,7 @@ The rows, and how each quirk was verified:
   usage chunk; two concurrent streams → the first ends after one chunk with no ``finish_reason``. With
   this profile and ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none"`` a
   delegation ran end to end: the root called ``subagent``, the child answered, the root's next request
-  carried "Result of the subagent call …" and the root completed (streamed deltas joined to the text).
+  carried the child's answer as text and the root completed (streamed deltas joined to the text).
 - ``"ollama"``: Ollama's ``/v1`` compatibility layer. From its documentation (not run here): accepts
   ``max_tokens`` (``max_completion_tokens`` is not listed), ``stream_options.include_usage``, tools and
   ``role: "tool"`` messages rendered by the model's own template.
@@ -94,12 +107,21 @@ class ServerProfile:
     unescape_html: bool = False
     tool_choice_required: bool = True
     empty_auto_text: bool = False
+    stream_to_cancel: bool = False
+    strip_markup: bool = False
+    max_string_chars: int | None = None
+
+
+#: the bound of strings and arrays in tool schemas sent to servers that generate arguments under a grammar
+ARGUMENT_STRING_CHARS = 600
+ARGUMENT_ITEMS = 32
 
 
 PROFILES: dict[str, ServerProfile] = {
     "openai": ServerProfile("openai"),
     "llama.cpp": ServerProfile("llama.cpp", tool_results_as_text=True, stream_usage=False, stream_with_tools=False,
-                               unescape_html=True, tool_choice_required=False, empty_auto_text=True),
+                               unescape_html=True, tool_choice_required=False, empty_auto_text=True,
+                               stream_to_cancel=True, strip_markup=True, max_string_chars=ARGUMENT_STRING_CHARS),
     "ollama": ServerProfile("ollama"),
     "vllm": ServerProfile("vllm"),
 }
@@ -110,7 +132,10 @@ def resolve_profile(name: Any, overrides: dict[str, Any]) -> ServerProfile:
         raise UsageError(f"unknown server profile {name!r}; expected one of {', '.join(repr(n) for n in PROFILES)}")
     given = {key: value for key, value in overrides.items() if value is not None}
     for key, value in given.items():
-        if key == "max_tokens_field":
+        if key == "max_string_chars":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"max_string_chars must be a positive int or None (the profile's default), got {value!r}")
+        elif key == "max_tokens_field":
             if value not in MAX_TOKENS_FIELDS:
                 raise UsageError(f"max_tokens_field must be one of {', '.join(repr(f) for f in MAX_TOKENS_FIELDS)}, "
                                  f"got {value!r}")
@@ -165,3 +190,25 @@ class DeltaUnescaper:
     def flush(self) -> str:
         text, self._held = self._held, ""
         return text
+
+
+# -- bounded tool schemas -----------------------------------------------------------------------------
+
+
+def bounded_schema(schema: object, max_chars: int, max_items: int = ARGUMENT_ITEMS) -> object:
+    """A copy of a JSON Schema where every string without ``maxLength`` gets ``max_chars`` and every
+    array without ``maxItems`` gets ``max_items`` (schemas nested anywhere included)."""
+    if isinstance(schema, list):
+        return [bounded_schema(item, max_chars, max_items) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: bounded_schema(value, max_chars, max_items) if key not in ("const", "enum", "default",
+                                                                             "examples") else value
+               for key, value in schema.items()}
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "string" in kinds and "maxLength" not in schema and "enum" not in schema and "const" not in schema:
+        bounded["maxLength"] = max_chars
+    if "array" in kinds and "maxItems" not in schema:
+        bounded["maxItems"] = max_items
+    return bounded

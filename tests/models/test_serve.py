@@ -1,0 +1,83 @@
+"""``python -m toh_nb serve-model``: the safe settings of llama-cpp-python's server (issue 32.7).
+
+The launcher's patches are checked here without a model; tests/real starts the real server with it
+(every server test there runs on it) and checks what the model then reads and that abandoned
+streams stop.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from toh_nb.__main__ import main as cli
+from toh_nb.models import serve
+
+
+def test_server_arguments_are_the_measured_safe_settings():
+    assert serve.server_argv("m.gguf", port=8123, n_threads=2) == [
+        "--model", "m.gguf", "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", "8123",
+        "--n_ctx", "8192", "--n_threads", "2", "--seed", "0", "--interrupt_requests", "False"]
+    assert serve.server_argv("m.gguf", extra=["--n_batch", "64"])[-2:] == ["--n_batch", "64"]
+
+
+@pytest.mark.parametrize("asked, sent", [(None, 1024), (0, 1024), (-1, 1024), (5, 5), (4000, 4000)])
+def test_a_completion_without_a_limit_gets_the_cap(asked, sent):
+    assert serve.capped(asked, 1024) == sent
+
+
+def test_safe_settings_render_templates_unescaped_and_bound_completions_then_restore_everything():
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'toh-nb[local]')")
+    import llama_cpp
+    from llama_cpp import llama_chat_format
+    from llama_cpp import llama_cpp as low
+
+    seen = {}
+
+    def fake_create_completion(self, prompt, max_tokens=16, **kwargs):
+        seen["max_tokens"] = max_tokens
+        return "done"
+
+    environment = llama_chat_format.ImmutableSandboxedEnvironment
+    defaults = low.llama_model_default_params
+    original = llama_cpp.Llama.create_completion
+    llama_cpp.Llama.create_completion = fake_create_completion
+    try:
+        with serve.safe_server_settings(cap=77):
+            # the chatml-function-calling template is built exactly so: select_autoescape(["html", "xml"])
+            import jinja2
+
+            template = llama_chat_format.ImmutableSandboxedEnvironment(
+                autoescape=jinja2.select_autoescape(["html", "xml"])).from_string("{{ text }}")
+            assert template.render(text="I'm <ok> & \"done\"") == "I'm <ok> & \"done\""
+            assert llama_cpp.Llama.create_completion(object(), prompt="x", max_tokens=None) == "done"
+            assert seen["max_tokens"] == 77
+            llama_cpp.Llama.create_completion(object(), prompt="x", max_tokens=5)
+            assert seen["max_tokens"] == 5
+            assert low.llama_model_default_params is not defaults  # extra buffer types off
+        assert llama_chat_format.ImmutableSandboxedEnvironment is environment
+        assert llama_cpp.Llama.create_completion is fake_create_completion
+        assert low.llama_model_default_params is defaults
+        escaped = environment(autoescape=True).from_string("{{ text }}").render(text="I'm")
+        assert escaped == "I&#39;m"  # outside the block the library is as it was
+    finally:
+        llama_cpp.Llama.create_completion = original
+
+
+def test_cli_lists_serve_model_and_rejects_a_bad_cap(capsys):
+    with pytest.raises(SystemExit):
+        cli(["--help"])
+    assert "serve-model" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        cli(["serve-model", "--max-tokens-cap", "0"])
+    assert exit_info.value.code == 2
+    assert "--max-tokens-cap must be >= 1" in capsys.readouterr().err
+
+
+def test_start_model_server_reports_a_server_that_exits(tmp_path):
+    # a server that dies at once (here: an unknown llama_cpp.server option) is a ModelError with its output
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'toh-nb[local]')")
+    import toh_nb as tn
+
+    with pytest.raises(tn.ModelError, match=r"(?s)^serve-model exited with 2: .*unrecognized arguments: --no-such-option 1"):
+        serve.start_model_server(extra=["--no-such-option", "1"], log_path=tmp_path / "log.txt", timeout=60)
+    assert "unrecognized arguments" in (tmp_path / "log.txt").read_text()

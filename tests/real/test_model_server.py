@@ -1,0 +1,84 @@
+"""The real llama-cpp-python server as ``python -m toh_nb serve-model`` starts it (issue 32.4, 32.5, 32.7).
+
+- what the model reads has no HTML escapes: the prompt of a message full of quotes and apostrophes is as
+  many tokens as the same message in plain letters (llama-cpp-python's own template escapes each
+  into 5-6 characters);
+- an abandoned request stops generating on the server: OpenAIChatModel(profile="llama.cpp") streams it
+  (even with ``stream=False``), so cancelling closes the connection and the server ends the generation
+  at its next token, instead of running it to ``max_tokens`` while later requests queue behind it.
+  The server's log proves it: each generation that runs to its end prints one
+  ``llama_perf_context_print: … eval time`` line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import urllib.request
+
+import pytest
+
+import toh_nb as tn
+from tests.helpers import until
+from tests.real.conftest import HAVE_LOCAL, NO_LOCAL
+from toh_nb.core.content import Message, Text
+from toh_nb.core.model import ModelRequest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.skipif(not HAVE_LOCAL, reason=NO_LOCAL)]
+
+#: the line llama.cpp prints when a generation ends (not its "prompt eval time" line)
+ENDED = re.compile(r"^llama_perf_context_print:\s+eval time =.*/\s+(\d+) runs")
+
+
+def post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(f"{url}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return json.loads(response.read())
+
+
+def prompt_tokens(url: str, text: str) -> int:
+    body = {"model": "smollm2", "messages": [{"role": "user", "content": text}], "max_tokens": 1,
+            "tools": [{"type": "function", "function": {"name": "noop", "description": "Nothing.",
+                                                        "parameters": {"type": "object", "properties": {}}}}],
+            "tool_choice": {"type": "function", "function": {"name": "noop"}}}
+    return post(url, body)["usage"]["prompt_tokens"]
+
+
+def test_the_model_reads_quotes_and_apostrophes_unescaped(model_server):
+    quoted = prompt_tokens(model_server.url, "I'm \"here\" & it's <fine>. " * 4)
+    plain = prompt_tokens(model_server.url, "Im  here  and its  fine . " * 4)
+    # escaped, each of the 28 marks would be 4-6 characters of &#39; / &#34; / &amp; / &lt; (dozens of tokens)
+    assert abs(quoted - plain) <= 8
+
+
+def test_an_abandoned_request_stops_generating_on_the_server(model_server):
+    started = []
+    request = ModelRequest(agent_id="agent-1", label=None, depth=0, system="",
+                           messages=[Message("user", [Text("Write a very long story about a dragon, in many "
+                                                           "chapters.")])],
+                           tools=[], max_tokens=400, on_delta=started.append)
+    model = tn.OpenAIChatModel("smollm2", base_url=model_server.url, profile="llama.cpp", temperature=0.0,
+                               timeout=600.0, max_retries=0)
+    assert model.stream is False  # nobody asked for deltas: the profile streams to be able to cancel
+
+    async def abandon():
+        task = asyncio.ensure_future(model.request(request))
+        await until(lambda: started, "the first generated text", timeout=600)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await model.aclose()
+
+    before = len(model_server.log_text())
+    asyncio.run(abandon())
+    # the next request runs only once the server let go of the abandoned one (one model, one lock)
+    answer = post(model_server.url, {"model": "smollm2", "messages": [{"role": "user", "content": "Say hi."}],
+                                     "max_tokens": 4})
+    assert answer["usage"]["completion_tokens"] <= 4
+    log = model_server.log_text()[before:]
+    assert "Disconnected from client" in log
+    ended = [int(match.group(1)) for line in log.splitlines() if (match := ENDED.match(line))]
+    # one generation ran to its end, the second request's (at most 4 tokens); the abandoned one never did
+    assert len(ended) == 1 and ended[0] <= 4, ended

@@ -1,0 +1,233 @@
+"""``python -m toh_nb serve-model``: llama-cpp-python's OpenAI server started the safe way for toh_nb.
+
+Why a launcher of our own: plain ``python -m llama_cpp.server`` (and ``Llama.create_chat_completion``
+in a notebook) crashed with a segmentation fault (exit 139) on this project's machine, a CPU with
+Intel AMX: llama.cpp's AMX matmul path (an "extra buffer type") fails on the bundled SmolLM2 Q4_1
+GGUF (llama-cpp-python 0.3.36), and the server has no option to turn it off. This launcher runs the
+same server in the same process with three changes, each undoable only here (in its own process — a
+library never patches the user's):
+
+- models are loaded without extra buffer types (``local_engine.extra_buffers_off``, as LocalModel does);
+- chat templates are rendered without HTML autoescaping, so the model reads ``I'm`` and not ``I&#39;m``
+  in earlier turns (the ``chatml-function-calling`` template escapes them, and small models parrot it);
+- every generation is bounded: a completion asked with no ``max_tokens`` (llama-cpp-python's
+  ``"auto"`` tool mode asks so for the tool arguments and the text) gets ``--max-tokens-cap`` (1024);
+- llama.cpp's OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set), as LocalModel's
+  do: with spinning threads the server made 0.5-2 tokens/s on the shared two-core machine while
+  LocalModel made ~15 (measured side by side).
+
+And the settings toh_nb's ``profile="llama.cpp"`` is measured with: ``--chat_format
+chatml-function-calling`` (the format that gives small GGUF models tool calls), 127.0.0.1,
+``--n_ctx 8192``, ``--interrupt_requests False`` (with it, a second request cut a running stream short
+with no finish_reason), the bundled SmolLM2 GGUF unless ``--model`` names another. Any other
+``llama_cpp.server`` option is passed through unchanged after ``--``::
+
+    python -m toh_nb serve-model --port 8000                      # bundled SmolLM2-135M-Instruct
+    python -m toh_nb serve-model --model qwen2.5-1.5b-instruct-q4_k_m.gguf -- --n_batch 256
+
+From Python (a notebook, a test, a benchmark), :func:`start_model_server` starts it as a child process
+bound to 127.0.0.1 on a free port, waits until it answers and returns a handle whose ``url`` is the
+``base_url`` of ``tn.OpenAIChatModel(..., profile="llama.cpp")``; ``stop()`` (or the ``with`` block)
+ends exactly that process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from ..core.errors import ModelError, UsageError
+
+#: a generation asked with no limit gets this many tokens at most
+MAX_TOKENS_CAP = 1024
+START_TIMEOUT = 120.0
+
+
+def default_threads() -> int:
+    return min(os.cpu_count() or 1, 8)
+
+
+def server_argv(model: str, *, host: str = "127.0.0.1", port: int = 8000, n_ctx: int = 8192,
+                n_threads: int | None = None, seed: int = 0, extra: Sequence[str] = ()) -> list[str]:
+    """The ``llama_cpp.server`` arguments of the safe settings (see the module docstring)."""
+    return ["--model", str(model), "--chat_format", "chatml-function-calling", "--host", host, "--port", str(port),
+            "--n_ctx", str(n_ctx), "--n_threads", str(n_threads or default_threads()), "--seed", str(seed),
+            "--interrupt_requests", "False", *extra]
+
+
+def capped(max_tokens: Any, cap: int) -> Any:
+    """``max_tokens`` of one completion under the launcher: no limit (None, 0 or less) becomes ``cap``."""
+    return cap if max_tokens is None or (isinstance(max_tokens, int) and max_tokens <= 0) else max_tokens
+
+
+@contextlib.contextmanager
+def safe_server_settings(cap: int = MAX_TOKENS_CAP) -> Iterator[None]:
+    """Inside this block, in this process: no extra buffer types, no HTML autoescape in chat templates,
+    every completion bounded by ``cap``. For the launcher's own process only."""
+    import llama_cpp
+    from llama_cpp import llama_chat_format
+
+    from .local_engine import extra_buffers_off
+
+    environment = llama_chat_format.ImmutableSandboxedEnvironment
+
+    class Unescaped(environment):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["autoescape"] = False
+            super().__init__(*args, **kwargs)
+
+    create_completion = llama_cpp.Llama.create_completion
+
+    @functools.wraps(create_completion)
+    def bounded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["max_tokens"] = capped(kwargs.get("max_tokens"), cap)
+        return create_completion(self, *args, **kwargs)
+
+    llama_chat_format.ImmutableSandboxedEnvironment = Unescaped
+    llama_cpp.Llama.create_completion = bounded
+    try:
+        with extra_buffers_off():
+            yield
+    finally:
+        llama_chat_format.ImmutableSandboxedEnvironment = environment
+        llama_cpp.Llama.create_completion = create_completion
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="toh-nb serve-model", description=(
+        "Serve a GGUF model with llama-cpp-python's OpenAI-compatible server, with the settings toh_nb's "
+        'profile="llama.cpp" is measured with (no AMX extra buffers, no HTML escaping, bounded generations). '
+        "Arguments after -- go to llama_cpp.server unchanged."))
+    p.add_argument("--model", default=None, help="path to a chat .gguf (default: the bundled SmolLM2-135M-Instruct)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--n-ctx", type=int, default=8192, help="context size in tokens (default: %(default)s)")
+    p.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: cores, at most 8)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+    p.add_argument("--max-tokens-cap", type=int, default=MAX_TOKENS_CAP,
+                   help="tokens of a completion asked with no limit (default: %(default)s)")
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the server in this process until it is stopped (Ctrl-C, SIGTERM)."""
+    argv = list(argv)
+    extra: list[str] = []
+    if "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    args = parser().parse_args(argv)
+    if args.max_tokens_cap < 1:
+        parser().error("--max-tokens-cap must be >= 1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when llama.cpp loads: before the import
+    try:
+        import llama_cpp.server  # noqa: F401  (the server extra: fastapi, uvicorn, sse-starlette)
+    except ImportError as exc:
+        raise UsageError(f"serve-model needs llama-cpp-python with its server extra ({exc}): "
+                         "pip install 'toh-nb[local]' 'llama-cpp-python[server]'") from None
+    from .local_engine import default_model_path
+
+    model = args.model if args.model is not None else str(default_model_path())
+    import runpy
+
+    sys.argv = ["llama_cpp.server", *server_argv(model, host=args.host, port=args.port, n_ctx=args.n_ctx,
+                                                 n_threads=args.n_threads, seed=args.seed, extra=extra)]
+    with safe_server_settings(args.max_tokens_cap):
+        runpy.run_module("llama_cpp.server", run_name="__main__")
+    return 0
+
+
+# -- as a child process -----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ModelServer:
+    """A ``serve-model`` child process: ``url`` (its ``/v1``), ``log_path`` (its output), ``stop()``."""
+
+    def __init__(self, process: subprocess.Popen, url: str, log_path: Path, log: Any) -> None:
+        self.process = process
+        self.url = url
+        self.log_path = log_path
+        self._log = log
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """End the server (SIGTERM, then SIGKILL after ``timeout`` seconds); idempotent."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+    def __enter__(self) -> "ModelServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"ModelServer(url={self.url!r}, pid={self.pid})"
+
+
+def start_model_server(model: str | Path | None = None, *, port: int | None = None, n_ctx: int = 8192,
+                       n_threads: int | None = None, seed: int = 0, max_tokens_cap: int = MAX_TOKENS_CAP,
+                       extra: Sequence[str] = (), log_path: str | Path | None = None,
+                       timeout: float = START_TIMEOUT) -> ModelServer:
+    """Start ``python -m toh_nb serve-model`` on 127.0.0.1 and wait until it answers (see the module
+    docstring); its output goes to ``log_path`` (a temporary file by default)."""
+    port = port or free_port()
+    command = [sys.executable, "-m", "toh_nb", "serve-model", "--port", str(port), "--n-ctx", str(n_ctx),
+               "--seed", str(seed), "--max-tokens-cap", str(max_tokens_cap)]
+    if model is not None:
+        command += ["--model", str(model)]
+    if n_threads is not None:
+        command += ["--n-threads", str(n_threads)]
+    if extra:
+        command += ["--", *extra]
+    if log_path is None:
+        handle, name = tempfile.mkstemp(prefix="toh-nb-serve-", suffix=".log")
+        os.close(handle)
+        log_path = name
+    log_path = Path(log_path)
+    log = open(log_path, "w")  # a pipe nobody reads would fill up and block the server
+    # unbuffered: the log shows each request as it happens (the server's own prints are Python prints)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    server = ModelServer(process, f"http://127.0.0.1:{port}/v1", log_path, log)
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            server.stop()
+            raise ModelError(f"serve-model exited with {process.returncode}: {server.log_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{server.url}/models", timeout=2):
+                return server
+        except OSError:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise ModelError(f"serve-model did not answer within {timeout:.0f}s (log: {log_path})") from None
+            time.sleep(0.2)
