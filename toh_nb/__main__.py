@@ -7,7 +7,7 @@ and waits for it. It prints the final answer, the whole agent tree (every agent 
 text snapshot shows it), what ``list_agents`` returns to the root (only continuable children appear there),
 and the agents and jobs tables as a notebook displays them. No network, no key.
 
-``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.acp.server``).
+``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.serve.acp``).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--latency must be >= 0")
         if args.max_depth < 0:
             parser.error("--max-depth must be >= 0")
-        from .acp.server import main as serve_acp
+        from .serve.acp import main as serve_acp
 
         return serve_acp(args)
     if args.command == "demo":

@@ -402,7 +402,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
     from ray import cloudpickle
 
     from toh_nb.core.content import Message, Text
-    from toh_nb.ray.host import Host
+    from toh_nb.providers.ray.host import Host
 
     async def main():
         host = Host()
@@ -518,7 +518,7 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
     logged "aborted before it finished" (seen under load in the interrupt test above)."""
     from toh_nb.core.agent import TurnOutcome
     from toh_nb.core.content import Message, ToolResultBlock
-    from toh_nb.ray.remote import RemoteLink
+    from toh_nb.providers.ray.remote import RemoteLink
 
     returned = []
 

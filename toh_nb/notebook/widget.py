@@ -82,7 +82,7 @@ ACTIONS = ("interrupt", "send", "kill", "transcript", "close_transcript", "toggl
 #: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
 KERNEL_ROUTING_HOOK = "_reply_subshell_for"
 #: where ACP permission requests asked with ``permissions="ask"`` wait (loaded only when ACP is in use)
-PERMISSIONS_MODULE = "toh_nb.acp.permissions"
+PERMISSIONS_MODULE = "toh_nb.providers.acp.permissions"
 
 
 def _route_to_sender(data: Any, default: Any) -> Any:

@@ -27,7 +27,7 @@ from . import texts
 from .activations import Activation
 from .arguments import StartRequest, child_depth, model_name
 from .authorization import authorized_target
-from .provider import ChildPlan
+from ..providers.base import ChildPlan
 from .settlement import Settlement
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from ..core.states import BUDGET_STOPS, ONE_SHOT_STOP
 from . import descriptor as descriptors
 from . import texts
 from .arguments import StartRequest, child_depth
-from .provider import ChildInfo, ChildPlan
+from ..providers.base import ChildInfo, ChildPlan
 from .settlement import publish_end
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The subagent service of one runtime: the provider registry and the composition of its parts.
 
-Every child is built from its provider's plan (``toh_nb.subagents.provider``: seed events, a model
+Every child is built from its provider's plan (``toh_nb.providers.base``: seed events, a model
 adapter for agents that live elsewhere, release of their resources). The concepts live beside this
 module, each in its own file:
 
@@ -34,7 +34,7 @@ from .arguments import StartRequest
 from .continuable import ContinuableChildren
 from .listing import AgentList
 from .one_shot import OneShotRuns
-from .provider import Capabilities, ChildInfo, ChildPlan, check_provider
+from ..providers.base import Capabilities, ChildInfo, ChildPlan, check_provider
 
 #: session event kinds of an external child's recorded activity (``external/tool_call`` …)
 EXTERNAL_PREFIX = "external/"

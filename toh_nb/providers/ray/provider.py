@@ -5,9 +5,9 @@ lifecycle* stays in the driver — inbox, statuses, turn records, waiters, budge
 authorization, notices, listing, tables, widget and session log are the service's, so every text and
 behaviour is the same as with ``spawn`` and the driver stays the one writer of the store (cold resume
 works as usual, and a resumed child may land on another node). The *steps* of each turn (model call,
-tools, model call, …) run on a small pool of async host actors (``toh_nb.ray.host``), each serving many
+tools, model call, …) run on a small pool of async host actors (``toh_nb.providers.ray.host``), each serving many
 children as coroutines: one Ray call per turn streams the turn's records and events back in batches
-(``toh_nb.ray.remote`` replays them in the driver), rather than a round trip per model call and per
+(``toh_nb.providers.ray.remote`` replays them in the driver), rather than a round trip per model call and per
 tool call. The host caches each child's conversation, so a request never ships it whole twice.
 
 - the child's **model** is built on its host from a picklable factory;
@@ -37,13 +37,13 @@ import os
 import weakref
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core import budget
-from ..core.checks import MAX_COUNT, check_count, check_number
-from ..core.errors import ModelError, UsageError
-from ..core.secrets import hold as hold_secrets
-from ..core.threads import run_engine
-from ..core.tools import FunctionTool
-from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
+from ...core import budget
+from ...core.checks import MAX_COUNT, check_count, check_number
+from ...core.errors import ModelError, UsageError
+from ...core.secrets import hold as hold_secrets
+from ...core.threads import run_engine
+from ...core.tools import FunctionTool
+from ..base import Capabilities, ChildInfo, ChildPlan
 from .host import TASK_OPTIONS
 from .pool import HostPool, HostRecord, call_failed_text, host_died_text, import_ray
 from .remote import RemoteAgent, RemoteLink

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..core.errors import UsageError
+from ...core.errors import UsageError
 from .host import Host
 
 NAMESPACE = "toh_nb"

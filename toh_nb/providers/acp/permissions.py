@@ -22,8 +22,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ..core.checks import check_number
-from ..core.errors import UsageError
+from ...core.checks import check_number
+from ...core.errors import UsageError
 
 def denied_line(labels: list[str]) -> str:
     """The line a turn's answer gains when permissions were refused to the agent (``labels``: "title

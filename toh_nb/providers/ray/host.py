@@ -49,13 +49,13 @@ from typing import Any
 
 import pydantic
 
-from ..core import budget
-from ..core.agent import Agent, TurnOutcome
-from ..core.budget import Limits
-from ..core.errors import ModelError
-from ..core.model import call_off_loop, coerce_response
-from ..core.session import Session, SessionHeader
-from ..core.tools import FunctionTool, Tool, ToolResult
+from ...core import budget
+from ...core.agent import Agent, TurnOutcome
+from ...core.budget import Limits
+from ...core.errors import ModelError
+from ...core.model import call_off_loop, coerce_response
+from ...core.session import Session, SessionHeader
+from ...core.tools import FunctionTool, Tool, ToolResult
 
 #: call ids a host mints (for calls the model gave no id); the driver renames them from its own ids
 HOST_CALL_PREFIX = "\x00host-call-"

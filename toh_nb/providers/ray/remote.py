@@ -3,7 +3,7 @@
 A Ray child is an ordinary driver Agent (inbox, statuses, turn records, waiters, acknowledgement,
 budget diagnostics, notices, listing) of class :class:`RemoteAgent`, whose only difference is
 ``_steps``, the seam of ``toh_nb.core.agent``: instead of stepping here, it asks the child's host to run
-the same step loop (``toh_nb.ray.host``) and *replays* what comes back, batch by batch, onto the
+the same step loop (``toh_nb.providers.ray.host``) and *replays* what comes back, batch by batch, onto the
 child's session, conversation and the hub's event stream, so the log, the tables and the stream read
 exactly as with ``spawn``. Four things cross back the other way while the loop runs:
 
@@ -31,12 +31,12 @@ import dataclasses
 import time
 from typing import Any
 
-from ..core import budget
-from ..core.agent import Agent, TurnOutcome, invoke_pooled
-from ..core.content import Message, ToolCallBlock, ToolResultBlock
-from ..core.errors import ModelError, ToolError
-from ..core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
-from ..core.tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, ToolContext, ToolResult, error_text,
+from ...core import budget
+from ...core.agent import Agent, TurnOutcome, invoke_pooled
+from ...core.content import Message, ToolCallBlock, ToolResultBlock
+from ...core.errors import ModelError, ToolError
+from ...core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
+from ...core.tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, ToolContext, ToolResult, error_text,
                           validate_arguments)
 from .host import HOST_CALL_PREFIX
 from .pool import call_failed_text

@@ -30,8 +30,8 @@ from ..core.session import (
     Event,
     conversation_of,
 )
-from .link import _acp
-from .server_io import ServerTransport, protocol_streams
+from ..providers.acp.link import _acp
+from .stdio import ServerTransport, protocol_streams
 
 log = logging.getLogger("toh_nb.acp.server")
 

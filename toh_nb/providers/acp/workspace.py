@@ -25,7 +25,7 @@ import secrets
 import stat
 import weakref
 
-from ..core.errors import UsageError
+from ...core.errors import UsageError
 
 #: symlinks followed for one request at most (the kernel's own limit)
 MAX_SYMLINKS = 40

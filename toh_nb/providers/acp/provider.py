@@ -22,11 +22,11 @@ import shutil
 import tempfile
 from typing import Any, Mapping, Sequence
 
-from ..core.checks import check_number
-from ..core.secrets import hold as hold_secrets
-from ..core.errors import SubagentError, UsageError
-from ..core.model import ModelRequest, ModelResponse
-from ..subagents.provider import Capabilities, ChildInfo, ChildPlan
+from ...core.checks import check_number
+from ...core.secrets import hold as hold_secrets
+from ...core.errors import SubagentError, UsageError
+from ...core.model import ModelRequest, ModelResponse
+from ..base import Capabilities, ChildInfo, ChildPlan
 from .link import SESSION_RECORD, AgentLink, _acp
 from .permissions import PermissionPolicy
 from .workspace import checked_directory

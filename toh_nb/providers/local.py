@@ -5,7 +5,7 @@ plan synchronously (``plan_now``), so their children exist the moment a delegati
 from __future__ import annotations
 
 from ..core.session import TURN_END, Event
-from .provider import Capabilities, ChildInfo, ChildPlan
+from .base import Capabilities, ChildInfo, ChildPlan
 
 
 class SpawnProvider:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable
 
-from ..core.errors import ModelError
-from ..core.model import ModelResponse
-from ..core.session import permission_label
+from ...core.errors import ModelError
+from ...core.model import ModelResponse
+from ...core.session import permission_label
 from .permissions import PermissionPolicy, PermissionRequest, denied_line
 from .process import AgentProcess
 from .stops import response_for
@@ -37,7 +37,7 @@ def _acp():
     try:
         import acp
     except ImportError:  # pragma: no cover - exercised only without the extra
-        from ..core.errors import UsageError
+        from ...core.errors import UsageError
 
         raise UsageError("ACP needs the optional extra: pip install 'toh-nb[acp]' "
                          "(PyPI agent-client-protocol; not the unrelated PyPI package 'acp')") from None
@@ -221,7 +221,7 @@ class AgentLink:
 
     async def _open(self) -> None:
         acp = _acp()
-        from .. import __version__
+        from ... import __version__
 
         self.process = process = AgentProcess(self.command, env=self.env, cwd=self.cwd, kill_grace=self.kill_grace)
         await process.start()  # its own bound: the launcher is ours, the step timeouts are the agent's

@@ -1,7 +1,7 @@
 """One external agent process, owned from start to end.
 
 Why a class of its own: an agent that misbehaves must never take the hub (or the machine) with it. The
-agent is started through :mod:`toh_nb.acp.launcher`, a small subreaper process that owns the agent's
+agent is started through :mod:`toh_nb.providers.acp.launcher`, a small subreaper process that owns the agent's
 whole process tree (helpers that ``setsid`` or daemonise included) and kills all of it when the agent
 exits, when we say so, or when our process dies. The agent inherits the pipes directly (the launcher
 relays nothing of the protocol); the launcher tells us over a separate socket, the *lifeline*, the
@@ -27,7 +27,7 @@ import socket
 import sys
 from typing import Mapping, Sequence
 
-from ..core.errors import ModelError
+from ...core.errors import ModelError
 
 #: bytes a single protocol line may have (images and file contents travel inline)
 LINE_LIMIT = 50 * 1024 * 1024

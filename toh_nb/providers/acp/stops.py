@@ -8,8 +8,8 @@ cancels on its own reaches this map, and that is reported as a failure naming it
 
 from __future__ import annotations
 
-from ..core.errors import ModelError
-from ..core.model import ModelResponse
+from ...core.errors import ModelError
+from ...core.model import ModelResponse
 
 #: ACP stop reasons a turn can end with, and the model stop reason each becomes
 MODEL_STOPS = {"end_turn": "end_turn", "max_tokens": "max_tokens", "refusal": "refusal"}
