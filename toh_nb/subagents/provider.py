@@ -1,0 +1,5 @@
+"""Deprecated: moved to :mod:`toh_nb.providers.base` (kept one release; see toh_nb._moved)."""
+
+from toh_nb._moved import forward
+
+__getattr__, __dir__ = forward(__name__)
