@@ -13,13 +13,17 @@ the widget. A provider contributes only what differs, as a :class:`ChildPlan`:
 - ``wrap_tool``: where the child's tools run. Called once per tool the child sees; the tool it returns
   (same name, description and schema) is the one dispatched, so a provider can run the user's tools
   elsewhere (a Ray actor) while toh_nb's own tools, which act on the driver's tree, stay as they are;
-- ``agent_class``: the child's Agent subclass (no slots of its own), for a child whose turns' steps run
-  elsewhere (``toh_nb.ray`` overrides ``Agent._steps``); its turn lifecycle stays the service's;
+- ``steps``: the child's step loop (:class:`~toh_nb.core.steps.StepLoop`), for a child whose turns'
+  steps run elsewhere (``toh_nb.providers.ray`` gives a ``RemoteSteps``); its turn lifecycle (inbox,
+  records, waiters, cancellation) stays the driver's agent's, whatever loop steps it;
 - ``close``: releases what the plan holds (a process, an actor) when the child is disposed: a one-shot
   run at its end, a continuable activation when it settles, everything at ``hub.close()``.
 
-A provider that holds resources beyond one child (a pool of Ray actors) may define ``async aclose()``:
-``hub.close()`` awaits it after every child and job is disposed, so nothing is left behind.
+Optional abilities are small typed protocols (:class:`PlansNow`, :class:`ResumesNow`,
+:class:`ExplainsResume`, :class:`Attachable`, :class:`Closable`), resolved once when a hub registers the
+provider (:func:`abilities_of`), never probed per call. A provider that holds resources beyond one child
+(a pool of Ray actors) is ``Closable``: ``hub.close()`` awaits its ``aclose()`` after every child and job
+is disposed, so nothing is left behind.
 
 Capabilities are declared, not probed: a call that needs one the provider lacks (a continuable child, a
 persona, a tool filter, a depth limit) is refused with a :class:`~toh_nb.core.errors.ProviderError`
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Protocol, runtime_checkable
 
 from ..core.session import Event
+from ..core.steps import StepLoop
 
 #: the reference's capability names (``tool-subagent`` ``SubagentProvider.capabilities``)
 REFERENCE_NAMES = {"depth_limit": "depthLimit", "tool_filter": "toolFilter", "persona": "persona",
@@ -76,19 +81,11 @@ class ChildPlan:
     own_tools: bool = False
     close: Callable[[], Awaitable[None]] | None = None
     wrap_tool: Callable[[Any], Any] | None = None
-    agent_class: type | None = None
+    steps: StepLoop | None = None
 
     def tool_filter(self, requested: dict | None) -> dict | None:
         """The child's tool filter: none of toh_nb's tools for a harness that brings its own."""
         return NO_TOOLS if self.own_tools else requested
-
-    def wrap_tools(self, child: Any) -> None:
-        """Fit the built child to the plan: apply ``wrap_tool`` to its tools (a copy: tool views are shared
-        per shape) and give it ``agent_class`` (same layout, so the object is kept, not rebuilt)."""
-        if self.wrap_tool is not None:
-            child.tools = {name: self.wrap_tool(tool) for name, tool in child.tools.items()}
-        if self.agent_class is not None:
-            child.__class__ = self.agent_class
 
 
 @dataclass(slots=True)
@@ -103,6 +100,8 @@ class ChildInfo:
     request: Any  # the StartRequest (prompt, persona, tool filter, options); None on a cold resume
     record: Callable[[str, dict], None]  # log an external activity into the child's transcript and stream
     model: Any = None  # the model the child would run in-process (its own option, else its parent's)
+    #: the hub the child lives in (an identity only: hubs sharing a provider may each have an ``agent-1``)
+    hub: Any = None
 
 
 @runtime_checkable
@@ -116,11 +115,61 @@ class Provider(Protocol):
 
     async def resume(self, child: ChildInfo, session: Any) -> ChildPlan: ...
 
-    # Optional, declared here so nothing is guessed: ``plan_now(child)`` / ``resume_now(child, session)``
-    # (synchronous planning, in-process providers); ``resume_problem(child_id, store) -> str | None`` (why a
-    # settled child could not resume, shown as its ``list_agents`` diagnostic); ``async aclose()`` (release
-    # what the provider itself holds, at ``hub.close()``); ``attach()`` (called when a hub registers it:
-    # a provider shared by several hubs counts them, and releases its pool at the last ``aclose``).
+
+
+@runtime_checkable
+class PlansNow(Protocol):
+    """Plans synchronously (in-process providers): a background job's child exists when its id is returned."""
+
+    def plan_now(self, child: ChildInfo) -> ChildPlan: ...
+
+
+@runtime_checkable
+class ResumesNow(Protocol):
+    """Resumes synchronously: a cold resume is accepted without a suspension."""
+
+    def resume_now(self, child: ChildInfo, session: Any) -> ChildPlan: ...
+
+
+@runtime_checkable
+class ExplainsResume(Protocol):
+    """Says why a settled child could not resume here (its ``list_agents`` diagnostic; None: it can)."""
+
+    def resume_problem(self, child_id: str, store: Any) -> str | None: ...
+
+
+@runtime_checkable
+class Attachable(Protocol):
+    """Counts the hubs that registered it (a provider shared by hubs releases its pool at the last close)."""
+
+    def attach(self) -> None: ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """Holds resources beyond one child: ``hub.close()`` awaits ``aclose()`` after every child is disposed."""
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Abilities:
+    """A registered provider's optional abilities, resolved once (None: it lacks that one)."""
+
+    plan_now: Callable[[ChildInfo], ChildPlan] | None = None
+    resume_now: Callable[[ChildInfo, Any], ChildPlan] | None = None
+    resume_problem: Callable[[str, Any], str | None] | None = None
+    attach: Callable[[], None] | None = None
+    aclose: Callable[[], Awaitable[None]] | None = None
+
+
+def abilities_of(provider: Any) -> Abilities:
+    """Which optional protocols ``provider`` implements, as bound methods (checked once, at registration)."""
+    return Abilities(plan_now=provider.plan_now if isinstance(provider, PlansNow) else None,
+                     resume_now=provider.resume_now if isinstance(provider, ResumesNow) else None,
+                     resume_problem=provider.resume_problem if isinstance(provider, ExplainsResume) else None,
+                     attach=provider.attach if isinstance(provider, Attachable) else None,
+                     aclose=provider.aclose if isinstance(provider, Closable) else None)
 
 
 def is_provider_shaped(provider: Any) -> bool:

@@ -30,7 +30,7 @@ from ..core.session import (
     Event,
     conversation_of,
 )
-from ..providers.acp.link import _acp
+from ..providers.acp.link import acp_sdk
 from .stdio import ServerTransport, protocol_streams
 
 log = logging.getLogger("toh_nb.acp.server")
@@ -50,7 +50,7 @@ def tool_call_id(event: Event, call_id: str) -> str:
 def session_updates(event: Event, separate: bool = False) -> list[Any]:
     """The ACP session updates that one root log event becomes (none for most events). ``separate``: the
     turn already said something, so a new message starts a new paragraph of the one streamed answer."""
-    acp = _acp()
+    acp = acp_sdk()
     if event.kind == ASSISTANT_MESSAGE and event.message is not None and event.message.text:
         return [acp.update_agent_message_text(("\n\n" if separate else "") + event.message.text)]
     if event.kind == TOOL_CALL and event.data:
@@ -81,7 +81,7 @@ NOT_UNICODE = "Invalid params: prompt.{index} is not valid Unicode (a lone surro
 
 
 def _invalid_params(message: str, **data: Any) -> Exception:
-    return _acp().RequestError(-32602, message, data or None)
+    return acp_sdk().RequestError(-32602, message, data or None)
 
 
 def prompt_text(blocks: list) -> str:
@@ -167,7 +167,7 @@ class HubAgent:
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> Any:
-        acp = _acp()
+        acp = acp_sdk()
         from .. import __version__
 
         return acp.InitializeResponse(
@@ -201,7 +201,7 @@ class HubAgent:
         return directory
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> Any:
-        acp = _acp()
+        acp = acp_sdk()
         self._checked_cwd(cwd)
         session_id = f"toh-{uuid.uuid4().hex[:12]}"
         self.sessions[session_id] = _Served(session_id, self.make_hub(session_id, self._directory(session_id)), cwd)
@@ -209,7 +209,7 @@ class HubAgent:
         return acp.NewSessionResponse(session_id=session_id)
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> Any:
-        acp = _acp()
+        acp = acp_sdk()
         self._checked_id(session_id)
         self._checked_cwd(cwd)
         served = self.sessions.get(session_id)
@@ -239,7 +239,7 @@ class HubAgent:
         return served
 
     async def prompt(self, prompt: list, session_id: str, **kwargs: Any) -> Any:
-        acp = _acp()
+        acp = acp_sdk()
         served = self._served(session_id)
         if served.turn is not None:
             raise acp.RequestError(-32600, BUSY.format(session_id=session_id), {"sessionId": session_id})
@@ -307,7 +307,7 @@ def model_from(name: str, base_url: str | None, latency: float) -> Any:
 
 async def serve(*, model: Any, store: str | None, max_depth: int = 3, output_fd: int | None = None) -> None:
     """Serve until the client closes stdin (``output_fd``: from :func:`.server_io.protocol_streams`)."""
-    acp = _acp()
+    acp = acp_sdk()
     from ..hub import AsyncHub
 
     transport = await ServerTransport.open(0, output_fd)
@@ -329,7 +329,7 @@ def main(args: Any) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="toh_nb acp: %(message)s")
     try:
-        _acp()
+        acp_sdk()
     except UsageError as error:
         print(f"toh-nb acp: error: {error}", file=sys.stderr)
         return 2

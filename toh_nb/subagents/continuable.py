@@ -9,7 +9,6 @@ ancestor may stop it (``toh_nb.subagents.authorization``).
 from __future__ import annotations
 
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from ..core.agent import Agent
@@ -19,10 +18,10 @@ from ..core.errors import StoreError, SubagentError, UsageError
 from ..core.events import Interrupted
 from ..core.ids import is_valid_id
 from ..core.inbox_log import discarded_data, pending_messages, queued_data
-from ..core.session import (DESCRIPTOR, MESSAGE_DISCARDED, MESSAGE_QUEUED, Event, SessionHeader, conversation_of,
-                            last_turn_number)
+from ..core.session import (MESSAGE_DISCARDED, MESSAGE_QUEUED)
 from ..core.session_repair import repair_tail
 from . import descriptor as descriptors
+from . import factory
 from . import texts
 from .activations import Activation
 from .arguments import StartRequest, child_depth, model_name
@@ -65,7 +64,7 @@ class ContinuableChildren(Settlement):
         child_id = child_id or runtime.ids.agent()
         info = self._child_info(child_id, "continuable", request.label, depth, parent.id, request,
                                 options.get("model") or parent.model)
-        plan_now = getattr(provider, "plan_now", None)
+        plan_now = self.abilities[provider.name].plan_now
         plan = plan_now(info) if plan_now is not None else await provider.plan(info)
         try:
             self._assert_admitting()
@@ -74,12 +73,7 @@ class ContinuableChildren(Settlement):
                 raise SubagentError(texts.parent_closing(parent.id), "ACTIVATION_CLOSING")
             if child_id in runtime.agents or runtime.store.exists(child_id):
                 raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
-            seed = list(plan.seed)
-            now = time.time()  # one moment (and one float) for the header and the descriptor record
-            header = SessionHeader(child_id, now, parent_session=parent.id, origin="subagent",
-                                   delegation_depth=depth, seed_length=len(seed))
-            events = seed + [Event(len(seed), DESCRIPTOR, now, None, None, record)]
-            session = runtime.store.create(header, events)
+            session = factory.create_log(runtime, child_id, parent.id, depth, list(plan.seed), record)
         except BaseException:
             await self._close_plan(plan)  # refused after planning: release what the plan holds
             raise
@@ -96,20 +90,11 @@ class ContinuableChildren(Settlement):
 
     def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
                      plan: ChildPlan) -> Agent:
-        tools = (self.report_tool,) if self.report_tool is not None and not plan.own_tools else ()
-        child = self.runtime.create_agent(
-            session, label=record.get("label"), depth=depth, parent=parent, mode="continuable",
-            persona=record.get("persona"), tool_filter=plan.tool_filter(record.get("toolFilter")),
-            extra_tools=tools, sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
-            model=plan.model or options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
-            limits=options.get("limits"),
-            conversation=conversation_of(session.events), turns=last_turn_number(session.events))
-        try:
-            plan.wrap_tools(child)
-        except BaseException:  # refused by the provider: no half-made agent stays registered
-            self.runtime.unregister(child)
-            raise
-        return child
+        return factory.build(self.runtime, session, plan, label=record.get("label"), depth=depth, parent=parent,
+                             mode="continuable", persona=record.get("persona"), tool_filter=record.get("toolFilter"),
+                             extra_tools=(self.report_tool,) if self.report_tool is not None else (),
+                             model=options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
+                             limits=options.get("limits"))
 
     # -- follow-ups and cold resume -----------------------------------------------------------------
 
@@ -193,7 +178,7 @@ class ContinuableChildren(Settlement):
         options = self._options.get(child_id) or {"max_tokens": parent.max_tokens}
         info = self._child_info(child_id, "continuable", record.get("label"), header.delegation_depth, parent.id,
                                 None, options.get("model") or parent.model)
-        resume_now = getattr(provider, "resume_now", None)
+        resume_now = self.abilities[provider.name].resume_now
         plan = resume_now(info, session) if resume_now is not None else await provider.resume(info, session)
         if resume_now is None and (child_id in runtime.agents or not runtime.is_live(parent) or self.draining):
             await self._close_plan(plan)  # the world moved while the provider reconnected: start over

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..core.agent import Agent, TurnOutcome
 from ..core.content import text_of, user_message
 from ..core.events import ChildStarted
-from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, last_turn_number
 from ..core.states import BUDGET_STOPS, ONE_SHOT_STOP
 from . import descriptor as descriptors
+from . import factory
 from . import texts
 from .arguments import StartRequest, child_depth
 from ..providers.base import ChildInfo, ChildPlan
@@ -153,7 +152,7 @@ class OneShotRuns:
     async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
         provider = self._checked_provider(provider_name, request)
         info = self._one_shot_info(provider, request)
-        plan_now = getattr(provider, "plan_now", None)
+        plan_now = self.abilities[provider.name].plan_now
         plan = plan_now(info) if plan_now is not None else await provider.plan(info)
         run = self._start_one_shot(provider, request, info, plan)
         self._published(run, request)
@@ -163,7 +162,7 @@ class OneShotRuns:
         """Start a one-shot child synchronously when the provider can plan synchronously (in-process
         providers), so a background job's child exists the moment its id is returned; ``None`` otherwise."""
         provider = self._checked_provider(provider_name, request)
-        plan_now = getattr(provider, "plan_now", None)
+        plan_now = self.abilities[provider.name].plan_now
         if plan_now is None:
             return None
         info = self._one_shot_info(provider, request)
@@ -180,22 +179,14 @@ class OneShotRuns:
     def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan) -> SubagentRun:
         """Build and start a planned one-shot child (the one driver every provider shares)."""
         runtime = self.runtime
-        descriptor = descriptors.one_shot(provider.name, request.label)
-        seed = list(plan.seed)
-        header = SessionHeader(info.id, time.time(), parent_session=request.parent.id, origin="subagent",
-                               delegation_depth=info.depth, seed_length=len(seed))
-        # the descriptor is written with the header, atomically: a child killed during its start
-        # leaves a log that says what it was, never one that looks corrupt
-        session = runtime.store.create(header, seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, descriptor)])
+        session = factory.create_log(runtime, info.id, request.parent.id, info.depth, list(plan.seed),
+                                     descriptors.one_shot(provider.name, request.label))
         options = request.agent_options or {}
-        child = runtime.create_agent(
-            session, label=request.label, depth=info.depth, parent=request.parent, mode="one-shot",
-            persona=request.persona, tool_filter=plan.tool_filter(request.tool_filter),
-            sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
-            model=plan.model or options.get("model") or request.parent.model,
-            max_tokens=options.get("max_tokens", request.parent.max_tokens), limits=options.get("limits"),
-            conversation=conversation_of(seed), turns=last_turn_number(seed))
-        plan.wrap_tools(child)
+        child = factory.build(runtime, session, plan, label=request.label, depth=info.depth, parent=request.parent,
+                              mode="one-shot", persona=request.persona, tool_filter=request.tool_filter,
+                              extra_tools=(), model=options.get("model") or request.parent.model,
+                              max_tokens=options.get("max_tokens", request.parent.max_tokens),
+                              limits=options.get("limits"))
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
         turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
         turn.add_done_callback(functools.partial(self._one_shot_result, run))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from ..core.agent import Agent
 from ..core.checks import check_text
@@ -34,7 +34,7 @@ from .arguments import StartRequest
 from .continuable import ContinuableChildren
 from .listing import AgentList
 from .one_shot import OneShotRuns
-from ..providers.base import Capabilities, ChildInfo, ChildPlan, check_provider
+from ..providers.base import Abilities, Capabilities, ChildInfo, ChildPlan, abilities_of, check_provider
 
 #: session event kinds of an external child's recorded activity (``external/tool_call`` …)
 EXTERNAL_PREFIX = "external/"
@@ -49,6 +49,8 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
         self.runtime = runtime
         self.report_delivery = report_delivery
         self.providers: dict[str, Any] = {}
+        #: each registered provider's optional abilities, resolved once (``toh_nb.providers.base``)
+        self.abilities: dict[str, Abilities] = {}
         self.activations: dict[str, Activation] = {}
         self._activations_room = DictRoom()  # gives the table back after a burst of children
         self._owners: dict[str, set[Activation]] = {}
@@ -71,14 +73,15 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
         if provider.name in self.providers:
             raise SubagentError(texts.duplicate_provider(provider.name), "DUPLICATE_PROVIDER")
         self.providers[provider.name] = provider
-        attach = getattr(provider, "attach", None)
-        if attach is not None:  # paired with the aclose() of close_providers (shared providers count hubs)
-            attach()
+        abilities = self.abilities[provider.name] = abilities_of(provider)
+        if abilities.attach is not None:  # paired with the aclose() of close_providers (shared providers count hubs)
+            abilities.attach()
         self.runtime.bus.publish(ProviderChanged(provider=provider.name, registered=True))
 
         def remove() -> None:
             if self.providers.get(provider.name) is provider:
                 del self.providers[provider.name]
+                del self.abilities[provider.name]
                 self.runtime.bus.publish(ProviderChanged(provider=provider.name, registered=False))
 
         return remove
@@ -125,7 +128,7 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
     def _child_info(self, child_id: str, mode: str, label: str | None, depth: int, parent_id: str,
                     request: StartRequest | None, model: Any = None) -> ChildInfo:
         return ChildInfo(child_id, mode, label, depth, parent_id, request, functools.partial(self._record, child_id),
-                         model)
+                         model, self.runtime)
 
     def _record(self, child_id: str, kind: str, data: dict) -> None:
         """An external child's activity (a remote tool call, a plan): into its log and the event stream."""
@@ -171,7 +174,7 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
         provider = self.providers.get(provider_name)
         if provider is None:
             return texts.provider_missing_reason(provider_name)
-        ask = getattr(provider, "resume_problem", None)
+        ask = self.abilities[provider_name].resume_problem
         if ask is None:
             return None
         try:
@@ -203,7 +206,7 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
         after every child (continuable, foreground and background job) is disposed. A failure is
         reported as a problem (log and stream) and the other providers are still closed."""
         for provider in list(self.providers.values()):
-            aclose: Callable[[], Awaitable[None]] | None = getattr(provider, "aclose", None)
+            aclose = self.abilities[provider.name].aclose
             if aclose is not None:
                 try:
                     await aclose()

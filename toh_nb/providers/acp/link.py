@@ -32,7 +32,7 @@ EXIT_GRACE = 0.5
 CANCEL_GRACE = 10.0
 
 
-def _acp():
+def acp_sdk():
     """The SDK, or a clear error naming the extra to install."""
     try:
         import acp
@@ -68,7 +68,7 @@ class _Handler:
         link.record(kind, data)
 
     async def request_permission(self, session_id: str, tool_call: Any, options: list, **kwargs: Any) -> Any:
-        acp = _acp()
+        acp = acp_sdk()
         offered = [{"id": o.option_id, "name": o.name, "kind": o.kind} for o in options]
         request = PermissionRequest(session_id=session_id, title=tool_call.title or "",
                                     kind=tool_call.kind or "other", tool_call_id=tool_call.tool_call_id,
@@ -91,7 +91,7 @@ class _Handler:
 
     async def read_text_file(self, session_id: str, path: str, line: int | None = None,
                              limit: int | None = None, **kwargs: Any) -> Any:
-        acp = _acp()
+        acp = acp_sdk()
         try:
             content = self.link.workspace.read(path, line, limit)
         except WorkspaceError as error:
@@ -101,7 +101,7 @@ class _Handler:
         return acp.ReadTextFileResponse(content=content)
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
-        acp = _acp()
+        acp = acp_sdk()
         try:
             self.link.workspace.write(path, content)
         except WorkspaceError as error:
@@ -167,7 +167,7 @@ class AgentLink:
         return ModelError(self._diagnostic(what))
 
     async def _step(self, name: str, call: Awaitable, timeout: float | None) -> Any:
-        acp = _acp()
+        acp = acp_sdk()
         try:
             return await self._watched(call, timeout)
         except asyncio.TimeoutError:
@@ -220,7 +220,7 @@ class AgentLink:
             raise
 
     async def _open(self) -> None:
-        acp = _acp()
+        acp = acp_sdk()
         from ... import __version__
 
         self.process = process = AgentProcess(self.command, env=self.env, cwd=self.cwd, kill_grace=self.kill_grace)
@@ -258,7 +258,7 @@ class AgentLink:
 
     async def prompt(self, text: str) -> ModelResponse:
         """One turn: ``session/prompt``; cancelled → ``session/cancel`` and the turn's cancellation."""
-        acp = _acp()
+        acp = acp_sdk()
         self.delivered = False
         if self.closed:
             raise ModelError(f"ACP agent `{self.display}`: the child's connection was closed")

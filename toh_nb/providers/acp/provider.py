@@ -27,7 +27,7 @@ from ...core.secrets import hold as hold_secrets
 from ...core.errors import SubagentError, UsageError
 from ...core.model import ModelRequest, ModelResponse
 from ..base import Capabilities, ChildInfo, ChildPlan
-from .link import SESSION_RECORD, AgentLink, _acp
+from .link import SESSION_RECORD, AgentLink, acp_sdk
 from .permissions import PermissionPolicy
 from .workspace import checked_directory
 
@@ -100,7 +100,7 @@ class AcpAgent:
                  permissions: Any = "deny", timeout: float = 60.0, name: str | None = None, *,
                  prompt_timeout: float | None = None, inherit_env: bool = True, eof_grace: float = 6.0,
                  kill_grace: float = 3.0) -> None:
-        _acp()  # the SDK is there (a clear error naming the extra, now rather than at the first turn)
+        acp_sdk()  # the SDK is there (a clear error naming the extra, now rather than at the first turn)
         if isinstance(command, (str, bytes)) or not isinstance(command, Sequence) or not command:
             raise UsageError(f"command must be a non-empty list of arguments (no shell), got {command!r}")
         if not all(isinstance(part, str) and part for part in command):

@@ -3,9 +3,9 @@
 One actor per child costs a process each (~47 MiB and ~0.44 s to start on this kind of machine), so a
 small pool of *async* actors hosts every child as coroutines. For each turn of a child the driver calls
 ``run``, a streaming generator: the host runs the turn's step loop with the very code of an in-process
-agent (``Agent._steps``: model calls, the rolling tool pool, results committed in model order,
-max-tokens and refusal stops, unknown-tool and validation errors, the step limit) on a
-host-side ``Agent`` whose session and event bus *collect* instead of storing. Each yield carries every
+agent (``toh_nb.core.steps.LocalSteps``: model calls, the rolling tool pool, results committed in model
+order, max-tokens and refusal stops, unknown-tool and validation errors, the step limit) over a
+host-side :class:`HostTurn` (a ``TurnContext``) whose session and event bus *collect* instead of storing. Each yield carries every
 record and event produced since the previous one (a batch), and the driver appends them to the child's
 real log, conversation and event stream in order. The driver stays the one writer of the store.
 
@@ -49,13 +49,16 @@ from typing import Any
 
 import pydantic
 
+from collections import deque
+
 from ...core import budget
-from ...core.agent import Agent, TurnOutcome
 from ...core.budget import Limits
+from ...core.content import Message, Usage
 from ...core.errors import ModelError
 from ...core.model import call_off_loop, coerce_response
-from ...core.session import Session, SessionHeader
-from ...core.tools import FunctionTool, Tool, ToolResult
+from ...core.session import USER_MESSAGE, Session, SessionHeader
+from ...core.steps import LOCAL_STEPS, TURNS_PER_YIELD, Records, TurnOutcome
+from ...core.tools import FunctionTool, Tool, ToolContext, ToolResult, invoke
 
 #: call ids a host mints (for calls the model gave no id); the driver renames them from its own ids
 HOST_CALL_PREFIX = "\x00host-call-"
@@ -121,19 +124,6 @@ class HostIds:
         return f"{HOST_CALL_PREFIX}{next(self._calls)}"
 
 
-class Elder:
-    """The host-side stand-in for a child's parent: its id (in events) and a budget-free end of the chain
-    (the driver owns the tree's budgets and reserves each call on them: see ``HostAgent._reserve``)."""
-
-    __slots__ = ("id", "parent", "limits", "subtree_tokens")
-
-    def __init__(self, parent_id: str | None) -> None:
-        self.id = parent_id
-        self.parent = None
-        self.limits = Limits(max_steps=None)
-        self.subtree_tokens = 0
-
-
 class Collector:
     """The runtime a host-side Agent sees: its bus and its session's sink collect into ``items`` (the
     next batch), its driver-side tools are asked through ``ask``; one per hosted child."""
@@ -167,9 +157,6 @@ class Collector:
         self.items.append(("log", event.kind, event.turn, event.message, event.data))
         self.signal.set()
 
-    def on_claimed(self, agent: Any, message: Any) -> None:
-        """Claims are the driver's business (it sees the claim in the batch)."""
-
     async def ask(self, call_id: str) -> ToolResult:
         """Run one of toh_nb's own tools in the driver: yield the call, wait for its answer."""
         return await self._asked(("tool", call_id))
@@ -197,18 +184,44 @@ class Collector:
 HELD_IN_DRIVER = budget.Reservation(0, ())
 
 
-class HostAgent(Agent):
-    """A child's step loop on a host: an Agent (the in-process loop's code) whose runtime collects, and
-    whose inbox the driver fills for each run and while it runs."""
+class HostTurn(Records):
+    """A child's step loop's context on a host (a ``TurnContext``, see ``toh_nb.core.steps``): what the
+    child is, its cached conversation, and an inbox the driver fills for each run and while it runs. Its
+    runtime (``Collector``) collects records and events for the driver; the budgets are the driver's."""
 
-    __slots__ = ()
+    __slots__ = ("id", "runtime", "session", "bus", "model", "system", "tools", "tool_specs", "label", "depth",
+                 "parent_id", "max_tokens", "mode", "path", "max_parallel_tool_calls", "limits", "usage", "messages",
+                 "_next_step", "_steer_pending", "_unyielded")
+
+    def __init__(self, *, id: str, runtime: "Collector", session: Session, model: Any, system: str,
+                 tools: dict[str, Tool], tool_specs: list, label: str | None, depth: int, parent_id: str | None,
+                 max_tokens: int | None, mode: str, path: str, max_parallel_tool_calls: int) -> None:
+        self.id = id
+        self.runtime = runtime
+        self.session = session
+        self.bus = runtime
+        self.model = model
+        self.system = system
+        self.tools = tools
+        self.tool_specs = tool_specs
+        self.label = label
+        self.depth = depth
+        self.parent_id = parent_id
+        self.max_tokens = max_tokens
+        self.mode = mode
+        self.path = path
+        self.max_parallel_tool_calls = max_parallel_tool_calls
+        self.limits = Limits(max_steps=None)
+        self.usage = Usage()
+        self.messages: list[Message] = []
+        self._next_step: deque[Message] = deque()
+        self._steer_pending = False
+        self._unyielded = TURNS_PER_YIELD
 
     def prepare(self, payload: dict) -> None:
-        """Start a run: the new messages, turn number, step limit, whether a budget is on the child's path,
-        and the next-step inbox the driver sent."""
-        self._conversation.extend(payload["messages"])
-        self.turns = payload["turn"]
-        self.subtree_tokens = 0
+        """Start a run: the new messages, step limit, whether a budget is on the child's path, and the
+        next-step inbox the driver sent."""
+        self.messages.extend(payload["messages"])
         self.limits = Limits(max_steps=payload["max_steps"])
         self.runtime.budgeted = payload["budgeted"]
         self.session.events.clear()
@@ -216,20 +229,49 @@ class HostAgent(Agent):
         self._next_step.extend(payload["next_step"])
         self._steer_pending = payload["steer"]
 
-    def _reserve(self) -> "budget.Reservation | str | Any":
-        """The budgets are the driver's: a budgeted child's call asks it (``Collector.reserve``), with
-        the output bound of the model built here (its own ``max_tokens`` default is known only here)."""
-        if not self.runtime.budgeted:
-            return None
-        return self.runtime.reserve(budget.output_bound(self.max_tokens, self.model), budget.reports_usage(self.model))
-
     def deliver(self, messages: list, steer: bool) -> None:
         self._next_step.extend(messages)
         if steer:
             self._steer_pending = True
 
     async def steps(self, state: TurnOutcome) -> None:
-        await self._steps(state)
+        await LOCAL_STEPS.run(self, state)
+
+    # -- the TurnContext ------------------------------------------------------------------------
+
+    def who(self) -> dict:
+        return {"agent_id": self.id, "parent_id": self.parent_id, "depth": self.depth}
+
+    def _log_user(self, message: Message, turn: int) -> None:
+        self.session.append(USER_MESSAGE, turn=turn, message=message)
+        self.messages.append(message)
+
+    def claim(self, message: Message, turn: int) -> None:
+        self._log_user(message, turn)
+
+    def queued(self) -> tuple[list[Message], bool]:
+        return list(self._next_step), self._steer_pending
+
+    def new_call_id(self) -> str:
+        return self.runtime.ids.call()
+
+    def budgeted(self) -> bool:
+        return self.runtime.budgeted
+
+    def allowance(self, bound: Any = None, reports_usage: bool | None = None) -> Any:
+        """The budgets are the driver's: a budgeted child's call asks it (``Collector.reserve``), with
+        the output bound of the model built here (its own ``max_tokens`` default is known only here)."""
+        if not self.runtime.budgeted:
+            return None
+        return self.runtime.reserve(budget.output_bound(self.max_tokens, self.model), budget.reports_usage(self.model))
+
+    def charge(self, usage: Any, held: "budget.Reservation | None" = None) -> None:
+        """The driver counts the tokens when it replays the response; a grant holds nothing here."""
+        if held is not None:
+            budget.release(held)
+
+    def call_tool(self, tool: Tool, call_id: str, args: Any) -> Any:
+        return invoke(tool, ToolContext(self, self.runtime, call_id), args)
 
 
 class _AnyArguments(pydantic.BaseModel):
@@ -239,7 +281,7 @@ class _AnyArguments(pydantic.BaseModel):
 
 
 async def _ask_driver(ctx: Any, args: Any) -> ToolResult:
-    return await ctx.agent.runtime.ask(ctx.call_id)
+    return await ctx.runtime.ask(ctx.call_id)
 
 
 def _run_in_task(function: Any, arguments: dict) -> Any:
@@ -256,7 +298,7 @@ class Host:
     def __init__(self) -> None:
         self._models: dict[str, asyncio.Future] = {}  # model key -> its build (see ``once``)
         self._shapes: dict[tuple, asyncio.Future] = {}  # (shape key, resources) -> (system, specs, tools)
-        self._children: dict[str, HostAgent] = {}
+        self._children: dict[str, HostTurn] = {}
         self._task_functions: dict[tuple, Any] = {}
         self.runs = 0
         self.grants = 0
@@ -324,7 +366,7 @@ class Host:
             collector.items = []
             collector.task = collector.stopped = None
 
-    async def _prepared(self, key: str, run_id: int, payload: dict) -> HostAgent | None:
+    async def _prepared(self, key: str, run_id: int, payload: dict) -> HostTurn | None:
         self.forget(payload["forget"])
         setup = payload.get("setup")
         if setup is not None:
@@ -341,17 +383,17 @@ class Host:
         agent.prepare(payload)
         return agent
 
-    async def _build(self, key: str, setup: dict) -> HostAgent:
+    async def _build(self, key: str, setup: dict) -> HostTurn:
         child_id = setup["id"]
         model = await self._resolved(self._models, setup["model"], build_model)
         system, specs, tools = await self._shape(setup["shape"], setup["resources"])
         session = Session(SessionHeader(child_id, 0.0))
         collector = Collector()
         session.sink = collector.logged
-        agent = HostAgent(id=child_id, runtime=collector, session=session, model=model, system=system, tools=tools,
-                          tool_specs=specs, label=setup["label"], depth=setup["depth"],
-                          parent=Elder(setup["parent_id"]), max_tokens=setup["max_tokens"], mode=setup["mode"],
-                          path=setup["path"], max_parallel_tool_calls=setup["max_parallel"])
+        agent = HostTurn(id=child_id, runtime=collector, session=session, model=model, system=system, tools=tools,
+                         tool_specs=specs, label=setup["label"], depth=setup["depth"], parent_id=setup["parent_id"],
+                         max_tokens=setup["max_tokens"], mode=setup["mode"], path=setup["path"],
+                         max_parallel_tool_calls=setup["max_parallel"])
         self._children[key] = agent
         return agent
 

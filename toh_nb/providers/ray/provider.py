@@ -37,7 +37,6 @@ import os
 import weakref
 from typing import Any, Callable, Mapping, Sequence
 
-from ...core import budget
 from ...core.checks import MAX_COUNT, check_count, check_number
 from ...core.errors import ModelError, UsageError
 from ...core.secrets import hold as hold_secrets
@@ -46,7 +45,7 @@ from ...core.tools import FunctionTool
 from ..base import Capabilities, ChildInfo, ChildPlan
 from .host import TASK_OPTIONS
 from .pool import HostPool, HostRecord, call_failed_text, host_died_text, import_ray
-from .remote import RemoteAgent, RemoteLink
+from .remote import RemoteSteps
 
 
 def _dumps(obj: Any, what: str, advice: str) -> bytes:
@@ -248,18 +247,18 @@ class RayProvider:
                     self._pool.actor_options["runtime_env"] = runtime_env
             await run_engine(self._pool.ensure)
         one_shot = child.mode == "one-shot"
-        link = RemoteLink(self, child.id, blob, resources, one_shot)
+        link = RemoteSteps(self, child.id, self.key_of(child), blob, resources, child.mode)
 
         async def close() -> None:
             key = link.key
-            if one_shot and key is not None:  # never resumed: its host may drop its copy (told with its next run)
+            if one_shot:  # never resumed: its host may drop its copy (told with its next run)
                 self.forget_sync(key)
                 host = self._pool.placement.get(key)
                 if host is not None:
                     self._forget.setdefault(host, []).append(key)
                 self._pool.release(key)
 
-        return ChildPlan(model=link, close=close, wrap_tool=self._check_tool, agent_class=RemoteAgent)
+        return ChildPlan(model=link, close=close, wrap_tool=self._check_tool, steps=link)
 
     async def resume(self, child: ChildInfo, session: Any) -> ChildPlan:
         """The log is the whole state: a resumed child gets a host (any node) and goes on."""
@@ -283,17 +282,19 @@ class RayProvider:
             if blob is not None:
                 blob.box = None
 
-    # -- what a RemoteLink asks of its provider ----------------------------------------------------
+    # -- what a RemoteSteps asks of its provider ----------------------------------------------------
 
     def ray(self) -> Any:
         return import_ray()
 
-    def key_of(self, agent: Any) -> str:
+    def key_of(self, child: ChildInfo) -> str:
         """A child's name on the hosts: its id and its hub (a provider shared by hubs sees two ``agent-1``)."""
-        hub = self._hub_numbers.get(agent.runtime)
+        if child.hub is None:  # a ChildInfo made without its hub (one hub only)
+            return f"{child.id}@0"
+        hub = self._hub_numbers.get(child.hub)
         if hub is None:
-            hub = self._hub_numbers[agent.runtime] = len(self._hub_numbers) + 1
-        return f"{agent.id}@{hub}"
+            hub = self._hub_numbers[child.hub] = len(self._hub_numbers) + 1
+        return f"{child.id}@{hub}"
 
     async def host_for(self, key: str) -> HostRecord:
         host = self._pool.host_of(key)
@@ -302,27 +303,28 @@ class RayProvider:
             host = self._pool.host_of(key)
         return host
 
-    def payload(self, link: RemoteLink, agent: Any, host: HostRecord, whole: bool) -> dict:
+    def payload(self, link: RemoteSteps, agent: Any, state: Any, host: HostRecord, whole: bool) -> dict:
         """What one turn's run needs: the child's setup and whole conversation when the host lacks them
-        (first turn there, a resume, a cut turn), else only the messages it has not seen."""
+        (first turn there, a resume, a cut turn), else only the messages it has not seen. ``agent``: the
+        child's ``TurnContext`` (``toh_nb.core.steps``)."""
         ray = import_ray()
-        length = agent.conversation_length
+        messages = agent.messages
+        length = len(messages)
         hosted = self._hosted.pop(link.key, None)  # until this run ends cleanly
         setup = None
         if whole or hosted is None or hosted[0] is not host or hosted[1] > length:
             setup = {"id": agent.id, "shape": self._shape_of(agent).sent(ray), "model": link.model_blob.sent(ray),
                      "label": agent.label, "depth": agent.depth, "path": agent.path,
-                     "parent_id": agent.parent.id if agent.parent is not None else None,
-                     "max_tokens": agent.max_tokens, "mode": agent.mode,
+                     "parent_id": agent.who()["parent_id"], "max_tokens": agent.max_tokens, "mode": link.mode,
                      "max_parallel": agent.max_parallel_tool_calls, "resources": link.resources}
-            messages = agent.conversation_from(0)
+            sent = messages[0:]
         else:
-            messages = agent.conversation_from(hosted[1])
-        self.messages_sent += len(messages)
-        next_step, steer = agent.next_step_inbox()
-        return {"setup": setup, "messages": messages, "turn": agent.turns, "listening": agent.runtime.bus.listening,
+            sent = messages[hosted[1]:]
+        self.messages_sent += len(sent)
+        next_step, steer = agent.queued()
+        return {"setup": setup, "messages": sent, "turn": state.turn, "listening": agent.bus.listening,
                 "next_step": next_step, "steer": steer,
-                "max_steps": agent.limits.max_steps, "budgeted": budget.budgeted(agent) is not None,
+                "max_steps": agent.limits.max_steps, "budgeted": agent.budgeted(),
                 "forget": self._forget.pop(host, [])}
 
     def _shape_of(self, agent: Any) -> _Blob:
@@ -344,9 +346,9 @@ class RayProvider:
             blob = self._shapes[key] = _Blob(data, (agent.tool_specs, list(tools.values())))
         return blob
 
-    async def ask_model(self, link: RemoteLink, request: Any) -> Any:
+    async def ask_model(self, link: RemoteSteps, request: Any) -> Any:
         ray = import_ray()
-        host = await self.host_for(link.key or link.child_id)
+        host = await self.host_for(link.key)
         ref = host.actor.request.remote(link.model_blob.sent(ray), request)
         self.round_trips += 1
         try:

@@ -1,11 +1,11 @@
 """The driver's side of a Ray child's turn: the step loop runs on a host, its records are replayed here.
 
 A Ray child is an ordinary driver Agent (inbox, statuses, turn records, waiters, acknowledgement,
-budget diagnostics, notices, listing) of class :class:`RemoteAgent`, whose only difference is
-``_steps``, the seam of ``toh_nb.core.agent``: instead of stepping here, it asks the child's host to run
-the same step loop (``toh_nb.providers.ray.host``) and *replays* what comes back, batch by batch, onto the
-child's session, conversation and the hub's event stream, so the log, the tables and the stream read
-exactly as with ``spawn``. Four things cross back the other way while the loop runs:
+budget diagnostics, notices, listing) whose step loop (``toh_nb.core.steps``) is a :class:`RemoteSteps`:
+instead of stepping here, it asks the child's host to run the same ``LocalSteps``
+(``toh_nb.providers.ray.host``) and *replays* what comes back, batch by batch, through the agent's
+``TurnContext`` onto the child's session, conversation and the hub's event stream, so the log, the tables
+and the stream read exactly as with ``spawn``. Four things cross back the other way while the loop runs:
 
 - the answers to toh_nb's own tools, which the host yields as requests and the driver runs with the
   driver agent's ToolContext (they act on the tree, which lives here);
@@ -32,88 +32,14 @@ import time
 from typing import Any
 
 from ...core import budget
-from ...core.agent import Agent, TurnOutcome, invoke_pooled
 from ...core.content import Message, ToolCallBlock, ToolResultBlock
 from ...core.errors import ModelError, ToolError
 from ...core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
-from ...core.tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, ToolContext, ToolResult, error_text,
+from ...core.steps import StepLoop, TurnContext, TurnOutcome, pooled
+from ...core.tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, ToolResult, error_text,
                           validate_arguments)
 from .host import HOST_CALL_PREFIX
 from .pool import call_failed_text
-
-
-class RemoteAgent(Agent):
-    """A driver agent whose turns' steps run on a Ray host (``model`` is its :class:`RemoteLink`). Its
-    other methods are what a replay needs of it: the same state changes as the in-process step loop."""
-
-    __slots__ = ()
-
-    async def _steps(self, state: TurnOutcome) -> None:
-        await self.model.steps(self, state)
-
-    def steer(self, message: Message) -> None:
-        super().steer(message)
-        self.model.forward(message, True)
-
-    def inject(self, message: Message) -> None:
-        super().inject(message)
-        self.model.forward(message, False)
-
-    # -- what a run sends ---------------------------------------------------------------------
-
-    @property
-    def conversation_length(self) -> int:
-        return len(self._conversation)
-
-    def conversation_from(self, start: int) -> list[Message]:
-        return self._conversation[start:]
-
-    def next_step_inbox(self) -> tuple[list[Message], bool]:
-        """The messages queued for the next step boundary, and whether one of them wakes."""
-        return list(self._next_step), self._steer_pending
-
-    # -- what a run's records do here -----------------------------------------------------------
-
-    def claim(self, message: Message, turn: int) -> None:
-        """The host read a queued message at a step boundary: take the driver's own copy out of the inbox
-        (it stayed there until now, so a cut turn never loses one) and log it."""
-        inbox = self._next_step
-        for index, queued in enumerate(inbox):
-            if queued.id == message.id:
-                del inbox[index]
-                if not inbox:
-                    self._steer_pending = False
-                message = queued
-                break
-        self._log_user(message, turn)
-
-    def answered(self, message: Message, turn: int, state: TurnOutcome, held: budget.Reservation | None) -> None:
-        """A model response: its usage counted (the turn's, this agent's and the tree's budgets, whose
-        reservation ``held`` for the call it settles), logged."""
-        self._charge(message.usage, held)  # settled first, as in-process
-        if message.usage is not None:
-            state.usage.add(message.usage)
-            self.usage.add(message.usage)
-        self.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
-        content = message.content
-        if content:
-            self._conversation.append(message)
-            state.output = content
-
-    def returned(self, message: Message, turn: int) -> None:
-        """A tool result the host committed (in model order)."""
-        self.session.append(TOOL_RESULT, turn=turn, message=message)
-        self._conversation.append(message)
-
-    def cut(self, turn: int, call: ToolCallBlock, result: ToolResult) -> None:
-        """A result the driver commits itself for a call the cut run left open (result event included)."""
-        self._commit(turn, call, result)
-
-    def reserve_for_host(self, bound: int | None, reports_usage: bool) -> "budget.Reservation | str | Any":
-        """A model call of the host's loop, reserved on this agent's path as in-process (``Agent._reserve``
-        with the output bound the host knows); None when no budget is on the path."""
-        nodes = budget.budgeted(self)
-        return None if nodes is None else self._reserve_on(nodes, bound, reports_usage)
 
 
 class StepError(Exception):
@@ -126,7 +52,7 @@ class Replay:
     __slots__ = ("agent", "state", "link", "host", "run_id", "ids", "calls", "started", "committed", "asked",
                  "outcome", "held", "granting")
 
-    def __init__(self, agent: RemoteAgent, state: TurnOutcome, link: Any, host: Any, run_id: int) -> None:
+    def __init__(self, agent: TurnContext, state: TurnOutcome, link: Any, host: Any, run_id: int) -> None:
         self.agent = agent
         self.state = state
         self.link = link
@@ -146,7 +72,7 @@ class Replay:
             return host_id
         mapped = self.ids.get(host_id)
         if mapped is None:
-            mapped = self.ids[host_id] = self.agent.runtime.ids.call()
+            mapped = self.ids[host_id] = self.agent.new_call_id()
         return mapped
 
     def apply(self, items: list) -> None:
@@ -171,7 +97,7 @@ class Replay:
             content = [ToolCallBlock(self.call_id(b.id), b.name, b.arguments) if b.type == "tool-call" else b
                        for b in message.content]
             held, self.held = self.held, None
-            agent.answered(Message("assistant", content, usage=message.usage), turn, self.state, held)
+            self._answered(Message("assistant", content, usage=message.usage), turn, held)
             self.calls = [b for b in content if b.type == "tool-call"]
             self.started.clear()
             self.committed.clear()
@@ -182,15 +108,30 @@ class Replay:
         elif kind == TOOL_RESULT:
             block = message.content[0]
             call_id = self.call_id(block.call_id)
-            agent.returned(Message("tool", [ToolResultBlock(call_id, block.name, block.text, block.is_error)]), turn)
+            returned = Message("tool", [ToolResultBlock(call_id, block.name, block.text, block.is_error)])
+            agent.session.append(TOOL_RESULT, turn=turn, message=returned)
+            agent.messages.append(returned)
             self.started.pop(call_id, None)
             self.committed.add(call_id)
             self.asked.pop(call_id, None)
         else:  # nothing else is logged by a step loop; kept rather than lost
             agent.session.append(kind, turn=turn, message=message, data=data)
 
+    def _answered(self, message: Message, turn: int, held: budget.Reservation | None) -> None:
+        """A model response: its usage counted (the turn's, the agent's and the tree's budgets, whose
+        reservation ``held`` for the call it settles), logged, as the in-process loop does."""
+        agent = self.agent
+        agent.charge(message.usage, held)  # settled first, as in-process
+        if message.usage is not None:
+            self.state.usage.add(message.usage)
+        agent.session.append(ASSISTANT_MESSAGE, turn=turn, message=message)
+        content = message.content
+        if content:
+            agent.messages.append(message)
+            self.state.output = content
+
     def _event(self, event: Any) -> None:
-        bus = self.agent.runtime.bus
+        bus = self.agent.bus
         if not bus.listening:
             return
         # ``time`` stays the host's wall clock (when it happened); ``monotonic`` is this process's clock
@@ -216,14 +157,14 @@ class Replay:
             except ToolError as error:
                 result = ToolResult(error_text(error), True)
             else:
-                result = await invoke_pooled(tool, ToolContext(agent, agent.runtime, call_id), args)
+                result = await pooled(agent.call_tool(tool, call_id, args))
         self.link.answer(self.host, self.run_id, request, result)
         return result
 
     async def _grant(self, request: int, bound: int | None, reports_usage: bool) -> None:
         """Reserve the host's next model call on the tree and answer it (None: granted; else the spent
         budget's diagnostic, which ends the host's turn ``token-budget`` with the in-process text)."""
-        held = self.agent.reserve_for_host(bound, reports_usage)
+        held = self.agent.allowance(bound, reports_usage)
         if held is not None and held.__class__ is not budget.Reservation and held.__class__ is not str:
             held = await held  # calls in flight hold the room this one needs
         if held.__class__ is str:
@@ -263,7 +204,7 @@ class Replay:
                     result = ToolResult(error_text(ABORTED_DURING_CALL), True)
             else:
                 result = ToolResult(error_text(ABORTED_BEFORE_DISPATCH), True)
-            self.agent.cut(self.state.turn, call, result)
+            self.agent.commit(self.state.turn, call, result)
             self.committed.add(call.id)
 
     def finish(self) -> None:
@@ -310,26 +251,29 @@ async def drain(ray: Any, stream: Any, replay: Replay, fetching: Any = None) -> 
         return False
 
 
-class RemoteLink:
-    """A Ray child's link to its host, in place of its model (see :class:`RemoteAgent`): runs each turn's
-    steps on the host, forwards messages and tool answers while one runs."""
+class RemoteSteps(StepLoop):
+    """A Ray child's step loop (``ChildPlan.steps``): runs each turn's steps on the child's host and
+    replays them here; forwards messages and tool answers while one runs. Also the child's model (a
+    ``spawn`` child of a Ray child inherits it: its calls are answered on the host)."""
 
-    __slots__ = ("provider", "child_id", "key", "model_blob", "resources", "one_shot", "running", "_serial")
+    __slots__ = ("provider", "child_id", "key", "model_blob", "resources", "one_shot", "mode", "running", "_serial")
 
-    def __init__(self, provider: Any, child_id: str, model_blob: Any, resources: dict | None, one_shot: bool) -> None:
+    def __init__(self, provider: Any, child_id: str, key: str, model_blob: Any, resources: dict | None,
+                 mode: str) -> None:
         self.provider = provider
         self.child_id = child_id
         #: the child's name on hosts and in the pool: its id and its hub (hubs sharing a provider may
-        #: each have an ``agent-1``), known once a turn runs
-        self.key: str | None = None
+        #: each have an ``agent-1``)
+        self.key = key
         self.model_blob = model_blob
         self.resources = resources
-        self.one_shot = one_shot
+        self.mode = mode
+        self.one_shot = mode == "one-shot"
         self.running: tuple | None = None  # (host, run id) while a turn's steps run remotely
         self._serial = 0
 
     def __repr__(self) -> str:
-        return f"RemoteLink({self.child_id!r})"
+        return f"RemoteSteps({self.child_id!r})"
 
     async def request(self, request: Any) -> Any:
         """One model call answered on the child's host: the model of an in-process agent that inherits
@@ -337,16 +281,14 @@ class RemoteLink:
         payload = dataclasses.replace(request, messages=list(request.messages), on_delta=None)
         return await self.provider.ask_model(self, payload)
 
-    async def steps(self, agent: RemoteAgent, state: TurnOutcome) -> None:
-        """Run this turn's step loop on the child's host and replay it here (the ``_steps`` seam)."""
+    async def run(self, agent: TurnContext, state: TurnOutcome) -> None:
+        """Run this turn's step loop on the child's host and replay it here."""
         ray = self.provider.ray()
-        if self.key is None:
-            self.key = self.provider.key_of(agent)
         for whole in (False, True):
             host = await self.provider.host_for(self.key)
             self._serial += 1
             replay = Replay(agent, state, self, host, self._serial)
-            payload = self.provider.payload(self, agent, host, whole)
+            payload = self.provider.payload(self, agent, state, host, whole)
             stream = host.actor.run.options(num_returns="streaming").remote(self.key, self._serial, payload)
             self.provider.count_round_trip()
             self.running = (host, self._serial)
@@ -382,11 +324,11 @@ class RemoteLink:
             if outcome == "unknown" and not whole:
                 continue  # the host had no copy of this child: send it whole
             if outcome in ("stop", "error"):  # both sides appended the same messages
-                self.provider.synced(self.key, host, agent.conversation_length)
+                self.provider.synced(self.key, host, len(agent.messages))
             replay.finish()
             return
 
-    def forward(self, message: Message, steer: bool) -> None:
+    def deliver(self, agent: TurnContext, message: Message, steer: bool) -> None:
         """A message for the running loop's next step boundary (no-op between turns: the inbox has it)."""
         if self.running is not None:
             host, run_id = self.running
