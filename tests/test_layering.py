@@ -61,7 +61,7 @@ ALLOWED = {
     # (a LocalModel generation must stop first); atexit is the fallback where it is missing
     ("models/local_engine.py", 'getattr(_, "_register_atexit")'): 1,
 }
-#: ``# noqa: SLF001`` lines allowed in the package: issue #28 (faces half) closes the hub's handles
+#: lines of the package that silence SLF001 (a noqa comment), by file: issue #28 (faces half) closes the hub's handles
 ALLOWED_NOQA = {"hub.py": 2}
 
 

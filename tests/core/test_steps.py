@@ -9,7 +9,7 @@ from collections import deque
 from toh_nb.core.budget import Limits
 from toh_nb.core.content import Message, ToolCall, Usage, user_message
 from toh_nb.core.events import EventBus
-from toh_nb.core.model import ModelResponse, ToolSpec
+from toh_nb.core.model import ToolSpec
 from toh_nb.core.session import ASSISTANT_MESSAGE, Session, SessionHeader
 from toh_nb.core.steps import LOCAL_STEPS, Records, StepLoop, TurnContext, TurnOutcome
 from toh_nb.core.tools import FunctionTool, ToolContext, invoke

@@ -233,7 +233,7 @@ def test_notice_is_delivered_before_ownership_is_released():
 
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=CONTINUABLE) as hub:
             service = hub._service
-            original = service._release
+            original = service.continuable._release  # the continuable part of the composed service
 
             def release(child_id):
                 owner = service.activations.get("agent-1")
@@ -244,7 +244,7 @@ def test_notice_is_delivered_before_ownership_is_released():
                     seen["parent state"] = owner.state
                 original(child_id)
 
-            service._release = release
+            service.continuable._release = release
             parent = await hub.start("p", label="parent")
             await parent.wait(timeout=5)
             assert seen == {"owned at release": True, "notice queued": True, "parent state": "running"}

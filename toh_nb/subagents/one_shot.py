@@ -18,13 +18,13 @@ from ..core.content import text_of, user_message
 from ..core.events import ChildStarted
 from ..core.states import BUDGET_STOPS, ONE_SHOT_STOP
 from . import descriptor as descriptors
-from . import factory
 from . import texts
 from .arguments import StartRequest, child_depth
 from ..providers.base import ChildInfo, ChildPlan
 from .settlement import publish_end
 
 if TYPE_CHECKING:
+    from .factory import ChildFactory
     from ..core.runtime import Runtime
 
 #: stop reason of a one-shot run from its turn's end (``error``, ``interrupted`` or unknown: ``error``)
@@ -138,21 +138,24 @@ class SubagentRun:
 
 
 class OneShotRuns:
-    """Starting one-shot children (mixed into :class:`~toh_nb.subagents.service.SubagentService`, which
-    supplies the provider registry: ``_checked_provider``, ``_child_info`` and ``_check_filter``)."""
+    """One-shot children, a part of :class:`~toh_nb.subagents.service.SubagentService`: started from a
+    provider's plan through the service's one :class:`~toh_nb.subagents.factory.ChildFactory`, handed
+    back as a :class:`SubagentRun`."""
 
-    runtime: "Runtime"
+    def __init__(self, factory: "ChildFactory") -> None:
+        self.factory = factory
+        self.runtime: "Runtime" = factory.runtime
 
     def _one_shot_info(self, provider: Any, request: StartRequest) -> ChildInfo:
         depth = child_depth(request.parent, request.max_depth)
-        self._check_filter(request.tool_filter)
-        return self._child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
+        self.factory.check_filter(request.tool_filter)
+        return self.factory.child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
                                 request, (request.agent_options or {}).get("model") or request.parent.model)
 
     async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
-        provider = self._checked_provider(provider_name, request)
+        provider = self.factory.checked_provider(provider_name, request)
         info = self._one_shot_info(provider, request)
-        plan_now = self.abilities[provider.name].plan_now
+        plan_now = self.factory.abilities[provider.name].plan_now
         plan = plan_now(info) if plan_now is not None else await provider.plan(info)
         run = self._start_one_shot(provider, request, info, plan)
         self._published(run, request)
@@ -161,8 +164,8 @@ class OneShotRuns:
     def start_now(self, provider_name: str, request: StartRequest) -> SubagentRun | None:
         """Start a one-shot child synchronously when the provider can plan synchronously (in-process
         providers), so a background job's child exists the moment its id is returned; ``None`` otherwise."""
-        provider = self._checked_provider(provider_name, request)
-        plan_now = self.abilities[provider.name].plan_now
+        provider = self.factory.checked_provider(provider_name, request)
+        plan_now = self.factory.abilities[provider.name].plan_now
         if plan_now is None:
             return None
         info = self._one_shot_info(provider, request)
@@ -179,10 +182,10 @@ class OneShotRuns:
     def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan) -> SubagentRun:
         """Build and start a planned one-shot child (the one driver every provider shares)."""
         runtime = self.runtime
-        session = factory.create_log(runtime, info.id, request.parent.id, info.depth, list(plan.seed),
+        session = self.factory.log(info.id, request.parent.id, info.depth, list(plan.seed),
                                      descriptors.one_shot(provider.name, request.label))
         options = request.agent_options or {}
-        child = factory.build(runtime, session, plan, label=request.label, depth=info.depth, parent=request.parent,
+        child = self.factory.build(session, plan, label=request.label, depth=info.depth, parent=request.parent,
                               mode="one-shot", persona=request.persona, tool_filter=request.tool_filter,
                               extra_tools=(), model=options.get("model") or request.parent.model,
                               max_tokens=options.get("max_tokens", request.parent.max_tokens),
