@@ -66,8 +66,7 @@ def providers_for(kind: str, tmp_path) -> dict:
         return {"p": tn.ForkProvider("p"), "slow": tn.ForkProvider("slow")}
     if kind == "acp":
         return {"p": _fast_agent(tmp_path, "passthrough"), "slow": _fast_agent(tmp_path, "slow")}
-    ray = tn.RayProvider(Echo, host_actors=1)
-    return {"p": ray, "slow": ray}
+    return {"p": tn.RayProvider(Echo(), host_actors=1, name="p"), "slow": tn.RayProvider(Echo(), host_actors=1, name="slow")}
 
 
 async def settled(value):
