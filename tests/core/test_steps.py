@@ -130,3 +130,11 @@ def test_an_agent_steps_in_the_loop_it_was_given_and_keeps_its_lifecycle():
 def test_every_agent_defaults_to_the_one_local_loop():
     runtime, agent = make_agent(ScriptedModel({}))
     assert agent.steps is LOCAL_STEPS
+
+
+def test_the_seam_is_public():
+    import toh_nb as tn
+    from toh_nb.core import steps
+
+    assert (tn.StepLoop, tn.LocalSteps, tn.TurnContext) == (steps.StepLoop, steps.LocalSteps, steps.TurnContext)
+    assert {"StepLoop", "LocalSteps", "TurnContext"} <= set(tn.__all__)

@@ -82,7 +82,7 @@ class TurnContext(Protocol):
 
     # -- the next-step inbox --
     def step_begins(self, step: int) -> bool:
-        """A step begins: whether it yields to the event loop first (see ``Agent.step_begins``)."""
+        """A step begins: whether it yields to the event loop first (see ``Records.step_begins``)."""
 
     def next_step(self, turn: int) -> None:
         """Claim the messages queued for the next step boundary: each is logged and joins the conversation."""
