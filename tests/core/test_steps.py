@@ -40,7 +40,7 @@ class Bare(Records):
         self.messages = [user_message("add 2 and 3")]
         self.session = Session(SessionHeader("bare", 0.0))
         self.bus = EventBus(10)
-        self._next_step, self._steer_pending, self._unyielded = deque(), False, 0
+        self.next_step_inbox, self.steer_pending, self.unyielded = deque(), False, 0  # the inbox a loop reads
         self.calls = 0
 
     def who(self):
@@ -54,7 +54,7 @@ class Bare(Records):
         self._log_user(message, turn)
 
     def queued(self):
-        return list(self._next_step), self._steer_pending
+        return list(self.next_step_inbox), self.steer_pending
 
     def new_call_id(self):
         self.calls += 1
@@ -88,6 +88,8 @@ def test_the_local_loop_runs_over_a_context_that_is_not_an_agent():
 
 class Elsewhere(StepLoop):
     """A provider's own loop: answers through the context, and sees messages steered in while it runs."""
+
+    forwards_messages = True
 
     def __init__(self):
         self.delivered = []

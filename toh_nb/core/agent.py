@@ -52,9 +52,9 @@ class Agent(Records):
     __slots__ = (
         "id", "runtime", "session", "label", "depth", "parent", "model", "max_tokens", "system", "tools",
         "tool_specs", "mode", "path", "status", "usage", "turns", "started", "disposed",
-        "max_parallel_tool_calls", "opening", "_abort_opening", "_next_turn", "_next_step", "_steer_pending",
+        "max_parallel_tool_calls", "opening", "_abort_opening", "_next_turn", "next_step_inbox", "steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "messages", "_waiters",
-        "_turn_waiters", "_unyielded", "limits", "subtree_tokens", "reserved_tokens", "budget_waiters",
+        "_turn_waiters", "unyielded", "limits", "subtree_tokens", "reserved_tokens", "budget_waiters",
         "steps", "bus", "__weakref__",
     )
 
@@ -93,15 +93,15 @@ class Agent(Records):
         self.opening: str | None = None
         self._abort_opening: str | None = None
         self._next_turn: deque[Message] = deque()
-        self._next_step: deque[Message] = deque()
-        self._steer_pending = False
+        self.next_step_inbox: deque[Message] = deque()
+        self.steer_pending = False
         self._parked = False
         self._driver: asyncio.Task | None = None
         self._idle_waiters: list[asyncio.Future] = []
         self._cancel_cause: str | None = None
         self._in_turn = False
-        #: turns begun since this driver last yielded to the loop (see step_begins)
-        self._unyielded = TURNS_PER_YIELD
+        #: turns begun since this driver last yielded to the loop (see LocalSteps.run)
+        self.unyielded = TURNS_PER_YIELD
         #: the conversation (append-only: a model request carries a view of it, not a copy)
         self.messages: list[Message] = conversation if conversation is not None else []
         self._waiters: dict[str, asyncio.Future] = {}
@@ -122,17 +122,17 @@ class Agent(Records):
         self._wake()
 
     def steer(self, message: Message) -> None:
-        self._next_step.append(message)
-        self._steer_pending = True
+        self.next_step_inbox.append(message)
+        self.steer_pending = True
         self._queued(message)
-        if self._in_turn:
+        if self._in_turn and self.steps.forwards_messages:
             self.steps.deliver(self, message, True)
         self._wake()
 
     def inject(self, message: Message) -> None:
-        self._next_step.append(message)
+        self.next_step_inbox.append(message)
         self._queued(message)
-        if self._in_turn:
+        if self._in_turn and self.steps.forwards_messages:
             self.steps.deliver(self, message, False)
 
     def _queued(self, message: Message) -> None:
@@ -153,11 +153,11 @@ class Agent(Records):
     @property
     def pending(self) -> int:
         """Messages waiting in the inbox (both lists)."""
-        return len(self._next_turn) + len(self._next_step)
+        return len(self._next_turn) + len(self.next_step_inbox)
 
     @property
     def parked(self) -> bool:
-        return self._parked and bool(self._next_turn or self._next_step)
+        return self._parked and bool(self._next_turn or self.next_step_inbox)
 
     def _wake(self) -> None:
         if self.disposed:
@@ -190,12 +190,12 @@ class Agent(Records):
         return self.opening is not None and bool(self._next_turn) and self._next_turn[0].id == self.opening
 
     def _discard_inbox(self) -> None:
-        if not self._next_turn and not self._next_step:
+        if not self._next_turn and not self.next_step_inbox:
             return
-        dropped = list(self._next_turn) + list(self._next_step)
+        dropped = list(self._next_turn) + list(self.next_step_inbox)
         self._next_turn.clear()
-        self._next_step.clear()
-        self._steer_pending = False
+        self.next_step_inbox.clear()
+        self.steer_pending = False
         for message in dropped:
             waiter = self._waiters.pop(message.id, None) if message.id else None
             if waiter is not None and not waiter.done():
@@ -236,7 +236,7 @@ class Agent(Records):
             self.runtime.on_status(self)
 
     async def _drive(self) -> None:
-        self._unyielded = TURNS_PER_YIELD  # a busy period's first step always yields
+        self.unyielded = TURNS_PER_YIELD  # a busy period's first step always yields
         # sync model functions of this driver's turns run on this hub's threads (toh_nb.core.threads)
         current_user_threads.set(getattr(self.runtime, "user_threads", None))
         try:
@@ -248,13 +248,13 @@ class Agent(Records):
                     break
                 if self._next_turn:
                     await self._run_turn(self._next_turn.popleft())
-                elif self._steer_pending and self._next_step:
+                elif self.steer_pending and self.next_step_inbox:
                     await self._run_turn(None)
                 else:
                     break
         finally:
             self._driver = None
-            self._steer_pending = False
+            self.steer_pending = False
             self._abort_opening = None
             waiters, self._idle_waiters = self._idle_waiters, []
             for waiter in waiters:
@@ -341,18 +341,18 @@ class Agent(Records):
     def claim(self, message: Message, turn: int) -> None:
         """A loop running elsewhere read a queued message at a step boundary: take the agent's own copy
         out of the inbox (it stayed there until now, so a cut turn never loses one) and log it."""
-        inbox = self._next_step
+        inbox = self.next_step_inbox
         for index, queued in enumerate(inbox):
             if queued.id == message.id:
                 del inbox[index]
                 if not inbox:
-                    self._steer_pending = False
+                    self.steer_pending = False
                 message = queued
                 break
         self._log_user(message, turn)
 
     def queued(self) -> tuple[list[Message], bool]:
-        return list(self._next_step), self._steer_pending
+        return list(self.next_step_inbox), self.steer_pending
 
     def new_call_id(self) -> str:
         return self.runtime.ids.call()

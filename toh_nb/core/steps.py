@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from collections import deque
 from typing import Any, Awaitable, Protocol
 
 from . import budget
@@ -81,8 +82,12 @@ class TurnContext(Protocol):
         """A streamed piece of the agent's answer (a model's ``on_delta``)."""
 
     # -- the next-step inbox --
-    def step_begins(self, step: int) -> bool:
-        """A step begins: whether it yields to the event loop first (see ``Records.step_begins``)."""
+    #: messages queued for the next step boundary (a step claims them all with ``next_step``)
+    next_step_inbox: "deque[Message]"
+    #: one of them wakes the agent (a steer): a final answer takes another step to read it
+    steer_pending: bool
+    #: turns begun since the agent's driver last yielded to the event loop (see ``LocalSteps.run``)
+    unyielded: int
 
     def next_step(self, turn: int) -> None:
         """Claim the messages queued for the next step boundary: each is logged and joins the conversation."""
@@ -92,9 +97,6 @@ class TurnContext(Protocol):
 
     def queued(self) -> tuple[list[Message], bool]:
         """The next-step inbox, and whether one of its messages wakes the agent (a steer)."""
-
-    def woken(self) -> bool:
-        """A waking message waits for the next step boundary (the turn takes another step for it)."""
 
     # -- records --
     def commit(self, turn: int, call: ToolCallBlock, result: ToolResult) -> None:
@@ -125,6 +127,10 @@ class StepLoop:
 
     __slots__ = ()
 
+    #: the loop runs elsewhere and needs the messages queued while a turn runs (``deliver``); the
+    #: in-process loop reads the agent's inbox itself, so the agent does not call it
+    forwards_messages = False
+
     async def run(self, context: TurnContext, state: TurnOutcome) -> None:
         """Run the steps of one turn. Returns with ``state.reason``/``state.error`` set when a limit stops it,
         or raises (a model failure, a cancellation); ``state.output`` and ``state.usage`` stay current, so
@@ -143,31 +149,16 @@ TURNS_PER_YIELD = 32
 
 class Records:
     """The inbox and records half of a :class:`TurnContext`, over ``session``, ``messages``, ``bus``,
-    ``who()``, ``_log_user()`` and the ``_next_step``/``_steer_pending``/``_unyielded`` inbox state: shared
-    by the driver's Agent and the stand-in a step loop running elsewhere uses (one copy of each)."""
+    ``who()``, ``_log_user()`` and the ``next_step_inbox``: shared by the driver's Agent and the
+    stand-in a step loop running elsewhere uses (one copy of each)."""
 
     __slots__ = ()
 
-    def step_begins(self, step: int) -> bool:
-        """Whether a step yields to the event loop first. Every step does, except the first step of a
-        turn that follows another turn of the same busy period, at most TURNS_PER_YIELD turns in a row:
-        queued follow-ups of an instant model run back to back (a pass through the loop per turn cost
-        continuable children ~25 %), while a model and tools that answer without awaiting never hold
-        the shared loop (no timeout, interrupt or other agent could run)."""
-        if step > 1 or self._unyielded >= TURNS_PER_YIELD:
-            self._unyielded = 1 if step == 1 else 0
-            return True
-        self._unyielded += 1
-        return False
-
     def next_step(self, turn: int) -> None:
-        if self._next_step:
-            self._steer_pending = False
-            while self._next_step:
-                self._log_user(self._next_step.popleft(), turn)
-
-    def woken(self) -> bool:
-        return self._steer_pending and bool(self._next_step)
+        inbox = self.next_step_inbox
+        self.steer_pending = False
+        while inbox:
+            self._log_user(inbox.popleft(), turn)
 
     def commit(self, turn: int, call: ToolCallBlock, result: ToolResult) -> None:
         message = Message("tool", [ToolResultBlock(call.id, call.name, result.text, result.is_error)])
@@ -196,11 +187,17 @@ class LocalSteps(StepLoop):
         while True:
             step += 1
             # a step yields to the loop first: a model and tools that answer without awaiting would
-            # otherwise hold the shared loop forever (no timeout, interrupt or other agent runs); the
-            # context says when the first step of a turn may skip it (see Agent.step_begins)
-            if context.step_begins(step):
+            # otherwise hold the shared loop forever (no timeout, interrupt or other agent runs).
+            # Only the first step of a turn that follows another turn of the same busy period may
+            # skip it, at most TURNS_PER_YIELD turns in a row: queued follow-ups of an instant model
+            # run back to back (a pass through the loop per turn cost continuable children ~25 %)
+            if step > 1 or context.unyielded >= TURNS_PER_YIELD:
+                context.unyielded = 0
                 await asyncio.sleep(0)
-            context.next_step(turn)
+            if step == 1:
+                context.unyielded += 1
+            if context.next_step_inbox:
+                context.next_step(turn)
             if limits.max_steps is not None and step > limits.max_steps:
                 state.reason, state.error = budget.MAX_STEPS, budget.step_limit_text(limits.max_steps)
                 return
@@ -250,7 +247,7 @@ class LocalSteps(StepLoop):
             if response.tool_calls:
                 await self.run_tools(context, turn, [b for b in content if b.type == "tool-call"])
                 continue
-            if context.woken():
+            if context.steer_pending and context.next_step_inbox:
                 continue  # a waking message arrived during the final call: read it in another step
             return
 

@@ -182,14 +182,15 @@ class OneShotRuns:
     def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan) -> SubagentRun:
         """Build and start a planned one-shot child (the one driver every provider shares)."""
         runtime = self.runtime
-        session = self.factory.log(info.id, request.parent.id, info.depth, list(plan.seed),
-                                     descriptors.one_shot(provider.name, request.label))
+        seed = list(plan.seed)
+        session = self.factory.log(info.id, request.parent.id, info.depth, seed,
+                                   descriptors.one_shot(provider.name, request.label))
         options = request.agent_options or {}
         child = self.factory.build(session, plan, label=request.label, depth=info.depth, parent=request.parent,
-                              mode="one-shot", persona=request.persona, tool_filter=request.tool_filter,
-                              extra_tools=(), model=options.get("model") or request.parent.model,
-                              max_tokens=options.get("max_tokens", request.parent.max_tokens),
-                              limits=options.get("limits"))
+                                   mode="one-shot", persona=request.persona, tool_filter=request.tool_filter,
+                                   extra_tools=(), model=options.get("model") or request.parent.model,
+                                   max_tokens=options.get("max_tokens", request.parent.max_tokens),
+                                   limits=options.get("limits"), events=seed)
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
         turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
         turn.add_done_callback(functools.partial(self._one_shot_result, run))

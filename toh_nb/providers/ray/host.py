@@ -191,7 +191,7 @@ class HostTurn(Records):
 
     __slots__ = ("id", "runtime", "session", "bus", "model", "system", "tools", "tool_specs", "label", "depth",
                  "parent_id", "max_tokens", "mode", "path", "max_parallel_tool_calls", "limits", "usage", "messages",
-                 "_next_step", "_steer_pending", "_unyielded")
+                 "next_step_inbox", "steer_pending", "unyielded")
 
     def __init__(self, *, id: str, runtime: "Collector", session: Session, model: Any, system: str,
                  tools: dict[str, Tool], tool_specs: list, label: str | None, depth: int, parent_id: str | None,
@@ -214,9 +214,9 @@ class HostTurn(Records):
         self.limits = Limits(max_steps=None)
         self.usage = Usage()
         self.messages: list[Message] = []
-        self._next_step: deque[Message] = deque()
-        self._steer_pending = False
-        self._unyielded = TURNS_PER_YIELD
+        self.next_step_inbox: deque[Message] = deque()
+        self.steer_pending = False
+        self.unyielded = TURNS_PER_YIELD
 
     def prepare(self, payload: dict) -> None:
         """Start a run: the new messages, step limit, whether a budget is on the child's path, and the
@@ -225,14 +225,14 @@ class HostTurn(Records):
         self.limits = Limits(max_steps=payload["max_steps"])
         self.runtime.budgeted = payload["budgeted"]
         self.session.events.clear()
-        self._next_step.clear()
-        self._next_step.extend(payload["next_step"])
-        self._steer_pending = payload["steer"]
+        self.next_step_inbox.clear()
+        self.next_step_inbox.extend(payload["next_step"])
+        self.steer_pending = payload["steer"]
 
     def deliver(self, messages: list, steer: bool) -> None:
-        self._next_step.extend(messages)
+        self.next_step_inbox.extend(messages)
         if steer:
-            self._steer_pending = True
+            self.steer_pending = True
 
     async def steps(self, state: TurnOutcome) -> None:
         await LOCAL_STEPS.run(self, state)
@@ -250,7 +250,7 @@ class HostTurn(Records):
         self._log_user(message, turn)
 
     def queued(self) -> tuple[list[Message], bool]:
-        return list(self._next_step), self._steer_pending
+        return list(self.next_step_inbox), self.steer_pending
 
     def new_call_id(self) -> str:
         return self.runtime.ids.call()

@@ -258,6 +258,8 @@ class RemoteSteps(StepLoop):
 
     __slots__ = ("provider", "child_id", "key", "model_blob", "resources", "one_shot", "mode", "running", "_serial")
 
+    forwards_messages = True
+
     def __init__(self, provider: Any, child_id: str, key: str, model_blob: Any, resources: dict | None,
                  mode: str) -> None:
         self.provider = provider
