@@ -8,7 +8,10 @@
     python bench/profile_engine.py sequential --n 10000 --pyinstrument              # call tree (if installed)
 
 Runs a small warm-up first, then the script's ``engine(n, *args)`` under cProfile (default) or
-pyinstrument, and prints the top entries. ``--no-gc`` disables the cyclic garbage collector for the
+pyinstrument, and prints the top entries, then ``per_delegation``: the Python calls (cProfile's count,
+primitive and recursive) and the event loop's passes (iterations of its run loop, counted by a loop
+subclass) of the profiled run divided by ``n`` — one delegation per unit of ``n`` in every script
+here. Both are independent of the machine's speed, so they compare two versions of the engine. ``--no-gc`` disables the cyclic garbage collector for the
 profiled run, to separate GC pauses (which cProfile charges to whatever function was allocating)
 from the engine's own work. ``--store DIR`` passes a fresh sub-directory of DIR as the engine's
 ``store`` argument (sequential and continuable only).
@@ -41,6 +44,22 @@ def _value(text: str):
         return text
 
 
+class CountingLoop(asyncio.SelectorEventLoop):
+    """The default loop, counting its passes (one per run of ready callbacks after a select)."""
+
+    passes = 0
+
+    def _run_once(self) -> None:
+        self.passes += 1
+        super()._run_once()
+
+
+def per_delegation(n: int, calls: int, passes: int) -> str:
+    """The line the figures are read from (a fixed format: compared between two versions)."""
+    return (f"per_delegation: n={n} python_calls={calls / n:.1f} loop_passes={passes / n:.2f} "
+            f"(total calls {calls}, passes {passes})")
+
+
 async def _run(args: argparse.Namespace) -> None:
     module = importlib.import_module(args.bench)
     extra = [_value(a) for a in args.arg]
@@ -66,16 +85,20 @@ async def _run(args: argparse.Namespace) -> None:
             print(result)
             print(profiler.output_text(unicode=True, color=False, show_all=False))
         else:
+            loop = asyncio.get_running_loop()
             profile = cProfile.Profile()
+            passes = loop.passes
             profile.enable()
             result = await call(args.n, d)
             profile.disable()
+            passes = loop.passes - passes
             print(result)
             for sort in args.sort:
                 out = io.StringIO()
                 stats = pstats.Stats(profile, stream=out)
                 stats.sort_stats(sort).print_stats(args.top)
                 print(out.getvalue().replace(os.path.dirname(HERE) + os.sep, ""))
+            print(per_delegation(args.n, pstats.Stats(profile).total_calls, passes))
     gc.enable()
 
 
@@ -92,7 +115,8 @@ def main() -> None:
     p.add_argument("--pyinstrument", action="store_true", help="use pyinstrument (call tree) instead of cProfile")
     args = p.parse_args()
     args.sort = args.sort or ["tottime", "cumulative"]
-    asyncio.run(_run(args))
+    with asyncio.Runner(loop_factory=CountingLoop) as runner:
+        runner.run(_run(args))
 
 
 if __name__ == "__main__":

@@ -176,8 +176,8 @@ async def main() -> None:
         return
     import os
 
-    from toh_nb.ray import RayProvider
-    from toh_nb.ray.pool import loopback_only
+    from toh_nb.providers.ray import RayProvider
+    from toh_nb.providers.ray.pool import loopback_only
 
     loopback_only()
     path = os.pathsep.join(x for x in (c.REPO, os.environ.get("PYTHONPATH", "")) if x)

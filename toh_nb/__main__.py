@@ -7,7 +7,7 @@ and waits for it. It prints the final answer, the whole agent tree (every agent 
 text snapshot shows it), what ``list_agents`` returns to the root (only continuable children appear there),
 and the agents and jobs tables as a notebook displays them. No network, no key.
 
-``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.acp.server``); ``mcp`` serves
+``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.serve.acp``); ``mcp`` serves
 one as an MCP server whose tools are the delegation surface (``toh_nb.mcp.server``).
 
 ``serve-model`` runs llama-cpp-python's OpenAI-compatible server the safe way for toh_nb's
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .mcp.server import main as serve_mcp
 
             return serve_mcp(args)
-        from .acp.server import main as serve_acp
+        from .serve.acp import main as serve_acp
 
         return serve_acp(args)
     if args.command == "demo":

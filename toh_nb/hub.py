@@ -52,7 +52,7 @@ from .store import reserved_ids
 from .store.base import SessionStore
 from .subagents import ForkProvider, SpawnProvider, SubagentService
 from .subagents.control import make_control_tools
-from .subagents.provider import is_provider_shaped
+from .providers.base import is_provider_shaped
 from .subagents.report import make_report_tool
 from .subagents.texts import not_a_provider
 from .subagents.arguments import StartRequest, ToolFilter, validate_max_depth, validate_tool_filter

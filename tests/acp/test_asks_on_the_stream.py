@@ -11,7 +11,7 @@ import pytest
 import toh_nb as tn
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
-from toh_nb.acp.permissions import PENDING, AskUser
+from toh_nb.providers.acp.permissions import PENDING, AskUser
 
 from .helpers import fake
 

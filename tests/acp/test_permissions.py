@@ -11,8 +11,8 @@ import pytest
 import toh_nb as tn
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
-from toh_nb.acp.permissions import PermissionPolicy, PermissionRequest
-from toh_nb.acp.workspace import Workspace, WorkspaceError
+from toh_nb.providers.acp.permissions import PermissionPolicy, PermissionRequest
+from toh_nb.providers.acp.workspace import Workspace, WorkspaceError
 
 from .helpers import fake
 

@@ -1,4 +1,4 @@
-"""The served agent's stdio (``toh_nb.acp.server_io``): a bad line gets its JSON-RPC error and the server
+"""The served agent's stdio (``toh_nb.serve.stdio``): a bad line gets its JSON-RPC error and the server
 serves on; stdout may be a pipe, a regular file, /dev/null or closed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 
-from toh_nb.acp import server_io
+from toh_nb.serve import stdio as server_io
 
 from .served import SERVER, WAIT, Served, text
 
@@ -179,7 +179,7 @@ def test_stdout_to_dev_null_or_closed_still_serves(tmp_path, stdout):
 
 
 def test_stray_writes_to_fd_1_never_reach_the_protocol_stream():
-    script = ("import os; from toh_nb.acp.server_io import protocol_streams; fd = protocol_streams(); "
+    script = ("import os; from toh_nb.serve.stdio import protocol_streams; fd = protocol_streams(); "
               "print('stray print'); os.write(1, b'c-level write\\n'); os.write(fd, b'protocol\\n')")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
     assert done.stdout == "protocol\n"
@@ -187,7 +187,7 @@ def test_stray_writes_to_fd_1_never_reach_the_protocol_stream():
 
 
 def test_a_closed_stdout_is_no_protocol_stream_and_fd_1_is_not_reused():
-    script = ("import os, sys; from toh_nb.acp.server_io import protocol_streams; fd = protocol_streams(); "
+    script = ("import os, sys; from toh_nb.serve.stdio import protocol_streams; fd = protocol_streams(); "
               "print('stray', fd); f = open(os.devnull); print('next fd', f.fileno())")
     done = subprocess.run([sys.executable, "-c", script], stdout=None, stderr=subprocess.PIPE, text=True,
                           timeout=WAIT, preexec_fn=lambda: os.close(1))

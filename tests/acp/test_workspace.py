@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from toh_nb.acp.workspace import Workspace, WorkspaceError
+from toh_nb.providers.acp.workspace import Workspace, WorkspaceError
 
 
 @pytest.fixture

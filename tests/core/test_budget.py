@@ -87,7 +87,7 @@ def test_per_child_max_steps_and_the_continuable_notice():
             result = await hub.spawn("loop", label="one", max_steps=2)
             kid = await hub.start("loop", label="two", max_steps=3)
             await kid.wait(timeout=5)
-            notices = [[b.text for b in m.content] for m in hub.root_agent._next_step]
+            notices = [[b.text for b in m.content] for m in hub.root_agent.next_step_inbox]
             return result, notices
 
     result, notices = asyncio.run(main())

@@ -106,7 +106,7 @@ def test_pool_watches_each_task_with_one_callback():
 
     class CountingTask(asyncio.Task):
         def add_done_callback(self, fn, *, context=None):
-            if self.get_coro().__name__ == "invoke_pooled":
+            if self.get_coro().__name__ == "pooled":  # toh_nb.core.steps.pooled
                 registrations.append(self.get_name())
             return super().add_done_callback(fn, context=context)
 

@@ -101,7 +101,7 @@ def test_completion_notices_wake_three_times_then_inject_and_refill_on_user_inpu
                 await root.when_idle()
             # three wakes (three turns), the fourth notice waits quietly for the next turn
             assert root.turns - turns_before == 3
-            assert [m.text for m in root._next_step] == [
+            assert [m.text for m in root.next_step_inbox] == [
                 "background job subagent-4 (subagent: j3) finished [status: completed]. Read its output with job_output."]
             await root.submit(user_message("user input refills the budget"))
             jobs.start("subagent", "j4", root, await sleeper(0))
@@ -123,7 +123,7 @@ def test_user_started_jobs_never_wake_the_root():
             await asyncio.sleep(0.01)
             assert h.root_agent.turns == 0 and h.root_agent.status == "idle"
             # the notice waits, unread, for the root's next turn (it is context for the root's model)
-            assert [m.text for m in h.root_agent._next_step] == [
+            assert [m.text for m in h.root_agent.next_step_inbox] == [
                 "background job subagent-1 (subagent: bg) finished [status: completed]. Read its output with job_output."]
 
     asyncio.run(main())

@@ -187,7 +187,7 @@ def test_secrets_are_scrubbed_from_recordings(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env-key-55555")
 
     class Inner(Echo):
-        def _redact_values(self):
+        def redact_values(self):
             return [KEY]
 
     leaky = req([user_message(f"my key is {KEY} and env sk-env-key-55555 and token tok-xyz-1")])

@@ -12,7 +12,7 @@ import pytest
 import toh_nb as tn
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
-from toh_nb.acp.permissions import PENDING, AskUser, PermissionPolicy
+from toh_nb.providers.acp.permissions import PENDING, AskUser, PermissionPolicy
 
 from ..acp.helpers import fake
 

@@ -27,7 +27,7 @@ def _needs_ray():
 @pytest.fixture(scope="session")
 def ray_cluster():
     ray = pytest.importorskip("ray", reason=NO_RAY)
-    from toh_nb.ray.pool import loopback_only
+    from toh_nb.providers.ray.pool import loopback_only
 
     loopback_only()
     path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)

@@ -12,7 +12,7 @@ import pytest
 
 import toh_nb as tn
 from toh_nb.core.session import TOOL_CALL, TURN_END
-from toh_nb.ray.pool import NAME_PREFIX
+from toh_nb.providers.ray.pool import NAME_PREFIX
 
 from ..helpers import render, until
 from .scripts import Script, marks_of, stall

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from toh_nb.ray.pool import in_lasting_thread
+from toh_nb.providers.ray.pool import in_lasting_thread
 
 
 def test_ray_is_started_from_one_daemon_thread_that_outlives_the_caller():

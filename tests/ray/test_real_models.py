@@ -402,7 +402,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
     from ray import cloudpickle
 
     from toh_nb.core.content import Message, Text
-    from toh_nb.ray.host import Host
+    from toh_nb.providers.ray.host import Host
 
     async def main():
         host = Host()
@@ -468,7 +468,7 @@ class HeldStream:
 
 
 class StubProvider:
-    """What ``RemoteLink.steps`` asks of its provider, recorded (no Ray)."""
+    """What ``RemoteSteps.run`` asks of its provider, recorded (no Ray)."""
 
     def __init__(self, stream: HeldStream) -> None:
         import ray
@@ -490,13 +490,10 @@ class StubProvider:
     def ray(self):
         return self._ray
 
-    def key_of(self, agent):
-        return "agent-1@1"
-
     async def host_for(self, key):
         return self.host
 
-    def payload(self, link, agent, host, whole):
+    def payload(self, link, agent, state, host, whole):
         return {}
 
     def count_round_trip(self):
@@ -518,20 +515,24 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
     logged "aborted before it finished" (seen under load in the interrupt test above)."""
     from toh_nb.core.agent import TurnOutcome
     from toh_nb.core.content import Message, ToolResultBlock
-    from toh_nb.ray.remote import RemoteLink
+    from toh_nb.core.session import Session, SessionHeader
+    from toh_nb.providers.ray.remote import RemoteSteps
 
     returned = []
 
-    class Driver:  # the driver agent, as much of it as a replay of a tool result needs
-        def returned(self, message, turn):
-            returned.append((message.content[0].call_id, message.content[0].text, turn))
+    class Driver:  # the driver agent's TurnContext, as much of it as a replay of a tool result needs
+        session = Session(SessionHeader("agent-1", 0.0))
+        messages = []
+
+    Driver.session.sink = lambda session, event: returned.append(
+        (event.message.content[0].call_id, event.message.content[0].text, event.turn))
 
     async def main():
         ref = HeldRef()
         stream = HeldStream(ref)
         provider = StubProvider(stream)
-        link = RemoteLink(provider, "agent-1", None, None, False)
-        turn = asyncio.ensure_future(link.steps(Driver(), TurnOutcome(1, "completed")))
+        link = RemoteSteps(provider, "agent-1", "agent-1@1", None, None, "one-shot")
+        turn = asyncio.ensure_future(link.run(Driver(), TurnOutcome(1, "completed")))
         await until(lambda: stream.handed, "the driver to fetch the first batch", WAIT)
         turn.cancel()
         await until(lambda: provider.calls, "the driver to stop the run on its host", WAIT)

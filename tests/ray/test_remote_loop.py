@@ -255,7 +255,7 @@ def test_a_turn_timeout_cuts_the_remote_loop_like_in_process(ray_cluster, tmp_pa
 
 def host_grants(ray) -> int:
     """How many reservation requests the hosts of this cluster have had answered (their ``stats``)."""
-    from toh_nb.ray.pool import NAME_PREFIX, NAMESPACE
+    from toh_nb.providers.ray.pool import NAME_PREFIX, NAMESPACE
 
     names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(NAME_PREFIX)]
     return sum(ray.get(ray.get_actor(n, namespace=NAMESPACE).stats.remote())["grants"] for n in names)

@@ -160,7 +160,7 @@ def test_disk_full_ends_the_turn_a_send_started_with_the_store_error_and_recover
             ends = [e.data for e in session.events if e.kind == TURN_END]
             assert ends == [{"reason": "completed"}, {"reason": "error", "error": expected_error}]
             # the user's root got the failure notice
-            notices = [m.text for m in hub.root_agent._next_step]
+            notices = [m.text for m in hub.root_agent.next_step_inbox]
             assert any(n.startswith(f"Background subagent {kid.id} failed before it finished.") for n in notices), notices
             disk.full = False  # space is freed: the next turn writes the backlog first
             await hub.send(kid.id, "third")

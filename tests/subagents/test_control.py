@@ -233,18 +233,18 @@ def test_notice_is_delivered_before_ownership_is_released():
 
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=CONTINUABLE) as hub:
             service = hub._service
-            original = service._release
+            original = service.continuable._release  # the continuable part of the composed service
 
             def release(child_id):
                 owner = service.activations.get("agent-1")
                 if child_id == "agent-2" and owner is not None:
                     seen["owned at release"] = child_id in owner.owned
                     seen["notice queued"] = any(m.source.kind == "subagent-settled"
-                                                for m in list(owner.child._next_turn) + list(owner.child._next_step))
+                                                for m in list(owner.child._next_turn) + list(owner.child.next_step_inbox))
                     seen["parent state"] = owner.state
                 original(child_id)
 
-            service._release = release
+            service.continuable._release = release
             parent = await hub.start("p", label="parent")
             await parent.wait(timeout=5)
             assert seen == {"owned at release": True, "notice queued": True, "parent state": "running"}
@@ -269,7 +269,7 @@ def test_report_goes_to_the_direct_parent_and_survives_an_empty_allow_filter():
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential") as hub:
             kid = await hub.start("look", label="kid", tool_filter={"allow": []})
             await kid.wait(timeout=5)
-            pending = [m for m in hub.root_agent._next_step]
+            pending = [m for m in hub.root_agent.next_step_inbox]
             kinds = [m.source.kind for m in pending]
             assert kinds == ["subagent-report", "subagent-settled"]  # the report arrives first
             assert [b.text for b in pending[0].content] == [f"Background subagent {kid.id} reported:", "found it"]

@@ -18,7 +18,7 @@ STOPPED = ["Background subagent agent-1 was stopped before it finished.", "It le
 
 
 def _notices(agent):
-    return [[b.text for b in m.content] for m in list(agent._next_step) + list(agent._next_turn)
+    return [[b.text for b in m.content] for m in list(agent.next_step_inbox) + list(agent._next_turn)
             if m.source is not None and m.source.kind == "subagent-settled"]
 
 

@@ -14,7 +14,7 @@ def test_waiting_settlement_notices_share_their_fixed_blocks_and_read_the_same()
             for label in ("a", "b", "c"):
                 child = await hub.start("work", label=label)
                 await child.wait()
-            inbox = list(hub.root_agent._next_turn) + list(hub.root_agent._next_step)
+            inbox = list(hub.root_agent._next_turn) + list(hub.root_agent.next_step_inbox)
             notices = [m for m in inbox if m.source.kind == "subagent-settled"]
             assert [[b.text for b in m.content] for m in notices] == [
                 ["Background subagent agent-1 finished and will do no further work unless you send it more.",
@@ -40,7 +40,7 @@ def test_a_waiting_notice_is_rendered_only_when_its_content_is_read_and_reads_li
         async with tn.AsyncHub(tn.FunctionModel(lambda req: "line one\nline two"), ids="sequential") as hub:
             child = await hub.start("work", label="a")
             await child.wait()
-            (notice,) = list(hub.root_agent._next_turn) + list(hub.root_agent._next_step)
+            (notice,) = list(hub.root_agent._next_turn) + list(hub.root_agent.next_step_inbox)
             return notice
 
     notice = asyncio.run(main())

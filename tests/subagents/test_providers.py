@@ -10,7 +10,7 @@ import toh_nb as tn
 from toh_nb.core.content import ToolCall
 from toh_nb.core.errors import SubagentError, UsageError
 from toh_nb.subagents import SpawnProvider, StartRequest
-from toh_nb.subagents.provider import Capabilities
+from toh_nb.providers.base import Capabilities
 
 
 def test_registry_refuses_duplicates_and_unknown_providers():

@@ -47,9 +47,10 @@ overshoots as before, by at most the call that crossed the line.
 A reservation lasts one model call (not its tools), so a parent waiting for its children holds none,
 and a waiting call only waits for model calls already running. Where the calls run:
 
-- Ray children (``toh_nb.ray``): the budgets stay in the driver's tree; before each model call a
-  budgeted child's loop asks the driver, which reserves with this code and settles when it replays the
-  response (one round trip per model call, only for children with a budget on their path);
+- children whose steps run elsewhere (a provider's StepLoop, ``toh_nb.core.steps``; Ray's): the budgets
+  stay in the driver's tree; before each model call a budgeted child's loop asks the driver
+  (``TurnContext.allowance``), which reserves with this code and settles when it replays the response
+  (one round trip per model call, only for children with a budget on their path);
 - ACP children: their tokens are the external agent's own and ACP does not report them (0 is logged),
   so their prompts reserve nothing (a model with ``reports_usage = False``); a spent budget on their
   path still stops their next prompt.

@@ -178,6 +178,12 @@ class Message:
         self._content = _packed(value)
 
     @property
+    def packed(self) -> "str | Block | list":
+        """The content as stored: the text of a one-text message, a single block, or the block list
+        (what the JSON forms write without wrapping a plain text in a block)."""
+        return self._content
+
+    @property
     def text(self) -> str:
         """The text blocks joined by newlines (a tool message: the rendered result)."""
         packed = self._content
@@ -342,7 +348,7 @@ def source_to_json(source: Source | None) -> dict | None:
 
 
 def message_to_json(message: Message) -> dict:
-    packed = message._content  # noqa: SLF001  (this module's class: a plain text is written without a block)
+    packed = message.packed  # a plain text is written without a block
     data: dict[str, Any] = {"role": message.role, "content": [{"type": "text", "text": packed}]
                             if type(packed) is str else [block_to_json(b) for b in message.content]}
     if message.id is not None:
@@ -369,7 +375,7 @@ def usage_from_json(data: dict) -> Usage:
 def content_to_json(message: Message) -> "str | list[dict]":
     """A message's content in its compact stored form: the text of a one-text message as a string,
     else its blocks (what a queued follow-up's record holds, ``toh_nb.core.inbox_log``)."""
-    packed = message._content  # noqa: SLF001  (this module's class)
+    packed = message.packed
     return packed if type(packed) is str else [block_to_json(b) for b in message.content]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from types import FunctionType, MethodType
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
@@ -159,6 +160,11 @@ def coerce_response(value: Any) -> ModelResponse:
 def is_async_callable(fn: Any) -> bool:
     """Whether calling ``fn`` gives a coroutine. Asked on every model call (a hot path), so the answer is
     cached per underlying function: a bound method's function, a callable object's class ``__call__``."""
+    kind = fn.__class__  # exact types first: no Python-level call on the hot path
+    if kind is MethodType:
+        return _is_coroutine_function(fn.__func__)
+    if kind is FunctionType:
+        return _is_coroutine_function(fn)
     if inspect.ismethod(fn):
         return _is_coroutine_function(fn.__func__)
     if inspect.isfunction(fn):

@@ -139,7 +139,9 @@ class Runtime:
                      extra_tools: Iterable[Tool] = (), sections: Iterable[tuple[float, str]] = (),
                      model: Any = None, max_tokens: int | None = None,
                      conversation: list[Message] | None = None, turns: int = 0,
-                     limits: Limits | None = None) -> Agent:
+                     limits: Limits | None = None, steps: Any = None) -> Agent:
+        """A registered agent. ``steps``: its step loop (``toh_nb.core.steps``), when its provider runs
+        its turns' steps elsewhere; None: in-process."""
         if self.closed:
             raise ClosedError("this hub is closed")
         tools, specs, system = self.compose(tool_filter, extra_tools, sections)
@@ -150,7 +152,7 @@ class Runtime:
                       tools=tools, tool_specs=specs, label=label, depth=depth, parent=parent,
                       max_tokens=max_tokens, mode=mode, path=path,
                       max_parallel_tool_calls=self.max_parallel_tool_calls, conversation=conversation,
-                      turns=turns, limits=limits or self.limits, spent_tokens=logged_tokens(session))
+                      turns=turns, limits=limits or self.limits, spent_tokens=logged_tokens(session), steps=steps)
         self.agents[agent.id] = agent
         self._agents_room.grew(self.agents)
         if agent.limits.token_budget is not None:

@@ -137,7 +137,7 @@ async def serve(*, model: Any, store: str | None, max_depth: int = 3, http_port:
 
 def main(args: Any) -> int:
     """``python -m toh_nb mcp`` (arguments parsed in ``toh_nb.__main__``)."""
-    from ..acp.server import model_from
+    from ..serve.acp import model_from
     from ..core.errors import TohError, UsageError
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,

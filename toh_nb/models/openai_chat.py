@@ -285,7 +285,7 @@ class OpenAIChatModel:
             "(Ollama, vLLM, llama.cpp) pass its base_url, e.g. base_url='http://localhost:11434/v1', "
             "and no key is needed")
 
-    def _redact_values(self) -> list[str]:
+    def redact_values(self) -> list[str]:
         """Strings that must never be written anywhere (used by error messages and RecordingModel)."""
         values = []
         if self._api_key is not None:
@@ -299,7 +299,7 @@ class OpenAIChatModel:
         return [v for v in values if v and v != PLACEHOLDER_KEY and len(v) >= 4]
 
     def _scrub(self, text: str) -> str:
-        for secret in self._redact_values():
+        for secret in self.redact_values():
             text = text.replace(secret, "<redacted>")
         return text
 
@@ -307,7 +307,7 @@ class OpenAIChatModel:
         """Keep this model's key out of the httpx/httpcore/openai logs while it has a client; released
         by ``aclose()`` once no client is left, or when the model is garbage collected."""
         if self._secrets is None:
-            self._secrets = weakref.finalize(self, hold_secrets(self._redact_values()))
+            self._secrets = weakref.finalize(self, hold_secrets(self.redact_values()))
 
     def _client(self) -> Any:
         if self._given_client is not None:

@@ -143,7 +143,7 @@ class RecordingModel:
 
     def _secrets(self) -> list[str]:
         values = list(self._scrub_extra)
-        redact = getattr(self.inner, "_redact_values", None)
+        redact = getattr(self.inner, "redact_values", None)  # a model holding secrets names them (OpenAIChatModel)
         if callable(redact):
             values.extend(redact())
         env = os.environ.get("OPENAI_API_KEY")

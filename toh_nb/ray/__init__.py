@@ -1,6 +1,5 @@
-"""Child agents on a Ray cluster (extra ``ray``): ``tn.RayProvider``. Importing this package does not
-import or start Ray; a provider connects on first use."""
+"""Deprecated: moved to :mod:`toh_nb.providers.ray` (kept one release; see toh_nb._moved)."""
 
-from .provider import RayProvider
+from toh_nb._moved import forward
 
-__all__ = ["RayProvider"]
+__getattr__, __dir__ = forward(__name__)

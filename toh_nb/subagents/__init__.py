@@ -1,6 +1,6 @@
 """The subagent system: service, providers, the delegation tool, control tools and report."""
 
-from .providers import ForkProvider, SpawnProvider
+from ..providers.local import ForkProvider, SpawnProvider
 from .arguments import StartRequest
 from .listing import AgentList, ListEntry
 from .one_shot import SubagentResult, SubagentRun

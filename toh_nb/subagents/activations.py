@@ -54,7 +54,7 @@ class Activation:
 
 
 class Activations:
-    """The service's activation bookkeeping (mixed into :class:`~toh_nb.subagents.service.SubagentService`)."""
+    """The service's activation bookkeeping (the residency half of :class:`~toh_nb.subagents.continuable.ContinuableChildren`)."""
 
     runtime: "Runtime"
     activations: dict[str, Activation]

@@ -9,40 +9,73 @@ ancestor may stop it (``toh_nb.subagents.authorization``).
 from __future__ import annotations
 
 
-import time
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..core.agent import Agent
+from ..core.dict_room import DictRoom
+from ..core.runtime import RuntimeObserver
 from ..core.content import USER_SOURCE, Message, Source, relay_source, user_message
 from ..core.threads import run_engine
 from ..core.errors import StoreError, SubagentError, UsageError
 from ..core.events import Interrupted
 from ..core.ids import is_valid_id
 from ..core.inbox_log import discarded_data, pending_messages, queued_data
-from ..core.session import (DESCRIPTOR, MESSAGE_DISCARDED, MESSAGE_QUEUED, Event, SessionHeader, conversation_of,
-                            last_turn_number)
+from ..core.session import (MESSAGE_DISCARDED, MESSAGE_QUEUED)
 from ..core.session_repair import repair_tail
 from . import descriptor as descriptors
 from . import texts
 from .activations import Activation
 from .arguments import StartRequest, child_depth, filtered, model_name
 from .authorization import authorized_target
-from .provider import ChildPlan
+from ..providers.base import ChildPlan
 from .settlement import Settlement
 
 if TYPE_CHECKING:
+    from .factory import ChildFactory
     from ..core.runtime import Runtime
 
 
-class ContinuableChildren(Settlement):
-    """Continuable children (mixed into :class:`~toh_nb.subagents.service.SubagentService`, which supplies
-    the provider registry: ``providers``, ``_checked_provider``, ``_child_info``, ``_check_filter``,
-    ``_close_plan`` and the per-child options ``_options``)."""
+class ContinuableChildren(Settlement, RuntimeObserver):
+    """Continuable children, a part of :class:`~toh_nb.subagents.service.SubagentService`: started,
+    resumed and followed up through the service's one :class:`~toh_nb.subagents.factory.ChildFactory`;
+    residency and delivery (``activations``) and when an activation ends (``settlement``) are the two
+    halves of this part. It watches the runtime's agents (the runtime's callbacks)."""
 
-    runtime: "Runtime"
-    providers: dict[str, Any]
-    _options: dict[str, dict]
-    report_tool: Any
+    def __init__(self, factory: "ChildFactory", report_delivery: str) -> None:
+        runtime = factory.runtime
+        self.factory = factory
+        self.runtime: "Runtime" = runtime
+        self.report_delivery = report_delivery
+        self.activations: dict[str, Activation] = {}
+        self._activations_room = DictRoom()  # gives the table back after a burst of children
+        self._owners: dict[str, set[Activation]] = {}
+        self.draining = False
+        self._settle_waiters: dict[str, list[asyncio.Future]] = {}
+        #: provider resources being released after their activation settled (awaited by close())
+        self._closing: set[asyncio.Task] = set()
+        #: closing text of each child's last settled activation in this process (None: it left none)
+        self.closing: dict[str, str | None] = {}
+        #: per-child agent options given at start (model, max_tokens, budgets); a resume in this process
+        #: reuses them (the descriptor can only name a model; a restart falls back to the hub's defaults)
+        self._options: dict[str, dict] = {}
+        runtime.observers.append(self)
+
+    async def close(self) -> None:
+        """Drain: stop every activation (child-first, no wake-ups), leaving the logs resumable."""
+        self.draining = True
+        agents: list[Agent] = [act.child for act in self.activations.values()]
+        for agent in agents:
+            agent.cancel("parent", keep_inbox=False)
+        for agent in agents:
+            await agent.when_idle()
+        for act in list(self.activations.values()):
+            if not act.disposing:
+                act.owned.clear()
+                act.accepted.clear()
+                self._settle(act)
+        if self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
 
     async def start_continuable(self, provider_name: str, request: StartRequest,
                                 child_id: str | None = None) -> tuple[str, str]:
@@ -51,9 +84,9 @@ class ContinuableChildren(Settlement):
         self._assert_admitting()
         if not request.label:
             raise UsageError("a continuable subagent needs a label")
-        provider = self._checked_provider(provider_name, request, continuable=True)
+        provider = self.factory.checked_provider(provider_name, request, continuable=True)
         depth = child_depth(request.parent, request.max_depth)
-        self._check_filter(request.tool_filter, request.tools)
+        self.factory.check_filter(request.tool_filter, request.tools)
         if child_id is not None and (child_id in runtime.agents or runtime.store.exists(child_id)):
             raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
         options = dict(request.agent_options or {})
@@ -65,9 +98,9 @@ class ContinuableChildren(Settlement):
                                          persona=request.persona, tool_filter=request.tool_filter)
         parent = request.parent
         child_id = child_id or runtime.ids.agent()
-        info = self._child_info(child_id, "continuable", request.label, depth, parent.id, request,
+        info = self.factory.child_info(child_id, "continuable", request.label, depth, parent.id, request,
                                 options.get("model") or parent.model)
-        plan_now = getattr(provider, "plan_now", None)
+        plan_now = self.factory.abilities[provider.name].plan_now
         plan = plan_now(info) if plan_now is not None else await provider.plan(info)
         try:
             self._assert_admitting()
@@ -76,14 +109,9 @@ class ContinuableChildren(Settlement):
                 raise SubagentError(texts.parent_closing(parent.id), "ACTIVATION_CLOSING")
             if child_id in runtime.agents or runtime.store.exists(child_id):
                 raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
-            seed = list(plan.seed)
-            now = time.time()  # one moment (and one float) for the header and the descriptor record
-            header = SessionHeader(child_id, now, parent_session=parent.id, origin="subagent",
-                                   delegation_depth=depth, seed_length=len(seed))
-            events = seed + [Event(len(seed), DESCRIPTOR, now, None, None, record)]
-            session = runtime.store.create(header, events)
+            session = self.factory.log(child_id, parent.id, depth, list(plan.seed), record)
         except BaseException:
-            await self._close_plan(plan)  # refused after planning: release what the plan holds
+            await self.factory.close_plan(plan)  # refused after planning: release what the plan holds
             raise
         if any(options.get(key) is not None for key in ("model", "max_tokens", "limits", "tools")):
             self._options[child_id] = options  # kept only when it differs from the defaults (memory per child)
@@ -98,22 +126,12 @@ class ContinuableChildren(Settlement):
 
     def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
                      plan: ChildPlan) -> Agent:
-        tools = (self.report_tool,) if self.report_tool is not None and not plan.own_tools else ()
-        if not plan.own_tools:
-            tools += tuple(options.get("tools", ()))
-        child = self.runtime.create_agent(
-            session, label=record.get("label"), depth=depth, parent=parent, mode="continuable",
-            persona=record.get("persona"), tool_filter=plan.tool_filter(record.get("toolFilter")),
-            extra_tools=tools, sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
-            model=plan.model or options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
-            limits=options.get("limits"),
-            conversation=conversation_of(session.events), turns=last_turn_number(session.events))
-        try:
-            plan.wrap_tools(child)
-        except BaseException:  # refused by the provider: no half-made agent stays registered
-            self.runtime.unregister(child)
-            raise
-        return child
+        report_tool = self.factory.report_tool
+        return self.factory.build(session, plan, label=record.get("label"), depth=depth, parent=parent,
+                             mode="continuable", persona=record.get("persona"), tool_filter=record.get("toolFilter"),
+                             extra_tools=((report_tool,) if report_tool is not None else ()) + tuple(options.get("tools", ())),
+                             model=options.get("model") or parent.model, max_tokens=options.get("max_tokens"),
+                             limits=options.get("limits"))
 
     # -- follow-ups and cold resume -----------------------------------------------------------------
 
@@ -191,25 +209,25 @@ class ContinuableChildren(Settlement):
             raise SubagentError(texts.not_resumable(child_id), "NOT_RESUMABLE")
         if child_id in runtime.agents:  # a live agent we do not own is never adopted
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE")
-        provider = self.providers.get(record["provider"])
+        provider = self.factory.providers.get(record["provider"])
         if provider is None:
             raise SubagentError(texts.provider_not_registered(child_id, record["provider"]), "NOT_RESUMABLE")
         options = self._options.get(child_id) or {"max_tokens": parent.max_tokens}
-        info = self._child_info(child_id, "continuable", record.get("label"), header.delegation_depth, parent.id,
+        info = self.factory.child_info(child_id, "continuable", record.get("label"), header.delegation_depth, parent.id,
                                 None, options.get("model") or parent.model)
-        resume_now = getattr(provider, "resume_now", None)
+        resume_now = self.factory.abilities[provider.name].resume_now
         plan = resume_now(info, session) if resume_now is not None else await provider.resume(info, session)
         if resume_now is None and (child_id in runtime.agents or not runtime.is_live(parent) or self.draining):
-            await self._close_plan(plan)  # the world moved while the provider reconnected: start over
+            await self.factory.close_plan(plan)  # the world moved while the provider reconnected: start over
             return await self.followup(parent, child_id, content, source)
         repair_tail(session)
         try:
             child = self._materialize(session, record, parent, header.delegation_depth, options, plan)
         except UsageError:  # the provider names what it cannot run (a tool that cannot be sent to a host)
-            await self._close_plan(plan)
+            await self.factory.close_plan(plan)
             raise
         except Exception:
-            await self._close_plan(plan)
+            await self.factory.close_plan(plan)
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
         act = self._activate(child, parent, record["provider"], wake_parent=source.kind != "user", close=plan.close)
         # the follow-ups a previous residency acknowledged and never ran (a crash; a hub closed while

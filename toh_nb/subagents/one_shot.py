@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..core.agent import Agent, TurnOutcome
 from ..core.content import text_of, user_message
 from ..core.events import ChildStarted
-from ..core.session import DESCRIPTOR, Event, SessionHeader, conversation_of, last_turn_number
 from ..core.states import BUDGET_STOPS, ONE_SHOT_STOP
 from . import descriptor as descriptors
 from . import texts
 from .arguments import StartRequest, child_depth, filtered
-from .provider import ChildInfo, ChildPlan
+from ..providers.base import ChildInfo, ChildPlan
 from .settlement import publish_end
 
 if TYPE_CHECKING:
+    from .factory import ChildFactory
     from ..core.runtime import Runtime
 
 #: stop reason of a one-shot run from its turn's end (``error``, ``interrupted`` or unknown: ``error``)
@@ -139,21 +138,24 @@ class SubagentRun:
 
 
 class OneShotRuns:
-    """Starting one-shot children (mixed into :class:`~toh_nb.subagents.service.SubagentService`, which
-    supplies the provider registry: ``_checked_provider``, ``_child_info`` and ``_check_filter``)."""
+    """One-shot children, a part of :class:`~toh_nb.subagents.service.SubagentService`: started from a
+    provider's plan through the service's one :class:`~toh_nb.subagents.factory.ChildFactory`, handed
+    back as a :class:`SubagentRun`."""
 
-    runtime: "Runtime"
+    def __init__(self, factory: "ChildFactory") -> None:
+        self.factory = factory
+        self.runtime: "Runtime" = factory.runtime
 
     def _one_shot_info(self, provider: Any, request: StartRequest) -> ChildInfo:
         depth = child_depth(request.parent, request.max_depth)
-        self._check_filter(request.tool_filter, request.tools)
-        return self._child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
+        self.factory.check_filter(request.tool_filter, request.tools)
+        return self.factory.child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
                                 request, (request.agent_options or {}).get("model") or request.parent.model)
 
     async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
-        provider = self._checked_provider(provider_name, request)
+        provider = self.factory.checked_provider(provider_name, request)
         info = self._one_shot_info(provider, request)
-        plan_now = getattr(provider, "plan_now", None)
+        plan_now = self.factory.abilities[provider.name].plan_now
         plan = plan_now(info) if plan_now is not None else await provider.plan(info)
         run = self._start_one_shot(provider, request, info, plan)
         self._published(run, request)
@@ -162,8 +164,8 @@ class OneShotRuns:
     def start_now(self, provider_name: str, request: StartRequest) -> SubagentRun | None:
         """Start a one-shot child synchronously when the provider can plan synchronously (in-process
         providers), so a background job's child exists the moment its id is returned; ``None`` otherwise."""
-        provider = self._checked_provider(provider_name, request)
-        plan_now = getattr(provider, "plan_now", None)
+        provider = self.factory.checked_provider(provider_name, request)
+        plan_now = self.factory.abilities[provider.name].plan_now
         if plan_now is None:
             return None
         info = self._one_shot_info(provider, request)
@@ -180,23 +182,15 @@ class OneShotRuns:
     def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan) -> SubagentRun:
         """Build and start a planned one-shot child (the one driver every provider shares)."""
         runtime = self.runtime
-        descriptor = descriptors.one_shot(provider.name, request.label)
         seed = list(plan.seed)
-        header = SessionHeader(info.id, time.time(), parent_session=request.parent.id, origin="subagent",
-                               delegation_depth=info.depth, seed_length=len(seed))
-        # the descriptor is written with the header, atomically: a child killed during its start
-        # leaves a log that says what it was, never one that looks corrupt
-        session = runtime.store.create(header, seed + [Event(len(seed), DESCRIPTOR, time.time(), None, None, descriptor)])
+        session = self.factory.log(info.id, request.parent.id, info.depth, seed,
+                                   descriptors.one_shot(provider.name, request.label))
         options = request.agent_options or {}
-        child = runtime.create_agent(
-            session, label=request.label, depth=info.depth, parent=request.parent, mode="one-shot",
-            persona=request.persona, tool_filter=plan.tool_filter(request.tool_filter),
-            extra_tools=() if plan.own_tools else filtered(request.tools, request.tool_filter),
-            sections=((texts.DELEGATION_STATEMENT_ORDER, texts.DELEGATION_STATEMENT),),
-            model=plan.model or options.get("model") or request.parent.model,
-            max_tokens=options.get("max_tokens", request.parent.max_tokens), limits=options.get("limits"),
-            conversation=conversation_of(seed), turns=last_turn_number(seed))
-        plan.wrap_tools(child)
+        child = self.factory.build(session, plan, label=request.label, depth=info.depth, parent=request.parent,
+                                   mode="one-shot", persona=request.persona, tool_filter=request.tool_filter,
+                                   extra_tools=filtered(request.tools, request.tool_filter), model=options.get("model") or request.parent.model,
+                                   max_tokens=options.get("max_tokens", request.parent.max_tokens),
+                                   limits=options.get("limits"), events=seed)
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
         turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
         turn.add_done_callback(functools.partial(self._one_shot_result, run))

@@ -1,46 +1,39 @@
-"""The subagent service of one runtime: the provider registry and the composition of its parts.
+"""The subagent service of one runtime: composed parts sharing one child factory.
 
-Every child is built from its provider's plan (``toh_nb.subagents.provider``: seed events, a model
-adapter for agents that live elsewhere, release of their resources). The concepts live beside this
-module, each in its own file:
+Every child is built from its provider's plan (``toh_nb.providers.base``: seed events, a model adapter
+for agents that live elsewhere, a step loop for steps that run elsewhere, release of their resources)
+by the service's one :class:`~toh_nb.subagents.factory.ChildFactory`, which also holds the provider
+registry. The parts, each in its own file:
 
-- ``arguments``: what a delegation asks for and the checks on it;
+- ``factory``: the registered providers and their abilities, the checks before a plan, the child's log
+  and agent (shared by the two parts below);
 - ``one_shot``: one-turn children handed back as a :class:`~toh_nb.subagents.one_shot.SubagentRun`;
-- ``continuable``: children that take follow-ups, resume from their log, and can be interrupted or killed;
-- ``activations`` and ``settlement``: residency of continuable children, ownership, delivery into a
-  parent, and when an activation ends;
-- ``authorization``: who may stop a child;
-- ``listing``: ``list_agents`` rows, pure functions over the store.
+- ``continuable``: children that take follow-ups, resume from their log, and can be interrupted or
+  killed, with ``activations`` (residency, ownership, delivery into a parent) and ``settlement`` (when
+  an activation ends) as its two halves;
+- ``arguments`` (what a delegation asks for), ``authorization`` (who may stop a child) and ``listing``
+  (``list_agents`` rows, pure functions over the store).
 
-This class holds their shared state and what every kind of child needs (a registered provider that
-declares the capabilities a call needs, the external-activity recorder, teardown).
+This class composes them and is the one face the hub, the tools and the jobs call.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
-from ..core.agent import Agent
-from ..core.checks import check_text
-from ..core.dict_room import DictRoom
-from ..core.errors import ProviderError, SubagentError, UsageError
-from ..core.events import ExternalActivity, ProviderChanged
-from ..core.runtime import Runtime, RuntimeObserver
-from . import listing, texts
+from ..core.errors import UsageError
+from ..core.runtime import Runtime
+from . import listing
 from .activations import Activation
-from .arguments import StartRequest
 from .continuable import ContinuableChildren
+from .factory import ChildFactory
 from .listing import AgentList
 from .one_shot import OneShotRuns
-from .provider import Capabilities, ChildInfo, ChildPlan, check_provider
 
-#: session event kinds of an external child's recorded activity (``external/tool_call`` …)
-EXTERNAL_PREFIX = "external/"
+__all__ = ["SubagentService"]
 
 
-class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
+class SubagentService:
     """The subagent service of one runtime. All methods run on the runtime's event loop."""
 
     def __init__(self, runtime: Runtime, *, report_delivery: str = "next-step") -> None:
@@ -48,104 +41,51 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
             raise UsageError(f'report_delivery must be "next-step" or "quiet", got {report_delivery!r}')
         self.runtime = runtime
         self.report_delivery = report_delivery
-        self.providers: dict[str, Any] = {}
-        self.activations: dict[str, Activation] = {}
-        self._activations_room = DictRoom()  # gives the table back after a burst of children
-        self._owners: dict[str, set[Activation]] = {}
-        self.draining = False
-        self.report_tool = None  # set by the hub composition (tool installed into continuable children)
-        self._settle_waiters: dict[str, list[asyncio.Future]] = {}
-        #: provider resources being released after their activation settled (awaited by close())
-        self._closing: set[asyncio.Task] = set()
-        #: closing text of each child's last settled activation in this process (None: it left none)
-        self.closing: dict[str, str | None] = {}
-        #: per-child agent options given at start (model, max_tokens, budgets); a resume in this process
-        #: reuses them (the descriptor can only name a model; a restart falls back to the hub's defaults)
-        self._options: dict[str, dict] = {}
-        runtime.observers.append(self)
+        self.factory = ChildFactory(runtime)
+        self.one_shot = OneShotRuns(self.factory)
+        self.continuable = ContinuableChildren(self.factory, report_delivery)
+        factory, one_shot, continuable = self.factory, self.one_shot, self.continuable
+        # the parts' entry points, bound once: a delegation pays no forwarding frame
+        self.register_provider: Callable[[Any], Callable[[], None]] = factory.register_provider
+        self.get_provider = factory.get_provider
+        self.registered_provider = factory.registered_provider
+        self.resume_problem = factory.resume_problem
+        self.close_providers = factory.close_providers
+        self.start = one_shot.start
+        self.start_now = one_shot.start_now
+        self.start_continuable = continuable.start_continuable
+        self.followup = continuable.followup
+        self.interrupt = continuable.interrupt
+        self.kill = continuable.kill
+        self.report_from = continuable.report_from
+        self.wait_changed = continuable.wait_changed
+        self.close = continuable.close
 
-    # -- providers -----------------------------------------------------------------------------
+    # -- the parts' state, read where the hub and the tools need it -------------------------------
 
-    def register_provider(self, provider: Any) -> Callable[[], None]:
-        check_provider(provider)
-        if provider.name in self.providers:
-            raise SubagentError(texts.duplicate_provider(provider.name), "DUPLICATE_PROVIDER")
-        self.providers[provider.name] = provider
-        attach = getattr(provider, "attach", None)
-        if attach is not None:  # paired with the aclose() of close_providers (shared providers count hubs)
-            attach()
-        self.runtime.bus.publish(ProviderChanged(provider=provider.name, registered=True))
+    @property
+    def providers(self) -> dict[str, Any]:
+        return self.factory.providers
 
-        def remove() -> None:
-            if self.providers.get(provider.name) is provider:
-                del self.providers[provider.name]
-                self.runtime.bus.publish(ProviderChanged(provider=provider.name, registered=False))
+    @property
+    def report_tool(self) -> Any:
+        return self.factory.report_tool
 
-        return remove
+    @report_tool.setter
+    def report_tool(self, tool: Any) -> None:
+        self.factory.report_tool = tool
 
-    def get_provider(self, name: str) -> Any:
-        provider = self.providers.get(name)
-        if provider is None:
-            raise ProviderError(texts.no_provider(name), "NO_PROVIDER")
-        return provider
+    @property
+    def activations(self) -> dict[str, Activation]:
+        return self.continuable.activations
 
-    def registered_provider(self, name: str) -> Any:
-        """``get_provider`` for a Python caller (``provider=`` of spawn/start/SubagentTool): the error
-        lists the registered names (a model never picks a provider, so it keeps the reference's text)."""
-        check_text(name, "provider")
-        provider = self.providers.get(name)
-        if provider is None:
-            raise ProviderError(texts.no_provider_named(name, list(self.providers)), "NO_PROVIDER")
-        return provider
+    @property
+    def closing(self) -> dict[str, str | None]:
+        return self.continuable.closing
 
-    def _checked_provider(self, provider_name: str, request: StartRequest, continuable: bool = False) -> Any:
-        """The provider, refusing a call that needs a capability it does not declare."""
-        provider = self.get_provider(provider_name)
-        capabilities: Capabilities = provider.capabilities
-        wanted = []
-        if request.max_depth is not None:
-            wanted.append("depthLimit")
-        if request.tool_filter is not None:
-            wanted.append("toolFilter")
-        if request.persona is not None:
-            wanted.append("persona")
-        for capability in wanted:
-            if not capabilities.supports(capability):
-                raise ProviderError(texts.unsupported_capability(provider.name, capability), "UNSUPPORTED_CAPABILITY")
-        if continuable and not capabilities.continuable:
-            raise ProviderError(texts.unsupported_continuable(provider.name), "UNSUPPORTED_CAPABILITY")
-        return provider
-
-    def _check_filter(self, tool_filter: dict | None, own: tuple = ()) -> None:
-        extra = [self.report_tool.name] if self.report_tool is not None else []
-        extra += [tool.name for tool in own]  # the child's own tools (``StartRequest.tools``) may be named too
-        unknown = self.runtime.unknown_tool_names(tool_filter, extra)
-        if unknown:
-            raise UsageError(texts.unknown_tool_filter_names(unknown))
-
-    def _child_info(self, child_id: str, mode: str, label: str | None, depth: int, parent_id: str,
-                    request: StartRequest | None, model: Any = None) -> ChildInfo:
-        own = request.mcp_servers if request is not None else ()
-        return ChildInfo(child_id, mode, label, depth, parent_id, request, functools.partial(self._record, child_id),
-                         model, (*self.runtime.mcp_servers, *own), self.runtime.asks)
-
-    def _record(self, child_id: str, kind: str, data: dict) -> None:
-        """An external child's activity (a remote tool call, a plan): into its log and the event stream."""
-        agent = self.runtime.agents.get(child_id)
-        if agent is not None and not agent.disposed:
-            agent.session.append(EXTERNAL_PREFIX + kind, turn=agent.turns or None, data=data)
-        if self.runtime.bus.listening:
-            parent = agent.parent.id if agent is not None and agent.parent is not None else None
-            self.runtime.bus.publish(ExternalActivity(agent_id=child_id, parent_id=parent,
-                                                      depth=agent.depth if agent is not None else None,
-                                                      activity=kind, data=data))
-
-    async def _close_plan(self, plan: ChildPlan) -> None:
-        if plan.close is not None:
-            try:
-                await plan.close()
-            except Exception as error:
-                self.runtime.bus.problem("subagent", f"closing a refused child's provider resources failed: {error}")
+    @property
+    def draining(self) -> bool:
+        return self.continuable.draining
 
     # -- listing ---------------------------------------------------------------------------------
 
@@ -165,49 +105,3 @@ class SubagentService(OneShotRuns, ContinuableChildren, RuntimeObserver):
 
     def list_descendants(self, root_id: str) -> AgentList:
         return listing.list_descendants(self.runtime.store, self.status_of, root_id, self.resume_problem)
-
-    def resume_problem(self, provider_name: str, child_id: str) -> str | None:
-        """Why a settled child of ``provider_name`` could not resume here, for its listing row (None: it can).
-        Providers that may refuse a resume (an external agent without ``session/load``) answer through an
-        optional ``resume_problem(child_id, store)``; spawn and fork always resume."""
-        provider = self.providers.get(provider_name)
-        if provider is None:
-            return texts.provider_missing_reason(provider_name)
-        ask = getattr(provider, "resume_problem", None)
-        if ask is None:
-            return None
-        try:
-            return ask(child_id, self.runtime.store)
-        except Exception as error:  # a listing never fails because one provider could not answer
-            return f"cannot resume: {error}"
-
-    # -- teardown --------------------------------------------------------------------------------
-
-    async def close(self) -> None:
-        """Drain: stop every activation (child-first, no wake-ups), leaving the logs resumable, and
-        release every provider resource (no process or actor is left behind)."""
-        self.draining = True
-        agents: list[Agent] = [act.child for act in self.activations.values()]
-        for agent in agents:
-            agent.cancel("parent", keep_inbox=False)
-        for agent in agents:
-            await agent.when_idle()
-        for act in list(self.activations.values()):
-            if not act.disposing:
-                act.owned.clear()
-                act.accepted.clear()
-                self._settle(act)
-        if self._closing:
-            await asyncio.gather(*list(self._closing), return_exceptions=True)
-
-    async def close_providers(self) -> None:
-        """Release pool-level provider resources (a Ray actor pool): the hub's last step of closing,
-        after every child (continuable, foreground and background job) is disposed. A failure is
-        reported as a problem (log and stream) and the other providers are still closed."""
-        for provider in list(self.providers.values()):
-            aclose: Callable[[], Awaitable[None]] | None = getattr(provider, "aclose", None)
-            if aclose is not None:
-                try:
-                    await aclose()
-                except Exception as error:
-                    self.runtime.bus.problem("subagent", f'closing subagent provider "{provider.name}" failed: {error}')

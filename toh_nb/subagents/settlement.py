@@ -44,7 +44,7 @@ def publish_end(runtime: "Runtime", run_id: str, provider: str, child_id: str, s
 
 
 class Settlement(Activations):
-    """Settling activations (mixed into :class:`~toh_nb.subagents.service.SubagentService`)."""
+    """Settling activations (the settlement half of :class:`~toh_nb.subagents.continuable.ContinuableChildren`)."""
 
     _settle_waiters: dict[str, list[asyncio.Future]]
     _closing: set[asyncio.Task]
