@@ -53,7 +53,10 @@ class EventSink(Protocol):
 
 
 class TurnContext(Protocol):
-    """What a step loop reads and does on one turn of one agent (the driver's ``Agent`` is one)."""
+    """What a step loop reads and does on one turn of one agent (the driver's ``Agent`` is one).
+
+    A protocol: it raises nothing itself; ``call_tool`` and ``commit`` raise what the tool or the log
+    raises, which the loop turns into the turn's outcome."""
 
     # -- what the agent is (read) --
     id: str
@@ -123,7 +126,10 @@ class TurnContext(Protocol):
 
 
 class StepLoop:
-    """How the steps of an agent's turns run (:class:`LocalSteps` in-process; a provider may give its own)."""
+    """How the steps of an agent's turns run (:class:`LocalSteps` in-process; a provider may give its own).
+
+    Raises nothing itself: a loop reports a stopped turn through the :class:`TurnOutcome` it fills in
+    (``reason``/``error``); cancellation (an interrupt) propagates as ``asyncio.CancelledError``."""
 
     __slots__ = ()
 
@@ -175,7 +181,10 @@ class Records:
 
 class LocalSteps(StepLoop):
     """The in-process step loop: model calls on this event loop, tool calls in a rolling pool of
-    ``max_parallel_tool_calls`` (consecutive concurrency-safe calls), results committed in model order."""
+    ``max_parallel_tool_calls`` (consecutive concurrency-safe calls), results committed in model order.
+
+    Raises nothing of its own: a model error, a limit or a budget ends the turn through its
+    :class:`TurnOutcome`; cancellation propagates as ``asyncio.CancelledError``."""
 
     __slots__ = ()
 

@@ -185,6 +185,12 @@ class OpenAIChatModel:
         unescape_html: undo a server's HTML-escaping of the conversation in answers.
         tool_choice_required: whether the server supports ``tool_choice="required"``.
         empty_auto_text: ask an empty ``"auto"`` text answer again with ``tool_choice="none"``.
+        stream_to_cancel: stream every request that can be streamed, even when nobody listens, so an
+            abandoned request closes its stream and the server stops generating.
+        strip_markup: remove chat-template markup (``<tool_call>``, ``<tool_response>``, ``<|im_*|>``) from
+            answers, streamed pieces included.
+        max_string_chars: bound every string of the tool schemas sent (``maxLength``; arrays get
+            ``maxItems``), so even a server's unbounded ``"auto"`` call arguments stay bounded.
 
     Raises:
         UsageError: the ``openai`` package is missing (naming the extra), ``model`` is empty, a number is

@@ -101,8 +101,9 @@ class ChildPlan:
             run at its end, a continuable activation when it settles, everything at ``hub.close()``.
         wrap_tool: called once per tool the child sees; the tool it returns (same name, description and
             schema) is the one dispatched, so a provider can run user tools elsewhere (a Ray actor).
-        agent_class: the child's ``Agent`` subclass (no slots of its own), for a child whose turns' steps
-            run elsewhere.
+        steps: the step loop the child's turns run (a :class:`~toh_nb.core.steps.StepLoop`; ``None``: the
+            in-process :class:`~toh_nb.core.steps.LocalSteps`), for a child whose steps run elsewhere (Ray's
+            ``RemoteSteps``).
     """
 
     seed: list[Event] = field(default_factory=list)
