@@ -9,7 +9,6 @@ read the same whichever provider made it. A provider that is not installed here 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 
 import pytest
@@ -67,11 +66,6 @@ def providers_for(kind: str, tmp_path) -> dict:
     return {"p": tn.RayProvider(Echo(), host_actors=1, name="p"), "slow": tn.RayProvider(Echo(), host_actors=1, name="slow")}
 
 
-async def settled(value):
-    """A hub method's answer whether it is plain or a coroutine (the twins' coroutine rule may change)."""
-    return await value if inspect.isawaitable(value) else value
-
-
 def hub(kind: str, tmp_path) -> tn.AsyncHub:
     return tn.AsyncHub(Echo(), ids="sequential", store=str(tmp_path / "store"), providers=providers_for(kind, tmp_path),
                        turn_timeout=None)
@@ -85,7 +79,7 @@ def test_a_one_shot_child_answers_and_its_log_reads_the_same(kind, tmp_path):
     async def main():
         async with hub(kind, tmp_path) as h:
             result = await h.spawn("hello contract", label="once", provider="p")
-            log = await settled(h.transcript(result.agent_id))
+            log = await h.transcript(result.agent_id, raw=True)
             return result, log
 
     result, log = asyncio.run(main())
@@ -102,8 +96,8 @@ def test_a_continuable_child_takes_follow_ups_and_lists_its_provider(kind, tmp_p
             first = await kid.wait(timeout=WAIT)
             await kid.send("second message")
             second = await kid.wait(timeout=WAIT)
-            listing = await settled(h.list_agents())
-            log = await settled(h.transcript(kid.id))
+            listing = await h.list_agents()
+            log = await h.transcript(kid.id, raw=True)
             return first, second, listing, log, kid.id
 
     first, second, listing, log, kid_id = asyncio.run(main())
@@ -117,12 +111,12 @@ def test_an_interrupted_turn_ends_aborted_and_the_child_takes_the_next_one(kind,
         async with hub(kind, tmp_path) as h:
             kid = await h.start("wait for it", label="slow", provider="slow")
             started = "external/session" if kind == "acp" else "turn/start"
-            await until(lambda: any(row["kind"] == started for row in h.transcript(kid.id)),
+            await until(lambda: any(row["kind"] == started for row in h.view.transcript(kid.id, raw=True)),
                         "the child's turn to run", WAIT)
             await asyncio.sleep(0.3)  # the turn is inside its model call (a process, a host) by now
-            await settled(kid.interrupt())
+            await kid.interrupt()
             await kid.wait(timeout=WAIT)
-            return await settled(h.transcript(kid.id))
+            return await h.transcript(kid.id, raw=True)
 
     log = asyncio.run(main())
     assert rows(log, "turn/end") == ["aborted"]
