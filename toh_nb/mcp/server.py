@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 from typing import Any
 
@@ -137,24 +136,13 @@ async def serve(*, model: Any, store: str | None, max_depth: int = 3, http_port:
 
 def main(args: Any) -> int:
     """``python -m toh_nb mcp`` (arguments parsed in ``toh_nb.__main__``)."""
-    from ..serve.acp import model_from
-    from ..core.errors import TohError, UsageError
+    from ..core.errors import TohError
+    from ..serve.command import prepare
 
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
-                        format="toh_nb mcp: %(message)s")
-    try:
-        sdk()
-    except UsageError as error:
-        print(f"toh-nb mcp: error: {error}", file=sys.stderr)
-        return 2
-    store = os.path.abspath(args.store) if args.store else None
-    if store is not None:
-        try:
-            os.makedirs(store, exist_ok=True)
-        except OSError as error:
-            print(f"toh-nb mcp: error: --store {store!r} is not a usable directory: {error.strerror}", file=sys.stderr)
-            return 2
-    model = model_from(args.model, args.base_url, args.latency)
+    prepared = prepare("mcp", args, sdk)
+    if isinstance(prepared, int):
+        return prepared
+    model, store = prepared
     try:
         asyncio.run(serve(model=model, store=store, max_depth=args.max_depth, http_port=args.http))
     except KeyboardInterrupt:

@@ -16,12 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..core.errors import UsageError
 from ..core.ids import is_valid_id
 from ..core.session import (
     ASSISTANT_MESSAGE,
@@ -33,6 +31,7 @@ from ..core.session import (
 from ..tracing.context import receive
 from ..tracing.environment import provider_from_environment
 from ..providers.acp.link import acp_sdk
+from .command import model_from, prepare  # noqa: F401 - model_from: re-exported (its old home)
 from .stdio import ServerTransport, protocol_streams
 
 log = logging.getLogger("toh_nb.acp.server")
@@ -297,17 +296,6 @@ class HubAgent:
         self.sessions.clear()
 
 
-def model_from(name: str, base_url: str | None, latency: float) -> Any:
-    """``demo`` → the offline DemoModel; anything else → an OpenAI-compatible model of that name."""
-    if name == "demo":
-        from ..models.demo import DemoModel
-
-        return DemoModel(latency=latency)
-    from ..models.openai_chat import OpenAIChatModel
-
-    return OpenAIChatModel(name, base_url=base_url) if base_url else OpenAIChatModel(name)
-
-
 async def serve(*, model: Any, store: str | None, max_depth: int = 3, output_fd: int | None = None) -> None:
     """Serve until the client closes stdin (``output_fd``: from :func:`.server_io.protocol_streams`)."""
     acp = acp_sdk()
@@ -333,20 +321,9 @@ async def serve(*, model: Any, store: str | None, max_depth: int = 3, output_fd:
 def main(args: Any) -> int:
     """``python -m toh_nb acp`` (arguments parsed in ``toh_nb.__main__``)."""
     output_fd = protocol_streams()  # first: before anything opens a file
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
-                        format="toh_nb acp: %(message)s")
-    try:
-        acp_sdk()
-    except UsageError as error:
-        print(f"toh-nb acp: error: {error}", file=sys.stderr)
-        return 2
-    store = os.path.abspath(args.store) if args.store else None
-    if store is not None:
-        try:
-            os.makedirs(store, exist_ok=True)
-        except OSError as error:
-            print(f"toh-nb acp: error: --store {store!r} is not a usable directory: {error.strerror}", file=sys.stderr)
-            return 2
-    model = model_from(args.model, args.base_url, args.latency)
+    prepared = prepare("acp", args, acp_sdk)
+    if isinstance(prepared, int):
+        return prepared
+    model, store = prepared
     asyncio.run(serve(model=model, store=store, max_depth=args.max_depth, output_fd=output_fd))
     return 0
