@@ -74,7 +74,7 @@ def test_a_foreground_subagent_call_reports_progress_and_answers_like_the_tool(t
         async with tn.AsyncHub(tn.DemoModel(latency=0)) as hub:
             expected = await hub.call_tool("subagent", **arguments)
         async with tn.AsyncHub(store=store) as reopened:  # the server's tree, as a notebook opens it
-            rows = reopened.agents()
+            rows = await reopened.agents()
         return answer, background, output, expected, progress, rows
 
     answer, background, output, expected, progress, rows = asyncio.run(main())
@@ -107,7 +107,7 @@ def test_a_cancel_from_the_client_stops_the_foreground_child(tmp_path):
                 await call
             listing = await session.call_tool("job_list", {})
         async with tn.AsyncHub(store=store) as reopened:
-            return listing, reopened.agents()
+            return listing, await reopened.agents()
 
     listing, rows = asyncio.run(main())
     assert listing.content[0].text == "(no background jobs)"
@@ -164,7 +164,7 @@ def test_fast_agent_as_a_third_party_mcp_client_delegates_to_the_tree(tmp_path):
         async with tn.AsyncHub(tn.DemoModel(latency=0)) as hub:
             expected = await hub.call_tool("subagent", **arguments)
         async with tn.AsyncHub(store=store) as reopened:
-            return expected.text, reopened.agents()
+            return expected.text, await reopened.agents()
 
     expected, rows = asyncio.run(main())
     assert expected in done.stdout

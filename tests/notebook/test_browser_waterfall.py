@@ -66,8 +66,8 @@ def test_timeline_is_a_waterfall_with_an_axis_and_one_bar_per_activation(tmp_pat
 
     with lab.lab_page(tmp_path, CELLS) as (page, server), lab.reported(page, server, tmp_path / "failure.png"):
         lab.run_all(page)
-        output = page.locator(".jp-OutputArea-output").last
-        tree = output.locator(".toh-tree")
+        output = page.locator(".jp-Notebook .jp-CodeCell").last.locator(".jp-Cell-outputArea")
+        tree = output.locator(".toh-tree")  # the widget's own view, not the static snapshot beside it
         expect(tree.locator(".toh-row")).to_have_count(4)  # root, the child, the one-shot helper, "hold on"
         tree.locator("button.toh-view-timeline").click()
         expect(tree.locator('.toh-lane[data-id="agent-1"] .toh-act')).to_have_count(2)

@@ -20,7 +20,7 @@ def test_the_timeline_syncs_one_activation_per_turn_with_the_idle_gap_between_th
     with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
         kid = hub.start("first", label="editor")
         kid.wait(timeout=5)
-        time.sleep(0.3)
+        time.sleep(0.4)  # the idle gap (times are synced to the millisecond: 0.3 must survive rounding)
         kid.send("second")
         kid.wait(timeout=5)
         tree = AgentTree(hub)

@@ -33,12 +33,13 @@ from ..models.chat_server import (
     text,
     tool_calls,
 )
-from ..real.conftest import (  # noqa: F401 (a fixture)
+from ..real.conftest import (  # noqa: F401 (fixtures)
     HAVE_LOCAL,
     NO_LOCAL,
     NO_PROFILE,
     has_llama_profile,
     llama_server,
+    model_server,
 )
 from .scripts import Script, add, marks_of
 
