@@ -370,7 +370,7 @@ def llama_model(url: str) -> tn.OpenAIChatModel:
 @pytest.mark.skipif(not has_llama_profile(), reason=NO_PROFILE)
 def test_a_ray_child_calls_a_real_tool_through_a_real_llama_cpp_server(ray_cluster, llama_server):  # noqa: F811
     """A real small model (SmolLM2-135M behind ``llama_cpp.server``) drives a Ray child end to end:
-    structure only (a call to ``add`` with integer arguments, its result, a completed turn)."""
+    structure only (a call to ``add`` with integer arguments, its result, a turn that ends in text)."""
     provider = tn.RayProvider(model=functools.partial(llama_model, llama_server))
 
     async def main():
@@ -379,7 +379,10 @@ def test_a_ray_child_calls_a_real_tool_through_a_real_llama_cpp_server(ray_clust
             return result, hub.runtime.store.open("agent-1").events
 
     result, events = asyncio.run(main())
-    assert result.stop_reason == "completed"
+    # the turn ends in text: a 135M model may close briefly or ramble to its limit after reading the result
+    # (with the delegation persona it often does); what is tested is the structure of the call through Ray
+    assert result.stop_reason in ("completed", "max-tokens"), (result.stop_reason, result.text)
+    assert result.text.strip()
     calls = [block for e in events if e.kind == ASSISTANT_MESSAGE for block in e.message.content
              if block.type == "tool-call"]
     results = [e.message.content[0] for e in events if e.kind == TOOL_RESULT]
