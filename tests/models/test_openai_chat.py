@@ -739,7 +739,7 @@ def test_close_leaves_no_task_failing_on_a_closed_loop(server):
         await asyncio.sleep(0)
 
     asyncio.run(go())
-    assert [(r.get("message"), repr(r.get("exception"))) for r in reports] == []
+    assert [(r.get("message"), repr(r.get("exception"))) for r in reports] == [], [repr(r.get("future")) for r in reports]
     assert old.is_closed()  # kept alive on purpose until here: its client stayed registered
 
 

@@ -90,6 +90,7 @@ never retrieved … RuntimeError('Event loop is closed')".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -349,6 +350,11 @@ class OpenAIChatModel:
                 await client.close()
             elif loop.is_closed():
                 del self._clients[loop]
+                # closed here, not left to the garbage collector: the openai client's __del__ would schedule
+                # its close as a task of whatever loop runs then, which fails on the dead loop's connections
+                # ("Task exception was never retrieved ... Event loop is closed")
+                with contextlib.suppress(RuntimeError):
+                    await client.close()
         if not self._clients and self._secrets is not None:
             self._secrets()  # the last client is closed: nothing sends the key any more
             self._secrets = None
