@@ -35,13 +35,12 @@ Clicks while a cell runs. The tree exists to steer agents that are running, so a
 while a cell blocks in ``hub.run(...)``, ``kid.wait()`` or ``time.sleep``. ipykernel handles shell
 messages on its main thread only between cells; JupyterLab >= 4.4 sends comm messages over a kernel
 *subshell* (ipykernel >= 7 runs each subshell on its own thread), which is what makes a live click
-possible. ipykernel 7.4 however re-routes a comm's incoming messages to the subshell of whatever request
-was the parent of the comm's last outgoing message (``Comm._reply_subshell_for``); the tree is created
-by a cell and refreshed from the portal thread, whose parent is a cell's ``execute_request``, so every
-click was sent back to the busy main shell and ran after the cell. The tree's comm therefore keeps the
-subshell the front-end chose (:func:`_keep_frontend_routing`), and its message handler is thread-safe
-(it only hands work to the portal and sets traits). Front-ends without subshells (JupyterLab < 4.4,
-Notebook 7 with ``commsOverSubshells`` off, VS Code, ipykernel 6) still deliver clicks only between
+possible. :mod:`toh_nb.notebook.kernel_routing` decides where the tree's messages are handled: on the
+subshell the front-end chose (ipykernel 7.4 would send them back to the busy main shell), and, for a
+front-end that sends them on the main shell (VS Code, ``commsOverSubshells`` off, a plain client)
+while a cell runs there, on a subshell of our own. The tree's message handler is therefore
+thread-safe (it only hands work to the portal and sets traits). Kernels without subshells
+(ipykernel 6) or without ipykernel 7.4's routing hook still deliver main-shell clicks only between
 cells; the button then stays pending until the kernel reads the click.
 
 Every click of an action button carries a ``request`` number; the page marks the button pending at
@@ -73,6 +72,7 @@ import traitlets
 from ..core.checks import check_count, check_seconds
 from ..core.errors import TohError, UsageError
 from .chat import chat_entries, chat_markdown
+from .kernel_routing import keep_routing
 from .display import short_id
 from .livetree import Change, LiveRows
 from .treeview import FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, tree_rows
@@ -108,23 +108,6 @@ HIDE_DEAD_VIEW = ("<style>.jp-OutputArea:has(.toh-tree-fallback) > .jp-OutputAre
 #: there, the next waits at least ``t / LOOP_SHARE`` (a 10,000-row tree refreshes less often, the
 #: engine keeps at least 95 % of its thread)
 LOOP_SHARE = 0.05
-#: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
-KERNEL_ROUTING_HOOK = "_reply_subshell_for"
-
-
-def _route_to_sender(data: Any, default: Any) -> Any:
-    """Which subshell handles a front-end message of the tree's comm: the one the front-end sent it on."""
-    return default
-
-
-def _keep_frontend_routing(comm: Any) -> None:
-    """Undo ipykernel 7.4's reply routing for this comm (see the module docstring): its messages are
-    handled on the subshell the front-end addressed, not on the busy main shell. A comm without the
-    hook (ipykernel < 7.4, the ``comm`` package's own) already routes that way."""
-    if comm is not None and callable(getattr(comm, KERNEL_ROUTING_HOOK, None)):
-        setattr(comm, KERNEL_ROUTING_HOOK, _route_to_sender)  # on this comm only: ipykernel looks it up per comm
-
-
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
     """(the sync facade or None, the AsyncHub): through their public types, nothing probed."""
     from ..hub import AsyncHub
@@ -364,8 +347,8 @@ class AgentTree(anywidget.AnyWidget):
         check_seconds(interval, "interval", positive=True, none=None)
         check_count(max_nodes, "max_nodes")
         super().__init__(**kwargs)
-        _keep_frontend_routing(self.comm)
-        self.observe(lambda change: _keep_frontend_routing(change["new"]), names=["comm"])
+        keep_routing(self.comm)
+        self.observe(lambda change: keep_routing(change["new"]), names=["comm"])
         self.hub = hub
         self._facade = facade
         self._hub = inner
