@@ -105,7 +105,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb") -> Iterator[LabServer]:
+def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb",
+               settings: dict | None = None) -> Iterator[LabServer]:
+    """``settings``: JupyterLab user settings, ``{"@jupyterlab/<extension>:<plugin>": {key: value}}``."""
     root = tmp / "notebooks"
     root.mkdir()
     write_notebook(root / name, cells)
@@ -122,6 +124,11 @@ def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb") ->
     news = tmp / "lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     news.parent.mkdir(parents=True)
     news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}), encoding="utf-8")
+    for plugin, values in (settings or {}).items():
+        extension, _, name_of_plugin = plugin.partition(":")
+        path = tmp / "lab-settings" / extension / f"{name_of_plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values), encoding="utf-8")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
@@ -155,11 +162,12 @@ def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb") ->
 
 @contextlib.contextmanager
 def lab_page(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb",
-             viewport: dict | None = None) -> Iterator[tuple]:
-    """``(page, server)``: the notebook open in JupyterLab in headless Chromium, its kernel idle."""
+             viewport: dict | None = None, settings: dict | None = None) -> Iterator[tuple]:
+    """``(page, server)``: the notebook open in JupyterLab in headless Chromium, its kernel idle
+    (``settings``: JupyterLab user settings, see :func:`lab_server`)."""
     from playwright.sync_api import expect, sync_playwright
 
-    with lab_server(tmp, cells, name) as server, sync_playwright() as pw:
+    with lab_server(tmp, cells, name, settings) as server, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(tmp / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
             args=CHROMIUM_FLAGS, viewport=viewport or {"width": 1400, "height": 1000})

@@ -51,6 +51,7 @@ def test_a_main_shell_message_moves_to_our_subshell_only_while_a_cell_runs(routi
     assert kernel_routing.route({"method": "custom"}, None) is None
     routing.cell_running, routing.subshell_id = True, None  # no subshell (yet): the main shell
     assert kernel_routing.route({"method": "custom"}, None) is None
+    assert kernel_routing.status()["routed"] == 2
 
 
 @pytest.mark.parametrize("value", ["off", "0", "False", " no "])
@@ -67,7 +68,8 @@ def test_outside_a_kernel_nothing_is_prepared(monkeypatch):
     state = kernel_routing._State()
     monkeypatch.setattr(kernel_routing, "_STATE", state)
     kernel_routing.prepare()
-    assert kernel_routing.status() == {"cell_running": False, "subshell": None, "problem": None, "enabled": True}
+    assert kernel_routing.status() == {"cell_running": False, "subshell": None, "problem": None, "enabled": True,
+                                       "routed": 0}
     assert state.started is False and state.shell is None
 
 

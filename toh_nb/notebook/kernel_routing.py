@@ -73,6 +73,7 @@ class _State:
         self.problem: str | None = None  # why there is no subshell (None: there is one, or not asked yet)
         self.ready = threading.Event()  # set when the subshell exists or cannot be had
         self.started = False
+        self.routed = 0  # messages sent to our subshell (only the shell-channel thread counts)
 
 
 _STATE = _State()
@@ -86,8 +87,10 @@ def enabled() -> bool:
 def route(data: Any, default: Any) -> Any:
     """Which subshell handles a front-end message of the tree's comm (ipykernel's shell-channel thread
     calls this): ``default`` is the subshell the front-end sent it on (None: the main shell)."""
-    if default is None and _STATE.cell_running and _STATE.subshell_id is not None and enabled():
-        return _STATE.subshell_id
+    state = _STATE
+    if default is None and state.cell_running and state.subshell_id is not None and enabled():
+        state.routed += 1
+        return state.subshell_id
     return default
 
 
@@ -101,9 +104,9 @@ def keep_routing(comm: Any) -> None:
 
 def status() -> dict:
     """What the routing knows: ``cell_running``, ``subshell`` (its id, or None), ``problem`` (why there is
-    none), ``enabled``."""
+    none), ``enabled``, ``routed`` (how many messages went to our subshell)."""
     return {"cell_running": _STATE.cell_running, "subshell": _STATE.subshell_id, "problem": _STATE.problem,
-            "enabled": enabled()}
+            "enabled": enabled(), "routed": _STATE.routed}
 
 
 def wait_ready(timeout: float = CREATE_TIMEOUT) -> bool:
