@@ -10,9 +10,11 @@ must take effect before the cell ends; an ``execute_request`` sent meanwhile mus
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import queue
+import subprocess
 import threading
 import time
 
@@ -128,13 +130,24 @@ AFTER = "print('after', waiter.status, slow.status)"
 class Kernel:
     """A real ipykernel and a plain client (no subshells), with every iopub message timed on arrival."""
 
-    def __init__(self, extra_env: dict | None = None) -> None:
+    def __init__(self, extra_env: dict | None = None, python: str | None = None, specs: pathlib.Path | None = None) -> None:
         from jupyter_client import KernelManager
 
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH", "")]))
         env.update(extra_env or {})
-        self.manager = KernelManager(kernel_name="python3")
+        if python is None:
+            self.manager = KernelManager(kernel_name="python3")
+        else:  # a kernel of another interpreter (another ipykernel): a kernelspec of its own
+            from jupyter_client.kernelspec import KernelSpecManager
+
+            spec = specs / "other"
+            spec.mkdir(parents=True)
+            spec.joinpath("kernel.json").write_text(json.dumps({
+                "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "other", "language": "python"}))
+            self.manager = KernelManager(kernel_name="other", kernel_spec_manager=KernelSpecManager(
+                kernel_dirs=[str(specs)]))
         self.manager.start_kernel(env=env)
         self.client = self.manager.client()
         self.client.start_channels()
@@ -282,3 +295,77 @@ def test_a_main_shell_click_takes_effect_while_the_cell_blocks_and_cells_keep_th
     assert at > ended, "with TOH_NB_BUSY_CLICKS=off the click is handled after the cell"
     assert kernel.text_of(blocked).startswith("cell done off running ")
     assert outcome["text"] == "interrupt requested for agent agent-1"
+
+
+# -- ipykernel 6: no subshells; the blocking hub calls serve the tree's messages -----------------------
+
+#: a Python whose ipykernel is 6.x, to run the ipykernel 6 test (its kernel imports this checkout)
+IPYKERNEL6 = "TOH_NB_IPYKERNEL6_PYTHON"
+
+SETUP6 = SETUP.replace("print('subshell ready'", "import ipywidgets\nother = ipywidgets.IntSlider()\n"
+                       "print('other', other.model_id)\nprint('subshell ready'").replace("wait_ready(10)",
+                                                                                    "wait_ready(0.1)")
+BLOCKED6 = """\
+answer = input('go? ')
+waiter = hub.start('4', label='waiter')
+waiter.wait(timeout=30)
+print('cell done', answer, slow.status, other.value)
+"""
+
+
+@pytest.fixture
+def kernel6(tmp_path):
+    python = os.environ.get(IPYKERNEL6)
+    if not python:
+        pytest.skip(f"set {IPYKERNEL6} to a Python with ipykernel 6 to run the ipykernel 6 test")
+    version = subprocess.run([python, "-c", "import ipykernel; print(ipykernel.version_info[0])"],
+                             capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == "6", f"{IPYKERNEL6}={python}: not an ipykernel 6 Python ({version})"
+    started = Kernel(python=python, specs=tmp_path / "kernels")
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_on_ipykernel_6_a_blocking_hub_call_serves_the_trees_clicks_and_queues_the_rest(kernel6):
+    kernel = kernel6
+    setup = kernel.run(SETUP6)
+    assert "subshell ready False None" in setup, setup  # ipykernel 6's comms have no routing hook: no subshell
+    comm_id = comm_id_of(setup)
+    other_id = next(line.split()[1] for line in setup.splitlines() if line.startswith("other "))
+    kernel.run("time.sleep(0.5)\nfrom toh_nb.notebook import kernel_pump\nprint(kernel_pump.status(), slow.status)")
+
+    blocked = kernel.client.execute(BLOCKED6, allow_stdin=True)
+    assert kernel.input_request()["content"]["prompt"] == "go? "
+    clicked = time.monotonic()  # during input(): no hub call waits, so the click waits in the socket
+    kernel.click(comm_id, {"action": "interrupt", "id": "agent-1", "request": 1})
+    time.sleep(0.5)
+    assert not any(m["msg_type"] == "comm_msg" for _, m in list(kernel.iopub)
+                   if m["content"].get("data", {}).get("content", {}).get("request") == 1)
+    answered = time.monotonic()
+    kernel.client.input("yes")  # the cell goes on into waiter.wait(): the waiting click is served
+    at, outcome = kernel.outcome(1)
+    assert outcome["text"] == "interrupt requested for agent agent-1" and outcome["error"] is False
+    # another widget's message and a cell, in that order, then a click: the click is served, the rest queued
+    update = kernel.client.session.msg("comm_msg", {"comm_id": other_id, "data": {
+        "method": "update", "state": {"value": 5}, "buffer_paths": []}})
+    kernel.client.shell_channel.send(update)
+    queued = kernel.client.execute("print('after', other.value, waiter.status)")
+    clicked_in_wait = time.monotonic()
+    kernel.click(comm_id, {"action": "transcript", "id": "agent-1", "request": 2})
+    at_in_wait, in_wait = kernel.outcome(2)
+    assert in_wait["text"] == "transcript of agent-1"
+    ended = kernel.idle_at(blocked)
+    assert at < ended and at_in_wait < ended
+    assert at - answered < 1.5 and at_in_wait - clicked_in_wait < 1.5
+    print(f"\nipykernel 6: click served {at - answered:.2f} s after input() returned, {at_in_wait - clicked_in_wait:.2f} s "
+          f"after it was sent in kid.wait(); the cell ended {ended - clicked:.2f} s after the first click")
+    # the other widget's update waited for the cell (0 there) and ran before the queued cell (5 there)
+    assert kernel.text_of(blocked) == "cell done yes ready 0\n"
+    assert kernel.idle_at(queued) > ended
+    assert kernel.text_of(queued) == "after 5 ready\n"
+    status = kernel.run("print(kernel_pump.status())")
+    assert status == "{'comms': 1, 'served': 2, 'queued': 2}\n"

@@ -39,9 +39,11 @@ possible. :mod:`toh_nb.notebook.kernel_routing` decides where the tree's message
 subshell the front-end chose (ipykernel 7.4 would send them back to the busy main shell), and, for a
 front-end that sends them on the main shell (VS Code, ``commsOverSubshells`` off, a plain client)
 while a cell runs there, on a subshell of our own. The tree's message handler is therefore
-thread-safe (it only hands work to the portal and sets traits). Kernels without subshells
-(ipykernel 6) or without ipykernel 7.4's routing hook still deliver main-shell clicks only between
-cells; the button then stays pending until the kernel reads the click.
+thread-safe (it only hands work to the portal and sets traits). On ipykernel 6 (no subshells) the
+sync facade's blocking calls serve the tree's waiting messages themselves
+(:mod:`toh_nb.notebook.kernel_pump`; a cell in ``time.sleep`` or ``input()`` does not). ipykernel
+7.0–7.3 (subshells, no routing hook) still delivers main-shell clicks only between cells; the button
+then stays pending until the kernel reads the click.
 
 Every click of an action button carries a ``request`` number; the page marks the button pending at
 once and the kernel answers ``{"type": "outcome", "request": n, "id", "action", "text", "error"}``
@@ -72,6 +74,7 @@ import traitlets
 from ..core.checks import check_count, check_seconds
 from ..core.errors import TohError, UsageError
 from .chat import chat_entries, chat_markdown
+from . import kernel_pump
 from .kernel_routing import keep_routing
 from .display import short_id
 from .livetree import Change, LiveRows
@@ -108,6 +111,15 @@ HIDE_DEAD_VIEW = ("<style>.jp-OutputArea:has(.toh-tree-fallback) > .jp-OutputAre
 #: there, the next waits at least ``t / LOOP_SHARE`` (a 10,000-row tree refreshes less often, the
 #: engine keeps at least 95 % of its thread)
 LOOP_SHARE = 0.05
+def _serve_while_busy(comm: Any) -> None:
+    """Have the tree's clicks handled while a cell runs, whatever the kernel offers for it (see the
+    module docstring): a subshell on ipykernel >= 7.4, the blocking hub calls' pump on ipykernel 6."""
+    if comm is None:
+        return
+    keep_routing(comm)
+    kernel_pump.register(comm)
+
+
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
     """(the sync facade or None, the AsyncHub): through their public types, nothing probed."""
     from ..hub import AsyncHub
@@ -347,8 +359,8 @@ class AgentTree(anywidget.AnyWidget):
         check_seconds(interval, "interval", positive=True, none=None)
         check_count(max_nodes, "max_nodes")
         super().__init__(**kwargs)
-        keep_routing(self.comm)
-        self.observe(lambda change: keep_routing(change["new"]), names=["comm"])
+        _serve_while_busy(self.comm)
+        self.observe(lambda change: _serve_while_busy(change["new"]), names=["comm"])
         self.hub = hub
         self._facade = facade
         self._hub = inner
