@@ -94,6 +94,22 @@ def test_the_trees_comm_routes_with_the_rule(routing, monkeypatch):
             tree.close()
 
 
+def test_the_pump_does_nothing_outside_an_ipykernel_6_kernel(monkeypatch):
+    from toh_nb.notebook import kernel_pump
+
+    state = kernel_pump._Pump()
+    monkeypatch.setattr(kernel_pump, "_PUMP", state)
+    with tn.Hub(ids="sequential") as hub:
+        tree = AgentTree(hub, interval=0.05)
+        try:
+            assert kernel_pump.register(tree.comm) is False
+            kernel_pump.pump()  # no kernel: nothing to read
+            assert kernel_pump.status() == {"comms": 0, "served": 0, "queued": 0}
+            assert state.hooked is False and state.kernel is None
+        finally:
+            tree.close()
+
+
 # -- a real kernel, a front-end without subshells --------------------------------------------------
 
 SETUP = """\

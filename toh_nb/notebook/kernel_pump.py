@@ -30,6 +30,7 @@ turns this off too.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import weakref
@@ -109,19 +110,25 @@ def pump() -> None:
     if stream is None or original is None or stream.closed():
         return
     state.busy = True
+    taken: collections.deque = collections.deque()
     try:
-        taken: list = []
         stream.on_recv(taken.append, copy=False)
         try:
             stream.flush(_POLLIN)
         finally:
             stream.on_recv(original, copy=False)
-        for raw in taken:
-            if not _serve(kernel, raw):
-                state.queued += 1
-                original(raw)  # the kernel's own path: its queue, in arrival order
     finally:
-        state.busy = False
+        try:
+            while taken:
+                raw = taken.popleft()
+                if not _serve(kernel, raw):
+                    state.queued += 1
+                    original(raw)  # the kernel's own path: its queue, in arrival order
+        finally:
+            while taken:  # interrupted (■) half-way: the rest still reaches the kernel, in order
+                state.queued += 1
+                original(taken.popleft())
+            state.busy = False
 
 
 def _serve(kernel: Any, raw: list) -> bool:
