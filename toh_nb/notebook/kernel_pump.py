@@ -139,10 +139,12 @@ def _serve(kernel: Any, raw: list) -> bool:
         envelope = session.deserialize(frames, content=False, copy=False)  # a peek: the signature stays unused
         if envelope["header"].get("msg_type") != "comm_msg":
             return False
-        comm = _PUMP.comms.get(session.unpack(envelope["content"]).get("comm_id"))
+        comm_id = session.unpack(envelope["content"]).get("comm_id")
+        comm = _PUMP.comms.get(comm_id)
+        # a closed tree's comm is no longer the kernel's: its message goes the kernel's way
+        if comm is None or getattr(kernel.comm_manager, "comms", {}).get(comm_id) is not comm:
+            return False
     except Exception:  # not ours to judge: the kernel reports what is wrong with it
-        return False
-    if comm is None:
         return False
     try:
         msg = session.deserialize(frames, content=True, copy=False)

@@ -34,10 +34,11 @@ ever runs re-entrantly (the subshell runs the tree's message handler, which only
 hub's loop and sets traits: the same handler JupyterLab's subshell runs). A click is handled during
 ``time.sleep`` too, not only in the hub's blocking calls.
 
-No effect outside an ipykernel (plain scripts, tests), on a kernel without subshells (ipykernel 6) or
-without the hook (ipykernel < 7.4): clicks sent on the main shell then wait for the cell, as before.
-Opt-out: the environment variable ``TOH_NB_BUSY_CLICKS=off`` (read at each click) leaves the tree's
-messages where the front-end sent them.
+No effect outside an ipykernel (plain scripts, tests), on a kernel without subshells (ipykernel 6:
+there the hub's blocking calls serve the tree's clicks, :mod:`toh_nb.notebook.kernel_pump`) or without
+the hook (ipykernel 7.0–7.3: clicks sent on the main shell wait for the cell, as before). Opt-out: the
+environment variable ``TOH_NB_BUSY_CLICKS=off`` (read at each click) leaves the tree's messages where
+the front-end sent them.
 """
 
 from __future__ import annotations
