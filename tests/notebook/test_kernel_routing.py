@@ -24,6 +24,8 @@ import toh_nb as tn
 from toh_nb.notebook import kernel_routing
 from toh_nb.notebook.widget import AgentTree
 
+from .. import real_parts
+
 SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -315,7 +317,7 @@ def test_a_main_shell_click_takes_effect_while_the_cell_blocks_and_cells_keep_th
 
 # -- ipykernel 6: no subshells; the blocking hub calls serve the tree's messages -----------------------
 
-#: a Python whose ipykernel is 6.x, to run the ipykernel 6 test (its kernel imports this checkout)
+#: where a Python whose ipykernel is 6.x is named (its kernel imports this checkout): tests/real_parts.py
 IPYKERNEL6 = "TOH_NB_IPYKERNEL6_PYTHON"
 
 SETUP6 = SETUP.replace("print('subshell ready'", "import ipywidgets\nother = ipywidgets.IntSlider()\n"
@@ -331,9 +333,9 @@ print('cell done', answer, slow.status, other.value)
 
 @pytest.fixture
 def kernel6(tmp_path):
-    python = os.environ.get(IPYKERNEL6)
+    python = real_parts.IPYKERNEL6_PYTHON
     if not python:
-        pytest.skip(f"set {IPYKERNEL6} to a Python with ipykernel 6 to run the ipykernel 6 test")
+        pytest.skip(f"no Python with ipykernel 6: .ci/run makes one in .ci-agents/ipykernel6, or set {IPYKERNEL6}")
     version = subprocess.run([python, "-c", "import ipykernel; print(ipykernel.version_info[0])"],
                              capture_output=True, text=True, timeout=60)
     assert version.stdout.strip() == "6", f"{IPYKERNEL6}={python}: not an ipykernel 6 Python ({version})"
