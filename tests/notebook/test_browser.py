@@ -201,6 +201,8 @@ def live_cells(work) -> list[str]:
     ]
 
 
+KERNEL_STATUS_JS = "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status"
+
 CLICK_JS = """(button) => {
     button.click();  // the state right after the click, before any answer from the kernel can arrive
     return {pending: button.classList.contains('toh-pending'), disabled: button.disabled,
@@ -247,6 +249,9 @@ def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(
         expect(slow.locator(".toh-click-result")).to_have_text("interrupt requested for agent agent-1")
         expect(tree.locator(".toh-message")).to_have_text("interrupt requested for agent agent-1")
         expect(slow.locator(".toh-badge")).to_have_text("ready")  # its turn ended: it waits for a message
+        # the kernel indicator still says busy: the click's own idle is not taken for the kernel's
+        time.sleep(0.5)
+        assert [page.evaluate(KERNEL_STATUS_JS) for _ in range(3)] == ["busy"] * 3
         expect(slow.locator("button.toh-interrupt")).to_have_count(0)
         page.screenshot(path=str(shot), full_page=True)
         assert "cell done" not in blocked.locator(".jp-Cell-outputArea").inner_text()  # only its progress line

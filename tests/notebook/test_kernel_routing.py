@@ -279,7 +279,7 @@ def test_a_main_shell_click_takes_effect_while_the_cell_blocks_and_cells_keep_th
     assert prompt["content"]["prompt"] == "go? "
     # while the cell waits in input(): Interrupt on the slow child
     clicked = time.monotonic()
-    kernel.click(comm_id, {"action": "interrupt", "id": "agent-1", "request": 1})
+    first_click = kernel.click(comm_id, {"action": "interrupt", "id": "agent-1", "request": 1})
     at, outcome = kernel.outcome(1)
     assert outcome == {"type": "outcome", "request": 1, "action": "interrupt", "id": "agent-1",
                        "text": "interrupt requested for agent agent-1", "error": False}
@@ -288,7 +288,7 @@ def test_a_main_shell_click_takes_effect_while_the_cell_blocks_and_cells_keep_th
     queued = kernel.client.execute(AFTER)
     time.sleep(0.5)
     clicked_in_wait = time.monotonic()
-    kernel.click(comm_id, {"action": "transcript", "id": "agent-1", "request": 2})
+    click_in_wait = kernel.click(comm_id, {"action": "transcript", "id": "agent-1", "request": 2})
     at_in_wait, in_wait = kernel.outcome(2)
     assert in_wait["text"] == "transcript of agent-1" and in_wait["error"] is False
     ended = kernel.idle_at(blocked)
@@ -302,6 +302,15 @@ def test_a_main_shell_click_takes_effect_while_the_cell_blocks_and_cells_keep_th
     assert kernel.text_of(queued) == "after ready ready\n"
     inputs = [m["parent_header"]["msg_id"] for _, m in kernel.iopub if m["msg_type"] == "execute_input"]
     assert inputs.index(blocked) < inputs.index(queued)
+    # each click's idle (published by the subshell) is followed by the running cell's busy again, and the
+    # cell's own idle comes last: a front-end without subshells keeps showing the kernel busy
+    statuses = [(m["parent_header"].get("msg_id"), m["content"]["execution_state"]) for _, m in kernel.iopub
+                if m["msg_type"] == "status"]
+    for click_id in (first_click, click_in_wait):
+        after = statuses[statuses.index((click_id, "idle")) + 1:]
+        assert after[0] == (blocked, "busy"), after[:3]
+    mine = [state for msg_id, state in statuses if msg_id == blocked]
+    assert mine[-1] == "idle" and statuses.index((blocked, "idle")) > statuses.index((click_in_wait, "idle"))
 
     # the switch: the same click now waits for the cell
     kernel.run("os.environ['TOH_NB_BUSY_CLICKS'] = 'off'\nslow.send('again')\ntime.sleep(0.5)\nprint(slow.status)")

@@ -28,6 +28,12 @@ tree's comm answers (:func:`route`):
   kernel's own control channel (:func:`prepare`; ``jupyter_client``, public);
 - else the main shell, as before (between cells the order of clicks and cells is kept).
 
+The subshell publishes ``busy``/``idle`` around each message it handles, with the front-end's message
+as parent; a front-end that knows no subshells reads that ``idle`` as the kernel's, and its kernel
+indicator would say idle while the cell still runs. After each such message the kernel's ``busy`` is
+therefore published again for the running cell (:func:`_busy_again`, under the lock that the cell's end
+takes, so it never lands after the cell's own ``idle``).
+
 Nothing is read from any queue: only the tree's own comm messages change threads; cells, ``input()``
 (stdin), other widgets' messages and everything else stay where the kernel put them, in order; no cell
 ever runs re-entrantly (the subshell runs the tree's message handler, which only hands work to the
@@ -43,6 +49,7 @@ the front-end sent them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -70,6 +77,7 @@ class _State:
         self.lock = threading.Lock()
         self.shell: Any = None  # the IPython shell whose cell events we follow
         self.cell_running = False
+        self.cell_parent: dict | None = None  # the running cell's request (the main shell's parent)
         self.subshell_id: str | None = None
         self.problem: str | None = None  # why there is no subshell (None: there is one, or not asked yet)
         self.ready = threading.Event()  # set when the subshell exists or cannot be had
@@ -100,6 +108,16 @@ def keep_routing(comm: Any) -> None:
     (ipykernel < 7.4, the ``comm`` package's own) is left alone."""
     if comm is not None and callable(getattr(comm, KERNEL_ROUTING_HOOK, None)):
         setattr(comm, KERNEL_ROUTING_HOOK, route)  # on this comm only: ipykernel looks it up per comm
+        handle = comm.handle_msg
+        if not getattr(handle, "toh_nb_routed", False):
+            def handle_msg(msg: Any) -> Any:
+                try:
+                    return handle(msg)
+                finally:
+                    _after_message(msg)
+
+            handle_msg.toh_nb_routed = True  # type: ignore[attr-defined]
+            comm.handle_msg = handle_msg  # this comm's public handler, wrapped (what the kernel calls)
         prepare()
 
 
@@ -132,6 +150,7 @@ def prepare() -> None:
         shell.events.register("post_run_cell", _cell_ended)
         if threading.current_thread() is threading.main_thread():
             state.cell_running = True  # a tree is made by a cell: this one runs already (its end says so)
+            state.cell_parent = kernel.get_parent()
     features = kernel.kernel_info.get("supported_features", ())
     if SUBSHELL_FEATURE not in features:
         _give_up("the kernel has no subshells (ipykernel >= 7 has)")
@@ -154,12 +173,50 @@ def _kernel() -> tuple[Any, Any]:
 
 def _cell_started(*_: Any) -> None:
     if threading.current_thread() is threading.main_thread():  # a subshell's cell leaves the main shell free
-        _STATE.cell_running = True
+        kernel, _ = _kernel()
+        with _STATE.lock:
+            _STATE.cell_running = True
+            _STATE.cell_parent = kernel.get_parent() if kernel is not None else None
 
 
 def _cell_ended(*_: Any) -> None:
     if threading.current_thread() is threading.main_thread():
-        _STATE.cell_running = False
+        with _STATE.lock:  # a pending _busy_again publishes before this cell's idle, or not at all
+            _STATE.cell_running = False
+            _STATE.cell_parent = None
+
+
+def _after_message(msg: Any) -> None:
+    """On our subshell's thread, after the tree's comm handled ``msg`` that the front-end sent on the
+    main shell: once the subshell published its ``idle`` (right after this returns, before its loop runs
+    anything else), publish the running cell's ``busy`` again."""
+    state = _STATE
+    if (state.subshell_id is None or not state.cell_running
+            or threading.current_thread() is threading.main_thread()):
+        return
+    header = msg.get("header", {}) if isinstance(msg, dict) else {}
+    if header.get("subshell_id") is not None:
+        return  # the front-end's own subshell: it knows that status is not the kernel's
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    loop.call_soon(_busy_again)
+
+
+def _busy_again() -> None:
+    kernel, _ = _kernel()
+    if kernel is None:
+        return
+    with _STATE.lock:
+        parent = _STATE.cell_parent
+        if not _STATE.cell_running or not parent or not parent.get("header"):
+            return
+        try:
+            kernel.session.send(kernel.iopub_socket, "status", {"execution_state": "busy"}, parent=parent,
+                                ident=f"kernel.{kernel.ident}.status".encode())
+        except Exception as error:  # a status is advice to the front-end: never worth an error
+            log.debug("toh_nb: could not publish the running cell's busy status: %s", error)
 
 
 def _give_up(why: str) -> None:
