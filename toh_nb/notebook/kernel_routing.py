@@ -28,11 +28,12 @@ tree's comm answers (:func:`route`):
   kernel's own control channel (:func:`prepare`; ``jupyter_client``, public);
 - else the main shell, as before (between cells the order of clicks and cells is kept).
 
-The subshell publishes ``busy``/``idle`` around each message it handles, with the front-end's message
-as parent; a front-end that knows no subshells reads that ``idle`` as the kernel's, and its kernel
-indicator would say idle while the cell still runs. After each such message the kernel's ``busy`` is
-therefore published again for the running cell (:func:`_busy_again`, under the lock that the cell's end
-takes, so it never lands after the cell's own ``idle``).
+A subshell publishes ``busy``/``idle`` around each message it handles, with the front-end's message
+as parent; front-ends read that ``idle`` as the kernel's (JupyterLab 4.6 does, with or without
+subshells), and the kernel indicator would say idle while the cell still runs. After each message of
+the tree handled on a subshell while a cell runs, the kernel's ``busy`` is therefore published again
+for that cell (:func:`_busy_again`, under the lock that the cell's end takes, so it never lands after
+the cell's own ``idle``).
 
 Nothing is read from any queue: only the tree's own comm messages change threads; cells, ``input()``
 (stdin), other widgets' messages and everything else stay where the kernel put them, in order; no cell
@@ -187,16 +188,12 @@ def _cell_ended(*_: Any) -> None:
 
 
 def _after_message(msg: Any) -> None:
-    """On our subshell's thread, after the tree's comm handled ``msg`` that the front-end sent on the
-    main shell: once the subshell published its ``idle`` (right after this returns, before its loop runs
-    anything else), publish the running cell's ``busy`` again."""
-    state = _STATE
-    if (state.subshell_id is None or not state.cell_running
-            or threading.current_thread() is threading.main_thread()):
+    """On a subshell's thread (ours, or the front-end's), after the tree's comm handled ``msg`` while a
+    cell runs on the main shell: once the subshell published its ``idle`` (right after this returns,
+    before its loop runs anything else), publish the running cell's ``busy`` again. JupyterLab 4.6 too
+    shows a subshell's ``idle`` as the kernel's."""
+    if not _STATE.cell_running or threading.current_thread() is threading.main_thread():
         return
-    header = msg.get("header", {}) if isinstance(msg, dict) else {}
-    if header.get("subshell_id") is not None:
-        return  # the front-end's own subshell: it knows that status is not the kernel's
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
