@@ -72,6 +72,7 @@ def test_outside_a_kernel_nothing_is_prepared(monkeypatch):
     state = kernel_routing._State()
     monkeypatch.setattr(kernel_routing, "_STATE", state)
     kernel_routing.prepare()
+    assert kernel_routing.wait_ready(30) is False  # at once: nothing to wait for
     assert kernel_routing.status() == {"cell_running": False, "subshell": None, "problem": None, "enabled": True,
                                        "routed": 0}
     assert state.started is False and state.shell is None

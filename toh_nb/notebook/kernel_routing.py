@@ -45,7 +45,7 @@ No effect outside an ipykernel (plain scripts, tests), on a kernel without subsh
 there the hub's blocking calls serve the tree's clicks, :mod:`toh_nb.notebook.kernel_pump`) or without
 the hook (ipykernel 7.0–7.3: clicks sent on the main shell wait for the cell, as before). Opt-out: the
 environment variable ``TOH_NB_BUSY_CLICKS=off`` (read at each click) leaves the tree's messages where
-the front-end sent them.
+the front-end sent them and publishes no status.
 """
 
 from __future__ import annotations
@@ -130,8 +130,10 @@ def status() -> dict:
 
 
 def wait_ready(timeout: float = CREATE_TIMEOUT) -> bool:
-    """Wait until :func:`prepare` has its subshell or knows it cannot have one; True if it has one."""
-    _STATE.ready.wait(timeout)
+    """Wait until :func:`prepare` has its subshell or knows it cannot have one; True if it has one
+    (False at once where nothing was prepared: outside a kernel, or a comm without the routing hook)."""
+    if _STATE.started:
+        _STATE.ready.wait(timeout)
     return _STATE.subshell_id is not None
 
 
@@ -192,7 +194,7 @@ def _after_message(msg: Any) -> None:
     cell runs on the main shell: once the subshell published its ``idle`` (right after this returns,
     before its loop runs anything else), publish the running cell's ``busy`` again. JupyterLab 4.6 too
     shows a subshell's ``idle`` as the kernel's."""
-    if not _STATE.cell_running or threading.current_thread() is threading.main_thread():
+    if not _STATE.cell_running or threading.current_thread() is threading.main_thread() or not enabled():
         return
     try:
         loop = asyncio.get_running_loop()
