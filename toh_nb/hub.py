@@ -523,7 +523,8 @@ class AsyncHub:
             tools = config.tools
             configs = config.delegation_tools if config.delegation_tools is not None else [SubagentTool()]
             mounted = [item for item in tools if isinstance(item, SubagentTool)]
-            self._mcp = MCPMounts()
+            self._mcp = MCPMounts(on_change=self._mcp_changed,
+                                  on_problem=functools.partial(runtime.bus.problem, "mcp"))
             for item in [*configs, *mounted]:
                 if isinstance(item, SubagentTool):
                     servers = self._child_servers(item.tools, f'SubagentTool "{item.name}" tools')
@@ -672,11 +673,29 @@ class AsyncHub:
         async with self._mcp_lock:
             if self._mcp_ready:
                 return
-            for tool in await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names()):
+            for tool in await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names(), shared=True):
                 self._runtime.tools.add(tool)
             root = self._root  # made before the tools were known: it sees them from now on
             root.tools, root.tool_specs, root.system = self._runtime.compose(None)
             self._mcp_ready = True
+
+    def _mcp_changed(self, old: list, new: list, shared: bool) -> None:
+        """An MCP server's tool list changed (``notifications/tools/list_changed``): ``new`` replaces
+        ``old`` — in the hub's tool layer for the hub's servers (so children started later see it), and
+        in every live agent that sees them, from its next step."""
+        runtime = self._runtime
+        removed = [tool.name for tool in old]
+        if shared:
+            for name in removed:
+                runtime.tools.remove(name)
+            for tool in new:
+                runtime.tools.add(tool)
+        connections = {tool.connection for tool in old} | {tool.connection for tool in new}
+        for agent in list(runtime.agents.values()):
+            if agent.disposed:
+                continue
+            if shared or any(getattr(tool, "connection", None) in connections for tool in agent.tools.values()):
+                runtime.retool(agent, removed, new)
 
     @staticmethod
     def _child_servers(tools: Any, what: str) -> tuple:

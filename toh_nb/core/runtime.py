@@ -127,6 +127,20 @@ class Runtime:
             self._views[key] = view
         return view
 
+    def retool(self, agent: Agent, removed: Iterable[str], added: Iterable[Tool]) -> None:
+        """Change the tools ``agent`` sees from its next step on: the tools named ``removed`` go, those of
+        ``added`` its ``tool_filter`` lets through come (through its provider's ``wrap_tool``). What an
+        MCP server's new tool list does to the agents that use it."""
+        gone = set(removed)
+        tools = {name: tool for name, tool in agent.tools.items() if name not in gone}
+        allow = agent.tool_filter.get("allow") if agent.tool_filter else None
+        deny = set(agent.tool_filter.get("deny") or ()) if agent.tool_filter else set()
+        for tool in added:
+            if (allow is None or tool.name in allow) and tool.name not in deny:
+                tools[tool.name] = agent.wrap_tool(tool) if agent.wrap_tool is not None else tool
+        agent.tools = tools  # a new dict: tool views are shared between agents of one shape
+        agent.tool_specs = [ToolSpec(t.name, t.description, t.parameters) for t in tools.values()]
+
     def unknown_tool_names(self, tool_filter: dict | None, extra: Iterable[str] = ()) -> list[str]:
         if not tool_filter:
             return []
@@ -153,6 +167,7 @@ class Runtime:
                       max_tokens=max_tokens, mode=mode, path=path,
                       max_parallel_tool_calls=self.max_parallel_tool_calls, conversation=conversation,
                       turns=turns, limits=limits or self.limits, spent_tokens=logged_tokens(session), steps=steps)
+        agent.tool_filter = tool_filter
         self.agents[agent.id] = agent
         self._agents_room.grew(self.agents)
         if agent.limits.token_budget is not None:

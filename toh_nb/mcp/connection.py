@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 from ..core.errors import ToolError, describe
 from ..core.tools import ToolResult
@@ -58,6 +58,12 @@ class MCPConnection:
         self._lock: asyncio.Lock | None = None
         self._stderr: Any = None
         self._listing: list | None = None
+        #: ``notifications/tools/list_changed`` received so far
+        self.changes = 0
+        #: called (on the loop) when the server says its tool list changed; set by the mounts
+        self.on_change: Callable[["MCPConnection"], None] | None = None
+        #: the re-listing that follows the last change (a call that caused one waits for it)
+        self.refreshing: asyncio.Task | None = None
 
     @property
     def connected(self) -> bool:
@@ -121,7 +127,8 @@ class MCPConnection:
 
                 params = mcp.StdioServerParameters(command=server.command[0], args=server.command[1:],
                                                    env=server.env or None, cwd=server.cwd)
-                async with mcp.Client(stdio_client(params, errlog=stderr), client_info=info) as client:
+                async with mcp.Client(stdio_client(params, errlog=stderr), client_info=info,
+                                      message_handler=self._message) as client:
                     ready.set_result(client)
                     await stop.wait()
             else:
@@ -130,8 +137,8 @@ class MCPConnection:
 
                 # the SDK's transport timeouts: 30 s to connect or write, 300 s to read a response stream
                 async with httpx2.AsyncClient(headers=server.headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http:
-                    async with mcp.Client(streamable_http_client(server.url, http_client=http),
-                                          client_info=info) as client:
+                    async with mcp.Client(streamable_http_client(server.url, http_client=http), client_info=info,
+                                          message_handler=self._message) as client:
                         ready.set_result(client)
                         await stop.wait()
         except asyncio.CancelledError:
@@ -141,6 +148,21 @@ class MCPConnection:
         except BaseException as error:  # a failed start is the starter's to report; a later one the call's
             if not ready.done():
                 ready.set_exception(error if isinstance(error, Exception) else RuntimeError(describe(error)))
+
+    async def _message(self, message: Any) -> None:
+        """The SDK's message handler: server notifications (and transport faults, which the calls in
+        flight report themselves). ``notifications/tools/list_changed`` makes the listing stale; the
+        mounts list again and re-offer the tools."""
+        from mcp_types import ToolListChangedNotification
+
+        if isinstance(getattr(message, "root", message), ToolListChangedNotification):
+            self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        self.changes += 1
+        self._listing = None
+        if self.on_change is not None:
+            self.on_change(self)
 
     def stderr_tail(self) -> str:
         """The end of what the server wrote to stderr (one line, for a diagnostic)."""
@@ -191,9 +213,11 @@ class MCPConnection:
     # -- requests ------------------------------------------------------------------------------
 
     async def list_tools(self) -> list:
-        """The server's tools (``mcp.types.Tool``), listed once per hub (a restart keeps them)."""
+        """The server's tools (``mcp.types.Tool``), listed once per hub (a restart keeps them) and again
+        after the server said they changed."""
         if self._listing is not None:
             return self._listing
+        changes = self.changes
         client = await self.client()
         tools: list = []
         cursor = None
@@ -211,7 +235,8 @@ class MCPConnection:
             await self._drop(client)
             raise ToolError(texts.list_failed(self.server.display, reason_of(error)) + (
                 f"; its stderr ends: {stderr}" if stderr else "")) from None
-        self._listing = tools
+        if self.changes == changes:  # a change noted meanwhile leaves it stale: the next asker lists again
+            self._listing = tools
         return tools
 
     async def call(self, tool: str, arguments: dict) -> ToolResult:
@@ -240,4 +265,9 @@ class MCPConnection:
                                                  f"error(s), first: {error.errors()[0]['msg']}")) from None
         except (RuntimeError, ValueError) as error:
             raise ToolError(texts.invalid_answer(server.display, tool, describe(error))) from None
+        refreshing = self.refreshing
+        if refreshing is not None and not refreshing.done():
+            # the call changed the server's tools (it said so before answering): the caller's next step
+            # sees the new list
+            await asyncio.wait({refreshing}, timeout=server.connect_timeout)
         return tool_result(result)

@@ -34,6 +34,10 @@ def bad_name(name: Any) -> str:
     return f"name must be a non-empty string, got {name!r}"
 
 
+def name_clash(name: str, first: str, second: str) -> str:
+    return f'MCP tool name "{name}" is offered by {first} and {second}; give one of the servers another name='
+
+
 def not_a_server(item: Any) -> str:
     return f"tools= of spawn/start takes tn.MCPServer objects, got {type(item).__name__}"
 
@@ -71,6 +75,10 @@ def invalid_answer(display: str, tool: str, problem: str) -> str:
 
 def list_failed(display: str, problem: str) -> str:
     return f"{display} could not list its tools: {problem}"
+
+
+def relist_failed(display: str, problem: str) -> str:
+    return f"{display} said its tools changed, but listing them again failed: {problem}"
 
 
 def closed_hub(display: str) -> str:
