@@ -15,14 +15,20 @@ call starts a fresh one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import tempfile
 from typing import Any, Callable
+
+import anyio
 
 from ..core.errors import ToolError, describe
 from ..core.tools import ToolResult
 from . import texts
 from .config import MCPServer, sdk
 from .results import tool_result
+
+log = logging.getLogger("toh_nb.mcp")
 
 #: seconds each shutdown step may take (the SDK's own stdio shutdown is bounded at about 6 s)
 CLOSE_GRACE = 10.0
@@ -129,8 +135,9 @@ class MCPConnection:
                                                    env=server.env or None, cwd=server.cwd)
                 async with mcp.Client(stdio_client(params, errlog=stderr), client_info=info,
                                       message_handler=self._message) as client:
-                    ready.set_result(client)
-                    await stop.wait()
+                    async with self._listening(client):
+                        ready.set_result(client)
+                        await stop.wait()
             else:
                 import httpx2
                 from mcp.client.streamable_http import streamable_http_client
@@ -139,8 +146,9 @@ class MCPConnection:
                 async with httpx2.AsyncClient(headers=server.headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http:
                     async with mcp.Client(streamable_http_client(server.url, http_client=http), client_info=info,
                                           message_handler=self._message) as client:
-                        ready.set_result(client)
-                        await stop.wait()
+                        async with self._listening(client):
+                            ready.set_result(client)
+                            await stop.wait()
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -148,6 +156,42 @@ class MCPConnection:
         except BaseException as error:  # a failed start is the starter's to report; a later one the call's
             if not ready.done():
                 ready.set_exception(error if isinstance(error, Exception) else RuntimeError(describe(error)))
+
+    @contextlib.asynccontextmanager
+    async def _listening(self, client: Any) -> Any:
+        """Ask for tool-list changes: on a 2026-07-28 connection a server sends them only on a
+        ``subscriptions/listen`` stream, held open here for the session's life (an older server sends
+        ``notifications/tools/list_changed`` unasked). Either way they reach :meth:`_message`. A server
+        that refuses or never acknowledges (within ``connect_timeout``) is used without."""
+        from mcp.client.subscriptions import ListenNotSupportedError
+
+        async with contextlib.AsyncExitStack() as stack:
+            subscription = None
+            try:
+                with anyio.fail_after(self.server.connect_timeout):
+                    subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
+            except ListenNotSupportedError:
+                pass  # an older protocol: the notification comes unasked
+            except Exception as error:  # refused, lost or unanswered: the tools still work, unchanged
+                log.info("%s: no tools/list_changed subscription: %s", self.server.display, describe(error))
+            if subscription is None:
+                yield
+                return
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._drain, subscription)
+                try:
+                    yield
+                finally:
+                    group.cancel_scope.cancel()
+
+    @staticmethod
+    async def _drain(subscription: Any) -> None:
+        """Read the subscription's events (the same changes reach :meth:`_message`), so none pile up."""
+        try:
+            async for _ in subscription:
+                pass
+        except Exception as error:  # the stream was lost: changes after it are missed until a restart
+            log.info("tools/list_changed subscription ended: %s", describe(error))
 
     async def _message(self, message: Any) -> None:
         """The SDK's message handler: server notifications (and transport faults, which the calls in
@@ -265,6 +309,7 @@ class MCPConnection:
                                                  f"error(s), first: {error.errors()[0]['msg']}")) from None
         except (RuntimeError, ValueError) as error:
             raise ToolError(texts.invalid_answer(server.display, tool, describe(error))) from None
+        await asyncio.sleep(0)  # a change notified before the answer is being handled: let it start
         refreshing = self.refreshing
         if refreshing is not None and not refreshing.done():
             # the call changed the server's tools (it said so before answering): the caller's next step
