@@ -126,6 +126,9 @@ def server_from_entry(entry: Any, index: int, cwd: str | None = None) -> MCPServ
     if kind == "sse":
         raise EntryError(f"{field}.type", 'is "sse", which this agent does not take (stdio and http only; MCP '
                                           "deprecated SSE for streamable HTTP)")
+    if kind == "acp":
+        raise EntryError(f"{field}.type", 'is "acp" (MCP over ACP), which this agent does not take (stdio and http '
+                                          "only)")
     raise EntryError(f"{field}.type", f"is {kind!r}; expected stdio (no type) or \"http\"")
 
 

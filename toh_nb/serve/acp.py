@@ -85,6 +85,8 @@ BAD_MCP_SERVER = "Invalid params: {problem}"
 NO_MCP_EXTRA = ("MCP servers %s not mounted: this agent needs the mcp extra to mount them "
                 "(pip install 'toh-nb[mcp]')")
 TURN_FAILED = "Internal error: {error}"
+#: seconds ``session/close`` waits for a cancelled turn to end before closing its hub
+CLOSE_WAIT = 30.0
 
 
 def _invalid_params(message: str, **data: Any) -> Exception:
@@ -209,6 +211,7 @@ class HubAgent:
             agent_capabilities=acp.schema.AgentCapabilities(
                 load_session=self.store is not None,
                 mcp_capabilities=acp.schema.McpCapabilities(http=mcp_available(), sse=False),
+                session_capabilities=acp.schema.SessionCapabilities(close=acp.schema.SessionCloseCapabilities()),
                 prompt_capabilities=acp.schema.PromptCapabilities(embedded_context=True)),
             agent_info=acp.schema.Implementation(name="toh_nb", title="toh_nb", version=__version__))
 
@@ -330,6 +333,19 @@ class HubAgent:
             return
         self.sessions[session_id].cancel()
 
+    async def close_session(self, session_id: str, **kwargs: Any) -> Any:
+        """``session/close``: the session's running turn is cancelled and its hub closed (its MCP servers
+        stopped); with ``--store`` its log stays, so ``session/load`` reopens it."""
+        acp = acp_sdk()
+        served = self._served(session_id)
+        del self.sessions[session_id]
+        served.cancel()
+        if served.turn is not None:
+            await asyncio.wait({served.turn}, timeout=CLOSE_WAIT)
+        await served.hub.close()
+        log.info("session %s closed", session_id)
+        return acp.schema.CloseSessionResponse()
+
     def cancel_all(self) -> None:
         """End of input: the client is gone, so every running turn is cancelled (its log keeps it)."""
         self.closing = True
@@ -358,7 +374,8 @@ async def serve(*, model: Any, store: str | None, max_depth: int = 3, output_fd:
     agent = HubAgent(make_hub, store)
     transport.on_eof = agent.cancel_all
     try:
-        await acp.run_agent(agent, input_stream=transport)
+        # the unstable routes answer only where HubAgent has the method: session/close
+        await acp.run_agent(agent, input_stream=transport, use_unstable_protocol=True)
     finally:
         await agent.close()
         if tracing is not None:
