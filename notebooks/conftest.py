@@ -1,6 +1,7 @@
 """Tutorials that need an optional install are skipped with the reason when it is missing, instead of
 failing: 07 runs a real model through llama-cpp-python (the ``local`` extra), 09 drives a real ACP agent
-(fast-agent, with the ``acp`` extra), 10 starts a local Ray cluster (the ``ray`` extra). ``.ci/run``
+(fast-agent, with the ``acp`` extra), 10 starts a local Ray cluster (the ``ray`` extra), 12 mounts an MCP
+server and serves one (the ``mcp`` extra). ``.ci/run``
 installs all of them, so CI executes and compares them."""
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def _missing() -> dict[str, str]:
         reasons["07_local_model.ipynb"] = "the local extra is not installed (pip install 'toh-nb[local]')"
     if importlib.util.find_spec("ray") is None:
         reasons["10_ray.ipynb"] = "10_ray needs the ray extra: pip install 'toh-nb[ray]'"
+    if importlib.util.find_spec("mcp") is None:
+        reasons["12_mcp_tools.ipynb"] = "12_mcp_tools needs the mcp extra: pip install 'toh-nb[mcp]'"
     if importlib.util.find_spec("acp") is None:
         reasons["09_acp_agents.ipynb"] = "09_acp_agents needs the acp extra: pip install 'toh-nb[acp]'"
     elif _fast_agent() is None:
