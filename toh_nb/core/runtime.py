@@ -31,6 +31,11 @@ from .tools import Tool, ToolRegistry
 BASE_SYSTEM_PROMPT = "You are an AI agent running in toh_nb, a delegation runtime for notebooks."
 
 
+#: tool views kept (one per shape: filter, extra tools, sections); children bringing tools of their own
+#: make a shape each, so the cache is dropped when it grows past this
+MAX_VIEWS = 256
+
+
 class Runtime:
     """Shared state of one hub. Create with a model, a store and an id source."""
 
@@ -101,8 +106,9 @@ class Runtime:
         """The tools an agent sees and its system prompt (without persona); cached per shape."""
         extra = tuple(extra_tools)
         extra_sections = tuple(sections)
-        key = (_filter_key(tool_filter), tuple(t.name for t in extra), extra_sections)
-        if self._views_version != self.tools.version:
+        # extra tools by identity: two children's own tools may share names yet differ (two MCP sessions)
+        key = (_filter_key(tool_filter), tuple((t.name, id(t)) for t in extra), extra_sections)
+        if self._views_version != self.tools.version or len(self._views) >= MAX_VIEWS:
             self._views.clear()
             self._views_version = self.tools.version
         view = self._views.get(key)

@@ -57,6 +57,8 @@ class MCPConnection:
         self.server = server
         #: sessions opened so far (1 after the first start; each restart adds one)
         self.starts = 0
+        #: one-shot children holding this session (``MCPMounts.hold``/``release``)
+        self.holders = 0
         self.closed = False
         self._client: Any = None
         self._owner: asyncio.Task | None = None

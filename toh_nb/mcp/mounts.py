@@ -199,6 +199,32 @@ class MCPMounts:
                 if self.on_change is not None:
                     self.on_change(old, new, group.shared)
 
+    def hold(self, servers: Sequence[MCPServer]) -> list[MCPConnection]:
+        """One more user of each server's session (made now if there is none): :meth:`release` closes a
+        session only when its last holder lets go."""
+        held = [self.connection(server) for server in servers]
+        for connection in held:
+            connection.holders += 1
+        return held
+
+    async def release(self, held: Sequence[MCPConnection], in_use: Collection[int] = ()) -> None:
+        """Let go of ``held`` (from :meth:`hold`): a session nobody holds any more, whose ``id`` is not in
+        ``in_use``, is closed and forgotten (a later use of the same server object starts a new one)."""
+        closing = []
+        for connection in held:
+            connection.holders -= 1
+            if connection.holders > 0 or id(connection) in in_use or connection.closed:
+                continue
+            server = connection.server
+            if self._connections.get(id(server)) is connection:
+                del self._connections[id(server)]
+            for key in [key for key, group in self._groups.items() if any(s is server for s in group.servers)]:
+                del self._groups[key]
+            if connection.refreshing is not None:
+                connection.refreshing.cancel()
+            closing.append(connection.close())
+        await asyncio.gather(*closing)
+
     async def close(self) -> None:
         """Close every session (concurrently; each is bounded). Idempotent."""
         self.closed = True
