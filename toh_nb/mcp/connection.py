@@ -50,6 +50,19 @@ def reason_of(error: BaseException) -> str:
     return describe(error)
 
 
+def noise_line(error: Exception) -> str:
+    """The offending stdout line of a parse error (pydantic keeps it as the error's input)."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        try:
+            value = errors()[0].get("input")
+        except Exception:  # not pydantic's shape after all
+            value = None
+        if isinstance(value, (str, bytes)):
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return describe(error)
+
+
 class MCPConnection:
     """The hub's session with ``server`` (started on first use, restarted after the server died)."""
 
@@ -59,6 +72,9 @@ class MCPConnection:
         self.starts = 0
         #: one-shot children holding this session (``MCPMounts.hold``/``release``)
         self.holders = 0
+        #: lines the server wrote on stdout that are not JSON-RPC (this session), and the first of them
+        self.noise = 0
+        self.first_noise: str | None = None
         self.closed = False
         self._client: Any = None
         self._owner: asyncio.Task | None = None
@@ -96,6 +112,7 @@ class MCPConnection:
         server = self.server
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
+        self.noise, self.first_noise = 0, None
         if server.command is not None:
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         self._owner = asyncio.get_running_loop().create_task(self._own(ready, self._stop, self._stderr),
@@ -105,7 +122,7 @@ class MCPConnection:
         except asyncio.TimeoutError:
             stderr = self.stderr_tail()
             await self._teardown()
-            raise ToolError(texts.handshake_timeout(server.display, server.connect_timeout, stderr)) from None
+            raise ToolError(self.noted(texts.handshake_timeout(server.display, server.connect_timeout, stderr))) from None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if self.closed and ready.cancelled() and not (current is not None and current.cancelling()):
@@ -115,7 +132,7 @@ class MCPConnection:
         except Exception as error:
             stderr = self.stderr_tail()
             await self._teardown()
-            raise ToolError(texts.start_failed(server.display, reason_of(error), stderr)) from None
+            raise ToolError(self.noted(texts.start_failed(server.display, reason_of(error), stderr))) from None
         if self.closed:  # the hub closed while this session started: it is not handed out
             await self._teardown()
             raise ToolError(texts.closed_hub(server.display))
@@ -201,6 +218,11 @@ class MCPConnection:
         mounts list again and re-offer the tools."""
         from mcp_types import ToolListChangedNotification
 
+        if isinstance(message, Exception):  # a line on stdout that is not JSON-RPC (the SDK logs it too)
+            self.noise += 1
+            if self.first_noise is None:
+                self.first_noise = noise_line(message)
+            return
         if isinstance(getattr(message, "root", message), ToolListChangedNotification):
             self._tools_changed()
 
@@ -209,6 +231,13 @@ class MCPConnection:
         self._listing = None
         if self.on_change is not None:
             self.on_change(self)
+
+    def noted(self, message: str) -> str:
+        """A failure diagnostic, with the stdout lines of this session that were not JSON-RPC when there
+        were some (the SDK logs each at ERROR on ``mcp.client.stdio``; the turn's error says it too)."""
+        if self.noise:
+            return message + texts.noise(self.noise, self.first_noise or "")
+        return message
 
     def stderr_tail(self) -> str:
         """The end of what the server wrote to stderr (one line, for a diagnostic)."""
@@ -279,8 +308,8 @@ class MCPConnection:
         except Exception as error:
             stderr = self.stderr_tail()
             await self._drop(client)
-            raise ToolError(texts.list_failed(self.server.display, reason_of(error)) + (
-                f"; its stderr ends: {stderr}" if stderr else "")) from None
+            raise ToolError(self.noted(texts.list_failed(self.server.display, reason_of(error)) + (
+                f"; its stderr ends: {stderr}" if stderr else ""))) from None
         if self.changes == changes:  # a change noted meanwhile leaves it stale: the next asker lists again
             self._listing = tools
         return tools
@@ -300,7 +329,7 @@ class MCPConnection:
             if error.code == CONNECTION_CLOSED:
                 stderr = self.stderr_tail()
                 await self._drop(client)
-                raise ToolError(texts.closed_during(server.display, tool, stderr)) from None
+                raise ToolError(self.noted(texts.closed_during(server.display, tool, stderr))) from None
             if error.code == REQUEST_TIMEOUT:
                 raise ToolError(texts.call_timeout(server.display, tool, server.timeout)) from None
             raise ToolError(texts.refused(server.display, tool, error.error.message)) from None

@@ -85,6 +85,16 @@ def closed_hub(display: str) -> str:
     return f"{display}: the hub is closed"
 
 
+#: characters of a non-protocol stdout line a diagnostic quotes
+NOISE_QUOTE = 120
+
+
+def noise(count: int, first: str) -> str:
+    """Said after a failure diagnostic: the server's stdout lines that were not JSON-RPC."""
+    quoted = first if len(first) <= NOISE_QUOTE else first[:NOISE_QUOTE] + "\u2026"
+    return f"; {count} line(s) it wrote on stdout were not JSON-RPC, the first: {quoted!r}"
+
+
 def _tail(stderr: str) -> str:
     return f"; its stderr ends: {stderr}" if stderr else ""
 
