@@ -96,13 +96,23 @@ class Recorder:
         return out
 
 
-def quiet(tree, seconds: float = 0.6) -> None:
-    """Wait until no refresh is pending and ``seconds`` passed (coalesced refreshes have flushed)."""
+def quiet(tree, hub, seconds: float = 0.6) -> None:
+    """Wait until ``seconds`` passed, no refresh is pending and none is running (coalesced refreshes have
+    flushed). A refresh runs on the hub's loop and is no longer "pending" while it runs, so each look first
+    waits for the loop to be free (a no-op call). A costly refresh spaces the next one (``LOOP_SHARE``: a
+    0.5 s refresh makes the next wait 10 s), so this waits up to a minute; a refresh still pending then
+    is an error, not a zero."""
     time.sleep(seconds)
-    deadline = time.monotonic() + 10
-    while tree.refresh_pending and time.monotonic() < deadline:
+    deadline = time.monotonic() + 60
+    while True:
+        hub.portal.call(lambda: None)  # a refresh running on the loop has finished (and sent what it sends)
+        if not tree.refresh_pending:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("the tree still has a refresh pending after 60 s")
         time.sleep(0.05)
     time.sleep(0.2)
+    hub.portal.call(lambda: None)
 
 
 def measure_settle(n: int, turns: int) -> dict:
@@ -113,18 +123,21 @@ def measure_settle(n: int, turns: int) -> dict:
         tree.comm.send = recorder
         try:
             tree.view = "timeline"
-            quiet(tree)
+            quiet(tree, hub)
             tree.refresh()
-            quiet(tree)
+            quiet(tree, hub)
             opened, _ = recorder.take()
             kids[0].send("one more")  # the first child: among the agents the Timeline syncs
             kids[0].wait(timeout=60)
-            quiet(tree)
+            started = time.perf_counter()
+            quiet(tree, hub)
             settle_bytes, settle_messages = recorder.take()
+            waited = time.perf_counter() - started
         finally:
             tree.close()
     return {"name": "waterfall_settle", "checkout": CHECKOUT, "n": n, "turns": turns,
-            "bytes_when_opened": opened, "bytes_per_settle": settle_bytes, "messages_per_settle": settle_messages}
+            "bytes_when_opened": opened, "bytes_per_settle": settle_bytes, "messages_per_settle": settle_messages,
+            "seconds_until_quiet": round(waited, 1)}
 
 
 def before(checkout: str, sizes: list[int], turns: int) -> list[dict]:
