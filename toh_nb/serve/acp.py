@@ -4,7 +4,9 @@ An ACP client (Zed, JetBrains, another toh_nb) drives a delegation tree over std
 the root agent of its own hub (with ``--store``, its own directory ``DIR/<session id>/``, so
 ``session/load`` resumes it in a later process); a prompt is one root turn; the root's tool calls (subagent
 starts, job tools, messages to children) are reported as ``tool_call`` / ``tool_call_update`` and its
-text as ``agent_message_chunk``; ``session/cancel`` aborts the turn.
+text as ``agent_message_chunk``; ``session/cancel`` aborts the turn; ``session/close`` ends the session.
+The ``mcpServers`` of ``session/new`` / ``session/load`` are mounted as tools of the session's hub
+(:func:`mcp_servers_of`, checked by :mod:`toh_nb.mcp.entries`) and stop with it.
 
 stdout carries only protocol messages (see :mod:`.server_io`, which also answers malformed lines). Every
 message is checked at this edge before anything touches the disk: a session id must match the store's id
