@@ -796,7 +796,7 @@ class AsyncHub:
                                    background_starter(self._service, provider, request), by_user=True)
             await self._service.child_recorded(job.child_id)  # the job's child is in the log when its id is out
             return AsyncJob(self, job)
-        run = await self._service.start(provider, request)
+        run = await self._service.start(provider, request, waited=True)
         try:
             result = await run.result
         finally:

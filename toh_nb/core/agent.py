@@ -141,13 +141,20 @@ class Agent(Records):
             self.runtime.bus.publish(MessageQueued(**self.who(), message_id=message.id, source=source,
                                                    text=message.text))
 
-    def submit(self, message: Message) -> "asyncio.Future[TurnOutcome]":
-        """``followup`` and return a future for the outcome of the turn that runs ``message``."""
+    def submit(self, message: Message, *, first_step_yields: bool = True) -> "asyncio.Future[TurnOutcome]":
+        """``followup`` and return a future for the outcome of the turn that runs ``message``.
+
+        ``first_step_yields=False``: when ``message`` starts the agent's driver, the driver's first
+        turn calls the model in the task's first pass through the loop instead of yielding once more
+        first (a new task's start is a pass of its own): for a child whose parent only waits for it
+        (a foreground delegation), where the extra pass decides nothing and costs every delegation."""
         future = asyncio.get_running_loop().create_future()
         if message.id is None:
             message.id = self.runtime.ids.message()
         self._waiters[message.id] = future
-        self.followup(message)
+        self._next_turn.append(message)
+        self._queued(message)
+        self._wake(first_step_yields)
         return future
 
     @property
@@ -159,13 +166,13 @@ class Agent(Records):
     def parked(self) -> bool:
         return self._parked and bool(self._next_turn or self.next_step_inbox)
 
-    def _wake(self) -> None:
+    def _wake(self, first_step_yields: bool = True) -> None:
         if self.disposed:
             return
         self._parked = False
         if self._driver is None:
             self._set_status("running")
-            self._driver = asyncio.get_running_loop().create_task(self._drive())
+            self._driver = asyncio.get_running_loop().create_task(self._drive(first_step_yields))
 
     # -- cancellation --------------------------------------------------------------------------
 
@@ -235,8 +242,10 @@ class Agent(Records):
             self.status = status
             self.runtime.on_status(self)
 
-    async def _drive(self) -> None:
-        self.unyielded = TURNS_PER_YIELD  # a busy period's first step always yields
+    async def _drive(self, first_step_yields: bool = True) -> None:
+        # a busy period's first step yields (see LocalSteps.run), unless its starter says the task's own
+        # first pass is enough (``submit(first_step_yields=False)``): then it counts as a queued turn
+        self.unyielded = TURNS_PER_YIELD if first_step_yields else 0
         # sync model functions of this driver's turns run on this hub's threads (toh_nb.core.threads)
         current_user_threads.set(getattr(self.runtime, "user_threads", None))
         try:
