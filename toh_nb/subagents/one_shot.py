@@ -47,8 +47,9 @@ class SubagentRun:
     """A one-shot child run. Await ``result``; always ``await dispose()`` (idempotent).
 
     Why no task of its own: a delegation is the engine's hot path, so the run's outcome is computed by
-    a callback on the child's turn future and handed straight to each waiter's own future (one loop
-    iteration, no shield chain), and disposing a settled, idle child is done at once, with no task."""
+    the child's turn future's ``then`` (run as the turn ends, not a loop pass later) and handed straight
+    to each waiter's own future (no shield chain), and disposing a settled, idle child is done at once,
+    with no task."""
 
     __slots__ = ("id", "run_id", "provider", "agent", "_result", "_waiters", "_disposal", "cancelled", "close")
 
@@ -195,12 +196,13 @@ class OneShotRuns:
                                    max_tokens=options.get("max_tokens", request.parent.max_tokens),
                                    limits=options.get("limits"), events=seed)
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
-        turn = child.submit(user_message(request.prompt, id=runtime.ids.message()), first_step_yields=not waited)
-        turn.add_done_callback(functools.partial(self._one_shot_result, run))
+        child.submit(user_message(request.prompt, id=runtime.ids.message()), first_step_yields=not waited,
+                     then=functools.partial(self._one_shot_result, run))
         return run
 
     def _one_shot_result(self, run: SubagentRun, turn: "asyncio.Future[TurnOutcome]") -> None:
-        """The run's outcome from its turn's outcome (a callback on the turn's future: no task per run)."""
+        """The run's outcome from its turn's outcome, the moment the turn is done (the turn future's
+        ``then``: no task per run, no loop pass between the child's end and its waiters)."""
         try:
             try:
                 if turn.cancelled():  # never a bare CancelledError at the caller: the run ends and says why
