@@ -24,7 +24,7 @@ ASYNC_ONLY = {
     "AsyncHub": {"astream",  # Hub.stream
                  "view",  # plain reads for code on the hub's loop thread (the notebook's tree)
                  "from_config",  # Hub builds its AsyncHub from its checked HubConfig
-                 "root_agent",  # the root Agent object (the ACP server face reads it)
+                 "root_agent",  # the root Agent object (the ACP server face and AsyncJob read it)
                  *DEPRECATED["AsyncHub"]},
 }
 SYNC_ONLY = {

@@ -636,6 +636,8 @@ class AsyncHub:
 
     @property
     def root_agent(self) -> Any:
+        """The root's engine Agent object: what acts as the root (the ACP server face, a job handle's
+        owner fence); scripts use :attr:`root` and the hub's methods."""
         return self._root
 
     @property
