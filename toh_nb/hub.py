@@ -548,7 +548,8 @@ class AsyncHub:
             tools = config.tools
             configs = config.delegation_tools if config.delegation_tools is not None else [SubagentTool()]
             mounted = [item for item in tools if isinstance(item, SubagentTool)]
-            self._mcp = MCPMounts()
+            self._mcp = MCPMounts(on_change=self._mcp_changed,
+                                  on_problem=functools.partial(runtime.bus.problem, "mcp"))
             for item in [*configs, *mounted]:
                 if isinstance(item, SubagentTool):
                     servers = self._child_servers(item.tools, f'SubagentTool "{item.name}" tools')
@@ -699,11 +700,29 @@ class AsyncHub:
         async with self._mcp_lock:
             if self._mcp_ready:
                 return
-            for tool in await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names()):
+            for tool in await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names(), shared=True):
                 self._runtime.tools.add(tool)
             root = self._root  # made before the tools were known: it sees them from now on
             root.tools, root.tool_specs, root.system = self._runtime.compose(None)
             self._mcp_ready = True
+
+    def _mcp_changed(self, old: list, new: list, shared: bool) -> None:
+        """An MCP server's tool list changed (``notifications/tools/list_changed``): ``new`` replaces
+        ``old`` — in the hub's tool layer for the hub's servers (so children started later see it), and
+        in every live agent that sees them, from its next step."""
+        runtime = self._runtime
+        removed = [tool.name for tool in old]
+        if shared:
+            for name in removed:
+                runtime.tools.remove(name)
+            for tool in new:
+                runtime.tools.add(tool)
+        connections = {tool.connection for tool in old} | {tool.connection for tool in new}
+        for agent in list(runtime.agents.values()):
+            if agent.disposed:
+                continue
+            if shared or any(getattr(tool, "connection", None) in connections for tool in agent.tools.values()):
+                runtime.retool(agent, removed, new)
 
     @staticmethod
     def _child_servers(tools: Any, what: str) -> tuple:
@@ -715,6 +734,31 @@ class AsyncHub:
                 raise UsageError(f"{what} takes tn.MCPServer objects (functions go to tn.Hub(tools=...)), "
                                  f"got {type(item).__name__}")
         return tuple(tools)
+
+    def _own_servers(self, servers: tuple) -> list:
+        """A child's own servers that are not also the hub's (those live until ``hub.close()``)."""
+        return [server for server in servers if server not in self._runtime.mcp_servers]
+
+    def _releasing(self, start: Any, held: list) -> Any:
+        """A background job's ``run`` whose child's own MCP servers stop when the job ends."""
+        def run(job: Any) -> Any:
+            outcome = start(job)  # called at once: the child exists when the job id is returned
+
+            async def then_release() -> Any:
+                try:
+                    return await outcome
+                finally:
+                    await asyncio.shield(self._release_servers(held))
+            return then_release()
+        return run
+
+    async def _release_servers(self, held: list) -> None:
+        """A finished one-shot child lets go of its own MCP servers' sessions (``held``): each stops
+        unless another child holds it or a live agent still has one of its tools (a continuable child
+        given the same server object); a later use starts it again."""
+        in_use = {id(getattr(tool, "connection", None)) for agent in list(self._runtime.agents.values())
+                  if not agent.disposed for tool in agent.tools.values() if getattr(tool, "connection", None) is not None}
+        await self._mcp.release(held, in_use)
 
     async def _child_tools(self, servers: tuple) -> tuple[tuple, tuple]:
         """The tools of a child's own MCP servers (started on first use, one session per server object;
@@ -791,18 +835,27 @@ class AsyncHub:
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
                                 provider)
-        if servers:  # after every check: a refused call starts no server
-            request.tools, request.mcp_servers = await self._child_tools(servers)
-        if background:
-            job = self._jobs.start("subagent", request.label, self._root,
-                                   background_starter(self._service, provider, request), by_user=True)
-            await self._service.child_recorded(job.child_id)  # the job's child is in the log when its id is out
-            return AsyncJob(self, job)
-        run = await self._service.start(provider, request, waited=True)
+        # after every check: a refused call starts no server. The child holds its own servers' sessions
+        # (another spawn may share the server object) until it can no longer run, then they stop
+        held = self._mcp.hold(self._own_servers(servers))
         try:
-            result = await run.result
+            if servers:
+                request.tools, request.mcp_servers = await self._child_tools(servers)
+            if background:
+                starter = background_starter(self._service, provider, request)
+                job = self._jobs.start("subagent", request.label, self._root,
+                                       self._releasing(starter, held) if held else starter, by_user=True)
+                held = []  # the job releases them when it ends
+                await self._service.child_recorded(job.child_id)  # the job's child is in the log when its id is out
+                return AsyncJob(self, job)
+            run = await self._service.start(provider, request, waited=True)
+            try:
+                result = await run.result
+            finally:
+                await run.dispose()
         finally:
-            await run.dispose()
+            if held:
+                await asyncio.shield(self._release_servers(held))
         return run_result(result, run.id, request.label)
 
     async def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,

@@ -75,7 +75,7 @@ class Agent(Records):
         "max_parallel_tool_calls", "opening", "_abort_opening", "_next_turn", "next_step_inbox", "steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "messages", "_waiters",
         "unyielded", "limits", "subtree_tokens", "reserved_tokens", "budget_waiters",
-        "steps", "bus", "__weakref__",
+        "steps", "bus", "tool_filter", "wrap_tool", "__weakref__",
     )
 
     def __init__(self, *, id: str, runtime: Any, session: Session, model: Any, system: str = "",
@@ -94,6 +94,10 @@ class Agent(Records):
         self.model = model
         self.system = system
         self.tools: dict[str, Tool] = tools or {}
+        #: the ``tool_filter`` its tools were chosen with, and the provider's ``wrap_tool`` they went
+        #: through (if any): how tools that appear later (an MCP server's new list) are offered to it
+        self.tool_filter: dict | None = None
+        self.wrap_tool: Any = None
         self.tool_specs: list[ToolSpec] = tool_specs if tool_specs is not None else [
             ToolSpec(t.name, t.description, t.parameters) for t in self.tools.values()]
         self.label = label

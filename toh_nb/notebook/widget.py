@@ -355,8 +355,11 @@ class AgentTree(anywidget.AnyWidget):
     now = traitlets.Float(0.0).tag(sync=True)
     hub_closed = traitlets.Bool(False).tag(sync=True)
     #: the Timeline's data while it is shown: {agent id: activations} of the agents not running, and of
-    #: the running ones (:mod:`toh_nb.notebook.waterfall`)
-    waterfall = traitlets.Dict().tag(sync=True)
+    #: the running ones (:mod:`toh_nb.notebook.waterfall`). ``waterfall`` is kept in the kernel and the
+    #: page gets it as deltas (``{"type": "waterfall", "set": {id: activations}, "drop": [ids]}``, every
+    #: agent once when a view opens, :meth:`_sync_waterfall`): an agent that settles sends its own
+    #: activations, not the whole waterfall; ``waterfall_live`` (running agents only: small) is synced
+    waterfall = traitlets.Dict()
     waterfall_live = traitlets.Dict().tag(sync=True)
 
     def __init__(self, hub: Any, *, interval: float = 0.1, max_nodes: int = 5000, **kwargs: Any) -> None:
@@ -403,6 +406,7 @@ class AgentTree(anywidget.AnyWidget):
         self.on_msg(self._on_message)
         self._waterfall = Waterfall()
         self._waterfall_due = False  # the Timeline needs its waterfall built though no event came
+        self._waterfall_sent: dict[str, list] = {}  # what the page was sent of each settled agent's activations
         self.observe(self._timeline_changed, names=["view", "visible"])
         self.observe(self._publish, names=["rows"])
         self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished", "expanded"])
@@ -865,13 +869,17 @@ class AgentTree(anywidget.AnyWidget):
             self._refilter()
 
     def _send_rows(self, full: bool = True) -> str:
-        """Send the page every row and their order (a view that just opened asks with ``hello``)."""
+        """Send the page every row and their order, and the Timeline's settled activations when it has
+        some (a view that just opened asks with ``hello``)."""
         with self._publish_lock:
             rows = list(self.rows)
             self._sent = {row["id"]: row for row in rows}
             self._sent_order = [row["id"] for row in rows]
             self._post({"type": "rows", "full": True, "set": rows, "drop": [], "order": self._sent_order,
                                 "now": time.time()})
+            self._waterfall_sent = dict(self.waterfall)
+            if self._waterfall_sent:  # the Timeline's settled activations, when it was built
+                self._post({"type": "waterfall", "full": True, "set": self._waterfall_sent, "drop": []})
         return ""
 
     def _post(self, message: dict) -> None:
@@ -887,11 +895,22 @@ class AgentTree(anywidget.AnyWidget):
             self._mark_dirty()
 
     def _sync_waterfall(self) -> None:
-        """The shown agents' activations (loop thread; while the Timeline is open)."""
+        """The shown agents' activations (loop thread; while the Timeline is open): the page is sent the
+        settled agents whose activations it does not have as they are now, and the ids that left."""
         settled, live = self._waterfall.build(self._hub, self.rows, self.visible)
+        with self._publish_lock:
+            sent = self._waterfall_sent
+            # an agent that did not move keeps the same list (Waterfall's cache): identity first
+            fresh = {key: acts for key, acts in settled.items()
+                     if key not in sent or (sent[key] is not acts and sent[key] != acts)}
+            gone = [key for key in sent if key not in settled]
+            if fresh or gone:
+                for key in gone:
+                    del sent[key]
+                sent.update(fresh)
+                self._post({"type": "waterfall", "set": fresh, "drop": gone})
+            self.waterfall = settled
         with self.hold_sync():
-            if settled != self.waterfall:
-                self.waterfall = settled
             if live != self.waterfall_live:
                 self.waterfall_live = live
 
