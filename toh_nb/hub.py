@@ -180,9 +180,8 @@ class AsyncJob(JobFacts):
     def __init__(self, hub: "AsyncHub", job: Job) -> None:
         self._hub = hub
         self._facts = job
-        # a handle is part of its hub (made by AsyncHub here): it reads the hub's job registry directly, since
-        # a public name would put the engine's registry on the user's surface (and on the sync twin's)
-        self._jobs, self._root = hub._jobs, hub._root  # noqa: SLF001
+        # the job's own registry, acting as the hub's root (the owner fence): no registry on the hub's face
+        self._jobs, self._root = job.registry, hub.root_agent
 
     async def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s
@@ -268,7 +267,7 @@ class AsyncChild(ChildFacts):
 
     async def wait(self, timeout: float | None = None) -> str | None:
         """Wait until the child is settled; the closing text of its last activation (None if none)."""
-        return await self._hub._wait_settled(self.id, timeout)  # noqa: SLF001 - the hub's own handle
+        return await self._hub.view.settled(self.id, timeout)
 
     async def transcript(self, raw: bool = False, columns: "str | list[str] | None" = None) -> list[dict]:
         """This child's conversation, or its raw event log with ``raw=True`` (see :meth:`AsyncHub.transcript`)."""
@@ -311,8 +310,9 @@ class HubView:
     loop thread without awaiting: event listeners, loop callbacks, the notebook's live tree. Scripts use
     the hub's coroutines (``await hub.agents()``), which return the same rows.
 
-    Every method reads; none acts on an agent or waits (only :meth:`answer_permission` acts, on a
-    person's behalf). Made by the hub (``hub.view``), not by you.
+    Every method reads; none acts on an agent (only :meth:`answer_permission` acts, on a person's
+    behalf), and only :meth:`settled`, the one coroutine, waits (what ``await kid.wait()`` awaits).
+    Made by the hub (``hub.view``), not by you.
 
     Args:
         runtime: the hub's engine (its agents and event bus).
@@ -382,6 +382,31 @@ class HubView:
     def status_of(self, child_id: str) -> str:
         """A continuable child's listing status (``running | idle | ready``)."""
         return self._service.status_of(child_id)
+
+    async def settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
+        """Wait until a continuable child is settled (at most ``timeout`` s; ``None``: no bound), then
+        :meth:`closing_text` (see :meth:`AsyncChild.wait`). A timeout is no error: the text so far."""
+        child_id = agent_id_of(child_id)
+        await self._service.wait_settled(child_id, check_timeout(timeout))
+        return self.closing_text(child_id)
+
+    def closing_text(self, child_id: str) -> str | None:
+        """The closing text of a child's last activation (None if it has none): kept by the service
+        when it settled in this process, else read from the child's log."""
+        closing = self._service.closing
+        if child_id in closing:  # the last activation settled in this process
+            return closing[child_id]
+        agent = self._runtime.agents.get(child_id)
+        try:
+            session = agent.session if agent is not None else self._store.open(child_id)
+        except Exception:
+            return None
+        for event in reversed(session.events):
+            if event.kind == ASSISTANT_MESSAGE:
+                content = event.message.content
+                if content:
+                    return text_of(content) or None
+        return None
 
     def has_agent(self, agent_id: str) -> bool:
         """Whether ``agent_id`` is an agent of this hub, live or stored."""
@@ -612,6 +637,8 @@ class AsyncHub:
 
     @property
     def root_agent(self) -> Any:
+        """The root's engine Agent object: what acts as the root (the ACP server face, a job handle's
+        owner fence); scripts use :attr:`root` and the hub's methods."""
         return self._root
 
     @property
@@ -821,7 +848,7 @@ class AsyncHub:
                 held = []  # the job releases them when it ends
                 await self._service.child_recorded(job.child_id)  # the job's child is in the log when its id is out
                 return AsyncJob(self, job)
-            run = await self._service.start(provider, request)
+            run = await self._service.start(provider, request, waited=True)
             try:
                 result = await run.result
             finally:
@@ -931,33 +958,7 @@ class AsyncHub:
     async def wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
         """Deprecated: ``await hub.child(child_id)`` then ``await kid.wait(timeout)`` (the sync twin's way)."""
         _deprecated("wait_settled", "(await hub.child(child_id)).wait(timeout)")
-        return await self._wait_settled(child_id, timeout)
-
-    async def _wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
-        child_id = agent_id_of(child_id)
-        timeout = check_timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while child_id in self._service.activations:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            await self._service.wait_changed(child_id, remaining)
-        return self._closing_text(child_id)
-
-    def _closing_text(self, child_id: str) -> str | None:
-        if child_id in self._service.closing:  # the last activation settled in this process
-            return self._service.closing[child_id]
-        agent = self._runtime.agents.get(child_id)
-        try:
-            session = agent.session if agent is not None else self._store.open(child_id)
-        except Exception:
-            return None
-        for event in reversed(session.events):
-            if event.kind == ASSISTANT_MESSAGE:
-                content = event.message.content
-                if content:
-                    return text_of(content) or None
-        return None
+        return await self._view.settled(child_id, timeout)
 
     async def list_agents(self, scope: str = "children") -> AgentListing:
         """The root's continuable children; ``str()`` is exactly the ``list_agents`` tool text."""

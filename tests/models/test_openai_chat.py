@@ -837,7 +837,7 @@ def test_streamed_text_reaches_the_hub_event_stream_as_text_deltas(server):
         model = make(server, stream=True, on_delta=lambda agent, piece: own.append(piece))
         async with tn.AsyncHub(model, ids="sequential") as hub:
             seen = []
-            unsubscribe = hub.runtime.bus.subscribe(lambda e: seen.append(e) if isinstance(e, TextDelta) else None)
+            unsubscribe = hub.view.subscribe(lambda e: seen.append(e) if isinstance(e, TextDelta) else None)
             result = await hub.run("hi")
             unsubscribe()
             return result.text, [(e.agent_id, e.text) for e in seen]
