@@ -817,9 +817,11 @@ def test_the_key_is_a_secret_str(server):
 
 def test_connection_error_without_a_message_names_its_type(server):
     # llama-cpp-python can drop the connection so that the transport's exception has an empty text
+    import httpx
     import openai
 
-    error = openai.APIConnectionError(request=None)
+    # a real request: openai >= 3.6x reads its headers (request=None raised AttributeError in the constructor)
+    error = openai.APIConnectionError(request=httpx.Request("POST", f"{server.url}/chat/completions"))
     error.__cause__ = ConnectionResetError()
     message = str(make(server)._connection_error(error, 2, False))
     assert message == (f"OpenAIChatModel('test-model' at {server.url}): connection failed (ConnectionResetError) "
