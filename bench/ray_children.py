@@ -96,15 +96,15 @@ async def children(n: int, provider_name: str, providers: dict) -> dict:
         before = c.proc_status_kb("VmRSS")
         start = c.now()
         kids = [await hub.start(f"task {i}", label=f"worker {i}", provider=provider_name) for i in range(n)]
-        for kid in kids:
-            await kid.wait()
+        answers = [await kid.wait() for kid in kids]
         seconds = c.now() - start
         del kids
         c.settle_gc()
         after = c.proc_status_kb("VmRSS")
         listing = await listed(hub)
-        if len(listing) != n or any(e.status != "ready" for e in listing):
-            raise SystemExit(f"ray_children: {len(listing)} listed of {n}, not all ready")
+        if len(listing) != n or any(e.status != "ready" for e in listing) or set(answers) != {"ok"}:
+            raise SystemExit(f"ray_children: {len(listing)} listed of {n}, not all ready and answered "
+                             f"(answers: {sorted(set(map(str, answers)))[:3]})")
         trips = await round_trips_of(providers.get("ray"))
         return {"seconds": seconds, "rss_bytes_per_child": round((after - before) * 1024 / n) if after else None,
                 "round_trips_per_child": round((trips - warm) / n, 2) if trips is not None else None}

@@ -406,7 +406,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
     from ray import cloudpickle
 
     from toh_nb.core.content import Message, Text
-    from toh_nb.providers.ray.host import Host
+    from toh_nb.providers.ray.host import Host, pack, unpack
 
     async def main():
         host = Host()
@@ -418,17 +418,17 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
                  "max_parallel": 10, "resources": None}
         payload = {"setup": setup, "messages": [Message("user", [Text("go")])], "turn": 1, "listening": True,
                    "next_step": [], "steer": False, "max_steps": None, "budgeted": False, "forget": []}
-        stream = host.run("agent-1@1", 1, payload)
+        stream = host.run("agent-1@1", 1, pack(payload))
         first = asyncio.ensure_future(stream.__anext__())
         await until(lambda: "agent-1@1" in host._preparing, "the run to fetch its setup", WAIT)
         host.stop("agent-1@1", 1)
         model_bytes.set_result(cloudpickle.dumps(Unasked()))
-        batches = [await first]
+        batches = [unpack(await first)]
         async for batch in stream:
-            batches.append(batch)
-        later = host.run("agent-1@1", 2, {**payload, "setup": None, "messages": [Message("user", [Text("again")])],
-                                           "turn": 2})
-        return batches, host._early_stops, [batch async for batch in later][-1][-1][0]
+            batches.append(unpack(batch))
+        later = host.run("agent-1@1", 2, pack({**payload, "setup": None, "messages": [Message("user", [Text("again")])],
+                                                "turn": 2}))
+        return batches, host._early_stops, unpack([batch async for batch in later][-1])[-1][0]
 
     batches, left, next_run = asyncio.run(main())
     assert batches == [[("stopped",)]]

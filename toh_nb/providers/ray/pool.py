@@ -102,6 +102,8 @@ class HostRecord:
     pid: int = 0
     children: set = field(default_factory=set)
     dead: bool = False
+    #: keys of the blobs (models, child shapes) sent to this host inline (``RayProvider._inline``)
+    blobs: set = field(default_factory=set)
 
     def describe(self) -> str:
         return f"host actor {self.name} (pid {self.pid}) on node {self.node_ip} [{self.node_id[:12]}]"

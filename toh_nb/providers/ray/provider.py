@@ -327,13 +327,13 @@ class RayProvider:
         """What one turn's run needs: the child's setup and whole conversation when the host lacks them
         (first turn there, a resume, a cut turn), else only the messages it has not seen. ``agent``: the
         child's ``TurnContext`` (``toh_nb.core.steps``)."""
-        ray = import_ray()
         messages = agent.messages
         length = len(messages)
         hosted = self._hosted.pop(link.key, None)  # until this run ends cleanly
         setup = None
         if whole or hosted is None or hosted[0] is not host or hosted[1] > length:
-            setup = {"id": agent.id, "shape": self._shape_of(agent).sent(ray), "model": link.model_blob.sent(ray),
+            setup = {"id": agent.id, "shape": self._inline(host, self._shape_of(agent), whole),
+                     "model": self._inline(host, link.model_blob, whole),
                      "label": agent.label, "depth": agent.depth, "path": agent.path,
                      "parent_id": agent.who()["parent_id"], "max_tokens": agent.max_tokens, "mode": link.mode,
                      "max_parallel": agent.max_parallel_tool_calls, "resources": link.resources}
@@ -346,6 +346,21 @@ class RayProvider:
                 "next_step": next_step, "steer": steer,
                 "max_steps": agent.limits.max_steps, "budgeted": agent.budgeted(),
                 "forget": self._forget.pop(host, [])}
+
+    @staticmethod
+    def _inline(host: HostRecord, blob: _Blob, whole: bool) -> tuple:
+        """A blob as a run's setup carries it: ``(key, bytes)`` the first time this host is sent it (or when
+        the run is sent whole), ``(key, None)`` after — the host builds it once and keeps it. Inline rather
+        than through Ray's object store: an ObjectRef inside an argument makes the host a borrower of it,
+        which costs Ray calls on every run that carries one."""
+        if whole or blob.key not in host.blobs:
+            host.blobs.add(blob.key)
+            return blob.key, blob.data
+        return blob.key, None
+
+    def forget_host_blobs(self, host: HostRecord) -> None:
+        """A host answered that it lacks a child's state: send it every blob again."""
+        host.blobs.clear()
 
     def _shape_of(self, agent: Any) -> _Blob:
         """The system prompt and tools of a child, pickled once per shape (children of one shape share it)."""
