@@ -418,7 +418,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
                  "max_parallel": 10, "resources": None}
         payload = {"setup": setup, "messages": [Message("user", [Text("go")])], "turn": 1, "listening": True,
                    "next_step": [], "steer": False, "max_steps": None, "budgeted": False, "forget": []}
-        stream = host.run("agent-1@1", 1, pack(payload))
+        stream = host.run("agent-1@1", 1, payload)  # a dict in-process: its blobs are futures, not bytes
         first = asyncio.ensure_future(stream.__anext__())
         await until(lambda: "agent-1@1" in host._preparing, "the run to fetch its setup", WAIT)
         host.stop("agent-1@1", 1)

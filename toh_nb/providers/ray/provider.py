@@ -127,6 +127,11 @@ class RayProvider:
         runtime_env: Ray's ``runtime_env`` for the hosts (``{"pip": [...], "working_dir": "..."}``).
         max_concurrency: calls one host actor runs at once.
         init_options: keyword arguments for ``ray.init`` when the provider connects or starts a cluster.
+        spread: place the host actors over the cluster's live nodes, each new host on the node with the
+            fewest (a soft node affinity: a node that lacks ``num_cpus``/``resources`` lets Ray place it
+            elsewhere), instead of wherever Ray packs them. Children go to the least-loaded live host, so
+            with ``host_actors`` at least the number of nodes every node runs children; the children of a
+            node that leaves continue on the other nodes' hosts at their next turn.
         child_resources: what each *user tool call* of a child reserves: a dict of Ray task options
             (``{"num_cpus": 1}``, ``num_gpus``, ``memory``, ``resources``), or a function of the child's
             ``ChildInfo`` returning one or ``None``; such calls run as Ray tasks scheduled wherever those
@@ -148,11 +153,13 @@ class RayProvider:
                  env_vars: Sequence[str] | Mapping[str, str] = (), runtime_env: Mapping[str, Any] | None = None,
                  max_concurrency: int = 10_000, init_options: Mapping[str, Any] | None = None,
                  child_resources: Mapping[str, Any] | Callable[[ChildInfo], Any] | None = None,
-                 name: str = "ray") -> None:
+                 spread: bool = False, name: str = "ray") -> None:
         import_ray()
         check_count(host_actors, "host_actors")
         check_count(max_concurrency, "max_concurrency")
         check_number(num_cpus, "num_cpus", unit="", none=None, maximum=MAX_COUNT)
+        if not isinstance(spread, bool):
+            raise UsageError(f"spread must be True or False, got {spread!r}")
         if address is not None and not isinstance(address, str):
             raise UsageError(f"address must be a string such as 'auto' or 'ray://host:10001', got {address!r}")
         self.name = name
@@ -179,12 +186,14 @@ class RayProvider:
         actor_options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
         if resources:
             actor_options["resources"] = dict(resources)
+        self.spread = spread
         self._actor_options = actor_options
         self._pool = HostPool(size=host_actors, address=address, init_options=dict(init_options or {}),
-                              actor_options=actor_options)
+                              actor_options=actor_options, spread=spread)
 
     def __repr__(self) -> str:  # no runtime_env: it may hold secrets
-        return f"RayProvider(name={self.name!r}, address={self.address!r}, host_actors={self.host_actors})"
+        spread = ", spread=True" if self.spread else ""
+        return f"RayProvider(name={self.name!r}, address={self.address!r}, host_actors={self.host_actors}{spread})"
 
     # -- what crosses the process boundary -------------------------------------------------------
 
