@@ -4,8 +4,9 @@ Needs the ``ray`` extra (``pip install -e '.[ray]'``); it starts a local single-
 (``num_cpus=2``, loopback only) and shuts it down at the end. Figures:
 
 - ``ray_children``: N continuable children started with ``provider="ray"``, one turn each (one model
-  step, run in a host actor's step loop), all settled and listed ``ready``; ``rate_per_s`` is children
-  per second. Its "floor" is the same work in-process (``provider="spawn"``), so ``ratio`` is what
+  step, run in a host actor's step loop), all settled, answered and listed ``ready``; ``rate_per_s`` is
+  children per second; ``cpu_ms_per_child``: CPU milliseconds per child of this process (all threads)
+  and of the host actors, beside the in-process run's (``floor_cpu_ms_per_child``). Its "floor" is the same work in-process (``provider="spawn"``), so ``ratio`` is what
   moving the loops to the cluster costs. ``rss_bytes_per_child`` / ``floor_rss_bytes_per_child``: the
   driver's RSS growth per child (the driver keeps each child's log, tree node and a small link; the
   hosts hold the model and the cached conversation). The first batch also pays the growth of Ray's own
@@ -94,10 +95,12 @@ async def children(n: int, provider_name: str, providers: dict) -> dict:
         warm = await round_trips_of(providers.get("ray")) or 0
         c.settle_gc()
         before = c.proc_status_kb("VmRSS")
+        cpu = cpu_seconds(providers.get("ray"))
         start = c.now()
         kids = [await hub.start(f"task {i}", label=f"worker {i}", provider=provider_name) for i in range(n)]
         answers = [await kid.wait() for kid in kids]
         seconds = c.now() - start
+        cpu = {k: round((v - cpu[k]) * 1e3 / n, 3) for k, v in cpu_seconds(providers.get("ray")).items()}
         del kids
         c.settle_gc()
         after = c.proc_status_kb("VmRSS")
@@ -106,10 +109,28 @@ async def children(n: int, provider_name: str, providers: dict) -> dict:
             raise SystemExit(f"ray_children: {len(listing)} listed of {n}, not all ready and answered "
                              f"(answers: {sorted(set(map(str, answers)))[:3]})")
         trips = await round_trips_of(providers.get("ray"))
-        return {"seconds": seconds, "rss_bytes_per_child": round((after - before) * 1024 / n) if after else None,
+        return {"seconds": seconds, "cpu_ms_per_child": cpu,
+                "rss_bytes_per_child": round((after - before) * 1024 / n) if after else None,
                 "round_trips_per_child": round((trips - warm) / n, 2) if trips is not None else None}
     finally:
         await hub.close()
+
+
+def cpu_seconds(provider) -> dict:
+    """CPU seconds used so far by this process (all its threads: Ray's core worker too) and by the
+    provider's host actors (``hosts``): a cost per child that a busy machine's wall clock blurs less."""
+    import psutil
+
+    used = {"driver": sum(psutil.Process().cpu_times()[:2])}
+    if provider is not None:
+        hosts = 0.0
+        for host in provider._pool.hosts:  # the bench reads the pool's pids (no public face for them)
+            try:
+                hosts += sum(psutil.Process(host.pid).cpu_times()[:2])
+            except psutil.Error:
+                pass
+        used["hosts"] = hosts
+    return used
 
 
 async def round_trips_of(provider) -> int | None:
@@ -248,6 +269,8 @@ async def main() -> None:
                 result = await children(n, "ray", providers)
             base = await children(n, "spawn", {})
             c.emit(c.figure("ray_children", n, result["seconds"], base["seconds"], host_actors=args.host_actors,
+                            cpu_ms_per_child=result["cpu_ms_per_child"],
+                            floor_cpu_ms_per_child=base["cpu_ms_per_child"]["driver"],
                             rss_bytes_per_child=result["rss_bytes_per_child"],
                             floor_rss_bytes_per_child=base["rss_bytes_per_child"],
                             round_trips_per_child=result["round_trips_per_child"]), args.json)

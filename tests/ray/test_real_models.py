@@ -520,6 +520,7 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
     from toh_nb.core.agent import TurnOutcome
     from toh_nb.core.content import Message, ToolResultBlock
     from toh_nb.core.session import Session, SessionHeader
+    from toh_nb.providers.ray.host import pack
     from toh_nb.providers.ray.remote import RemoteSteps
 
     returned = []
@@ -540,7 +541,7 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
         await until(lambda: stream.handed, "the driver to fetch the first batch", WAIT)
         turn.cancel()
         await until(lambda: provider.calls, "the driver to stop the run on its host", WAIT)
-        ref.value = [("log", "tool/result", 1, Message("tool", [ToolResultBlock("call_1", "add", "3")]), None)]
+        ref.value = pack([("log", "tool/result", 1, Message("tool", [ToolResultBlock("call_1", "add", "3")]), None)])
         ref.ready.set()
         stream.end.set()
         with pytest.raises(asyncio.CancelledError):
