@@ -69,7 +69,8 @@ def _picklable(obj: Any) -> bool:
 
 
 class _Blob:
-    """Something pickled (a model, a child shape), put into Ray's object store once, fetched by each host once."""
+    """Something pickled (a model, a child shape) once: a run's setup carries it inline to each host once
+    (``RayProvider._inline``); a model call for an in-process child puts it into Ray's object store once."""
 
     __slots__ = ("key", "data", "box", "keep")
 
