@@ -406,7 +406,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
     from ray import cloudpickle
 
     from toh_nb.core.content import Message, Text
-    from toh_nb.providers.ray.host import Host
+    from toh_nb.providers.ray.host import Host, pack, unpack
 
     async def main():
         host = Host()
@@ -418,17 +418,17 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
                  "max_parallel": 10, "resources": None}
         payload = {"setup": setup, "messages": [Message("user", [Text("go")])], "turn": 1, "listening": True,
                    "next_step": [], "steer": False, "max_steps": None, "budgeted": False, "forget": []}
-        stream = host.run("agent-1@1", 1, payload)
+        stream = host.run("agent-1@1", 1, payload)  # a dict in-process: its blobs are futures, not bytes
         first = asyncio.ensure_future(stream.__anext__())
         await until(lambda: "agent-1@1" in host._preparing, "the run to fetch its setup", WAIT)
         host.stop("agent-1@1", 1)
         model_bytes.set_result(cloudpickle.dumps(Unasked()))
-        batches = [await first]
+        batches = [unpack(await first)]
         async for batch in stream:
-            batches.append(batch)
-        later = host.run("agent-1@1", 2, {**payload, "setup": None, "messages": [Message("user", [Text("again")])],
-                                           "turn": 2})
-        return batches, host._early_stops, [batch async for batch in later][-1][-1][0]
+            batches.append(unpack(batch))
+        later = host.run("agent-1@1", 2, pack({**payload, "setup": None, "messages": [Message("user", [Text("again")])],
+                                                "turn": 2}))
+        return batches, host._early_stops, unpack([batch async for batch in later][-1])[-1][0]
 
     batches, left, next_run = asyncio.run(main())
     assert batches == [[("stopped",)]]
@@ -520,6 +520,7 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
     from toh_nb.core.agent import TurnOutcome
     from toh_nb.core.content import Message, ToolResultBlock
     from toh_nb.core.session import Session, SessionHeader
+    from toh_nb.providers.ray.host import pack
     from toh_nb.providers.ray.remote import RemoteSteps
 
     returned = []
@@ -540,7 +541,7 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
         await until(lambda: stream.handed, "the driver to fetch the first batch", WAIT)
         turn.cancel()
         await until(lambda: provider.calls, "the driver to stop the run on its host", WAIT)
-        ref.value = [("log", "tool/result", 1, Message("tool", [ToolResultBlock("call_1", "add", "3")]), None)]
+        ref.value = pack([("log", "tool/result", 1, Message("tool", [ToolResultBlock("call_1", "add", "3")]), None)])
         ref.ready.set()
         stream.end.set()
         with pytest.raises(asyncio.CancelledError):
