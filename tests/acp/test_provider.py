@@ -150,11 +150,14 @@ def test_interrupt_mid_answer_cancels_the_acp_turn(tmp_path):
 
 def test_an_agent_deaf_to_cancel_is_disposed_and_the_turn_still_ends_aborted(tmp_path):
     async def main():
-        agent = tn.AcpAgent(fake(), cwd=str(tmp_path), timeout=1, eof_grace=0.5, kill_grace=0.5)
+        # a start bounded generously (the fake agent imports the ACP SDK: ~1 s on a slow CPU), then 1 s for
+        # each protocol step of this link, which bounds how long a cancel is waited for
+        agent = tn.AcpAgent(fake(), cwd=str(tmp_path), timeout=30, eof_grace=0.5, kill_grace=0.5)
         async with tn.AsyncHub(ids="sequential", providers={"coder": agent}) as h:
             kid = await h.start("DEAF", label="deaf", provider="coder")
             await until(lambda: "external/agent_message_chunk" in kinds(h, kid.id), "the agent to answer",
                         timeout=60)
+            agent.links[0].timeout = 1
             await kid.interrupt()
             await kid.wait(timeout=30)
             rows = await h.transcript(kid.id, raw=True)
@@ -333,7 +336,7 @@ def test_a_message_the_agent_never_got_is_sent_with_the_next_one(tmp_path):
             agent.command = ["/nonexistent/agent-bin"]
             later = await h.start("third", label="later", provider="coder")
             await later.wait(timeout=30)
-            agent.command = fake()  # it never opened a session: the next message starts one
+            agent.command, agent.timeout = fake(), 60  # it never opened a session: the next message starts one
             await h.send(later.id, "fourth")
             assert await later.wait(timeout=30) == "echo: third\n\nfourth"
             return same
