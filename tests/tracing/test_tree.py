@@ -52,9 +52,10 @@ async def test_foreground_parallel_children_sit_under_their_own_tool_spans(trace
         assert child.attributes["gen_ai.usage.input_tokens"] == 7
         assert child.attributes["gen_ai.usage.output_tokens"] == 3
         assert traced.names(child) == ["chat scripted"]
-        assert _events(tool, "toh_nb.subagent.started") == [
-            {"toh_nb.child_id": agent, "toh_nb.agent.mode": "one-shot", "toh_nb.subagent.provider": "spawn",
-             "toh_nb.agent.label": label}]
+        assert "toh_nb.agent.background" not in child.attributes
+        # nested under its call: no started/ended events to say what the tree shows
+        assert not _events(tool, "toh_nb.subagent.started")
+    assert not [e for e in traced.turn("root").events if e.name == "toh_nb.subagent.ended"]
     assert root.attributes["gen_ai.usage.input_tokens"] == 21
     assert root.attributes["gen_ai.usage.output_tokens"] == 6
     assert root.attributes["toh_nb.agent.mode"] == "root"
@@ -101,6 +102,9 @@ async def test_background_job_child_starts_a_linked_trace(traced):
     assert child.links[0].context.trace_id == root.context.trace_id
     assert child.attributes["toh_nb.agent.background"] is True
     assert _events(tool, "toh_nb.job.started") == [{"toh_nb.job.id": "subagent-1", "toh_nb.agent.label": "bg"}]
+    assert _events(tool, "toh_nb.subagent.started") == [
+        {"toh_nb.child_id": "agent-1", "toh_nb.agent.mode": "one-shot", "toh_nb.subagent.provider": "spawn",
+         "toh_nb.agent.label": "bg"}]
     notified = traced.turn("root", 2)  # the job's notice woke the root
     assert notified.context.trace_id not in (root.context.trace_id, child.context.trace_id)
     assert [e["toh_nb.message.source"] for e in _events(notified, "toh_nb.message")] == ["plugin"]

@@ -132,7 +132,7 @@ class Replay:
 
     def _event(self, event: Any) -> None:
         bus = self.agent.bus
-        if not bus.listening:
+        if event.kind not in bus.wanted:
             return
         # ``time`` stays the host's wall clock (when it happened); ``monotonic`` is this process's clock
         changes: dict = {"monotonic": time.monotonic()}
