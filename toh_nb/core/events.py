@@ -159,6 +159,7 @@ class ModelResponded(HubEvent):
         step: the call's number within the turn (as in its :class:`ModelRequested`).
         text: the answer's text (``""`` when it only called tools).
         tool_calls: the names of the tools it asked to call, in order.
+        tool_arguments: the arguments of each of those calls, in the same order (as the model gave them).
         stop_reason: the model's stop reason: ``end_turn``, ``tool_use``, ``max_tokens`` or ``refusal``.
         input_tokens: the call's input tokens, as the model reported them.
         output_tokens: the call's output tokens, as the model reported them.
@@ -172,6 +173,7 @@ class ModelResponded(HubEvent):
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    tool_arguments: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

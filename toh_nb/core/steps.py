@@ -237,8 +237,10 @@ class LocalSteps(StepLoop):
             context.charge(usage, held)  # settled first: nothing below may keep the reservation
             state.usage.add(usage)
             if ModelResponded.kind in bus.wanted:
+                calls = response.tool_calls
                 bus.publish(ModelResponded(**context.who(), turn=turn, step=step, text=response.text,
-                                           tool_calls=tuple(c.name for c in response.tool_calls),
+                                           tool_calls=tuple(c.name for c in calls),
+                                           tool_arguments=tuple(c.arguments for c in calls),
                                            stop_reason=response.stop_reason,
                                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
             message = assistant_message(response, context)

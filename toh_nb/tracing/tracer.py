@@ -60,6 +60,8 @@ REMEMBERED = 4096
 _INFO = otel_context.create_key("toh_nb.tracing.span")
 _EMPTY = otel_context.Context()
 _STARTED_BY = {n.LINK_KIND: n.STARTED_BY}
+#: the most messages a chat span's ``gen_ai.input.messages`` holds (with content capture)
+INPUT_MESSAGES_LIMIT = 16
 
 
 def _ns(seconds: float) -> int:
@@ -71,6 +73,34 @@ def _text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
     text = masked(text)
     return text if len(text) <= n.MAX_TEXT else text[: n.MAX_TEXT - 1] + "\u2026"
+
+
+def _masked_value(value: Any) -> Any:
+    """A tool call's arguments for a content attribute: masked, and cut to a string when long."""
+    if value is None:
+        return {}
+    text = _text(value)
+    try:
+        return json.loads(text) if len(text) < n.MAX_TEXT else text
+    except ValueError:
+        return text
+
+
+def _inputs(messages: Any) -> list[dict]:
+    """The GenAI ``gen_ai.input.messages`` of a model call: the conversation's messages after the
+    model's previous answer (at most :data:`INPUT_MESSAGES_LIMIT`), masked and cut."""
+    found: list[dict] = []
+    for message in reversed(messages):
+        if message.role == "assistant" or len(found) >= INPUT_MESSAGES_LIMIT:
+            break
+        if message.role == "tool":
+            parts = [{"type": "tool_call_response", "id": block.call_id, "response": _text(block.text)}
+                     for block in message.content if getattr(block, "type", None) == "tool-result"]
+        else:
+            parts = [{"type": "text", "content": _text(message.text)}]
+        found.append({"role": message.role, "parts": parts})
+    found.reverse()
+    return found
 
 
 def _clean(attributes: dict) -> dict:
@@ -365,12 +395,19 @@ class HubTracer:
             attributes[n.COST] = self._cost(event.agent_id, event.input_tokens, event.output_tokens)
         if self.content:
             text = _text(event.text)
+            arguments = event.tool_arguments or (None,) * len(event.tool_calls)
             parts = ([{"type": "text", "content": text}] if text else []) + [
-                {"type": "tool_call", "name": name} for name in event.tool_calls]
+                {"type": "tool_call", "name": name, "arguments": _masked_value(args)}
+                for name, args in zip(event.tool_calls, arguments)]
             attributes[n.OUTPUT_MESSAGES] = json.dumps(
-                [{"role": "assistant", "parts": parts, "finish_reason": finish}], ensure_ascii=False)
+                [{"role": "assistant", "parts": parts, "finish_reason": finish}], ensure_ascii=False, default=str)
             attributes[n.OUTPUT_VALUE] = text
             turn.text = text
+            agent = self.runtime.agents.get(event.agent_id)
+            if agent is not None:  # what the call read: the messages since the model's previous answer
+                inputs = _inputs(agent.messages)  # (now, not at the request: a key is held from it on)
+                if inputs:
+                    attributes[n.INPUT_MESSAGES] = json.dumps(inputs, ensure_ascii=False)
         span.set_attributes(attributes)
         span.end(end_time=_ns(event.time))
         otel_context.attach(turn.info.context)
