@@ -8,7 +8,9 @@ synchronously; 4 spans per delegation: the root's chat and execute_tool, the chi
 chat, plus the root's one turn). Printed: microseconds per delegation for each, and the ratio on/off
 (best of ``--repeat`` runs each), in wall-clock time and in this process's CPU time: on a shared
 machine other processes stretch the first (the run is single-threaded, so the second is what it costs).
-Run: ``python bench/tracing.py [-n 500] [--repeat 3]``.
+``--calls`` also counts the Python function calls per delegation (one more run each way under
+``cProfile``): a figure no other process can stretch. Run: ``python bench/tracing.py [-n 500]
+[--repeat 3] [--calls]``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,20 @@ async def run(n: int, provider) -> tuple[float, float]:
     return seconds, cpu
 
 
-async def main(n: int, repeat: int) -> None:
+async def calls_per_delegation(n: int, provider) -> float:
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        await run(n, provider)
+    finally:
+        profile.disable()
+    return pstats.Stats(profile).total_calls / n
+
+
+async def main(n: int, repeat: int, calls: bool) -> None:
     try:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -66,11 +81,16 @@ async def main(n: int, repeat: int) -> None:
           f"wall off {off / n * 1e6:.1f} us/delegation, on {on / n * 1e6:.1f}, ratio {on / off:.2f}; "
           f"cpu off {off_cpu / n * 1e6:.1f} us/delegation, on {on_cpu / n * 1e6:.1f}, "
           f"overhead {(on_cpu - off_cpu) / n * 1e6:.1f} us per delegation, ratio on/off {on_cpu / off_cpu:.2f}")
+    if calls:
+        off_calls, on_calls = await calls_per_delegation(n, None), await calls_per_delegation(n, provider)
+        print(f"tracing: Python function calls per delegation: off {off_calls:.0f}, on {on_calls:.0f}, "
+              f"overhead {on_calls - off_calls:.0f}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--calls", action="store_true", help="also count function calls per delegation")
     args = parser.parse_args()
-    asyncio.run(main(args.n, args.repeat))
+    asyncio.run(main(args.n, args.repeat, args.calls))

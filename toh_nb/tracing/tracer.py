@@ -464,9 +464,10 @@ class HubTracer:
         if sender is not None:  # the call that sent it (send_message), a reporting child's turn
             sender_context = sender.span.get_span_context()
             attributes[n.SENDER] = sender.agent_id
-            child = self._children.get(target) if target is not None else None
-            agent = self.runtime.agents.get(target) if child is not None and child.origin is sender else None
-            if agent is None or agent.turns:  # (the prompt of a child the call creates is the call's input)
+            agent = self.runtime.agents.get(target) if sender.call_id is not None and target is not None else None
+            opening = (agent is not None and not agent.turns and agent.parent is not None
+                       and agent.parent.id == sender.agent_id)
+            if not opening:  # (the first prompt of a child the call creates is the call's own input)
                 sent = {n.TARGET: target, **attributes} if target is not None else dict(attributes)
                 sent.pop(n.SENDER, None)
                 sender.span.add_event(n.EVENT_MESSAGE_SENT, sent, _ns(event.time))
