@@ -75,7 +75,7 @@ def test_the_api_reference_documents_every_public_name(site):
 
 def test_every_tutorial_is_a_page_of_the_site(site):
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
-    assert len(notebooks) == 10
+    assert len(notebooks) == 11
     assert [p for p in notebooks if not (site / "tutorials" / p / "index.html").is_file()] == []
 
 
