@@ -11,7 +11,8 @@ Two tiers keep the hot path cheap:
 - *lifecycle* events (children started/ended, jobs started/stopping/ended, interrupts, store and
   listener problems) are always published and kept in a bounded history (``hub.events()``);
 - *activity* events (turns, model calls, tool calls, queued messages, status changes, text deltas,
-  an external child's activity) are built only while someone listens (:attr:`EventBus.listening`).
+  an external child's activity, a message read) are built only when some listener wants their kind
+  (:attr:`EventBus.wanted`: a listener may subscribe to some kinds only).
 
 Permission requests that wait for a person (:class:`PermissionAsked`, :class:`PermissionAnswered`) are
 lifecycle events: a script's ``hub.stream()`` and the notebook's tree see the same asks, and either
