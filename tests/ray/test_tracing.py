@@ -5,14 +5,15 @@ the child calls (``subagent``) run in the driver, each under its own call's span
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
 import toh_nb as tn
+from toh_nb.core.events import EventBus, ToolCalled
+from toh_nb.providers.ray.remote import Replay
 
 from .scripts import Script, add
-
-pytestmark = pytest.mark.slow
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -21,6 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 
+@pytest.mark.slow
 def test_a_ray_childs_parallel_delegations_nest_under_their_own_call_spans(ray_cluster):
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -55,3 +57,32 @@ def test_a_ray_childs_parallel_delegations_nest_under_their_own_call_spans(ray_c
         assert call.name == "execute_tool subagent"
         assert call.attributes["gen_ai.tool.call.id"] == label  # the call that started it, not its sibling
         assert parent(call) is mid
+
+
+def test_replayed_calls_run_in_the_context_their_tool_call_event_left():
+    """The mechanism under the test above, without a cluster: a host's batch brings both calls' events,
+    then both calls' requests; each request runs in the context its own event left (in-process, a
+    call's task starts right after its event), not in whatever the batch's last event left."""
+    current = contextvars.ContextVar("current_call", default=None)
+    bus = EventBus()
+    bus.subscribe(lambda event: current.set(event.call_id), kinds=["tool/call"])  # as the tracer does
+    seen = {}
+
+    class Agent:
+        def __init__(self):
+            self.bus = bus
+
+    class Probe(Replay):
+        __slots__ = ()
+
+        async def _serve(self, request, call_id):
+            seen[call_id] = current.get()
+
+    async def main():
+        replay = Probe(Agent(), None, None, None, 1)
+        replay.apply([("event", ToolCalled(agent_id="kid", turn=1, call_id=call_id, name="subagent"))
+                      for call_id in ("g1", "g2")] + [("tool", 1, "g1"), ("tool", 2, "g2")])
+        await asyncio.gather(*replay.asked.values())
+
+    asyncio.run(main())
+    assert seen == {"g1": "g1", "g2": "g2"}
