@@ -308,3 +308,16 @@ async def test_spans_left_open_by_a_close_end_with_the_hub(traced):
     child = traced.turn("agent-1")
     assert child.attributes["toh_nb.stop_reason"] == "aborted"
     assert child.end_time is not None
+
+
+async def test_a_model_without_a_name_leaves_the_model_attribute_out(traced):
+    class Nameless:
+        async def request(self, request):
+            return say("hi")
+
+    async with tn.AsyncHub(Nameless(), tracing=traced.provider) as hub:
+        await hub.run("go")
+    for span in traced.spans:
+        assert "gen_ai.request.model" not in span.attributes  # absent, never None
+        assert span.attributes["gen_ai.provider.name"] == "toh_nb.nameless"
+    assert sorted(span.name for span in traced.spans) == ["chat", "invoke_agent root"]

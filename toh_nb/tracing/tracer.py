@@ -293,7 +293,8 @@ class HubTracer:
         chat_base = {n.OPERATION_NAME: n.CHAT, n.AGENT_ID: agent_id, n.CONVERSATION_ID: agent_id}
         if model is not None:
             _, model_id, provider, address, port = self._model(model)
-            attributes[n.REQUEST_MODEL] = chat_base[n.REQUEST_MODEL] = model_id
+            if model_id is not None:
+                attributes[n.REQUEST_MODEL] = chat_base[n.REQUEST_MODEL] = model_id
             attributes[n.PROVIDER_NAME] = chat_base[n.PROVIDER_NAME] = provider
             if address is not None:
                 chat_base[n.SERVER_ADDRESS] = address

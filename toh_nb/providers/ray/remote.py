@@ -288,6 +288,13 @@ class RemoteSteps(StepLoop):
     def __repr__(self) -> str:
         return f"RemoteSteps({self.child_id!r})"
 
+    @property
+    def inner(self) -> Any:
+        """The model the child's host runs (as a wrapper names what it wraps: ``toh_nb.costs`` prices a
+        Ray child by its name, and its trace spans name it), or None when only its pickle is here."""
+        blob = self.model_blob
+        return getattr(blob, "keep", None) if blob is not None else None
+
     async def request(self, request: Any) -> Any:
         """One model call answered on the child's host: the model of an in-process agent that inherits
         this child's (a ``spawn`` child of a Ray child). The child's own calls run in its host's loop."""
