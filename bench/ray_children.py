@@ -4,8 +4,9 @@ Needs the ``ray`` extra (``pip install -e '.[ray]'``); it starts a local single-
 (``num_cpus=2``, loopback only) and shuts it down at the end. Figures:
 
 - ``ray_children``: N continuable children started with ``provider="ray"``, one turn each (one model
-  step, run in a host actor's step loop), all settled and listed ``ready``; ``rate_per_s`` is children
-  per second. Its "floor" is the same work in-process (``provider="spawn"``), so ``ratio`` is what
+  step, run in a host actor's step loop), all settled, answered and listed ``ready``; ``rate_per_s`` is
+  children per second; ``cpu_ms_per_child``: CPU milliseconds per child of this process (all threads)
+  and of the host actors, beside the in-process run's (``floor_cpu_ms_per_child``). Its "floor" is the same work in-process (``provider="spawn"``), so ``ratio`` is what
   moving the loops to the cluster costs. ``rss_bytes_per_child`` / ``floor_rss_bytes_per_child``: the
   driver's RSS growth per child (the driver keeps each child's log, tree node and a small link; the
   hosts hold the model and the cached conversation). The first batch also pays the growth of Ray's own
@@ -34,10 +35,45 @@ dominates long before that. Memory per child in the driver does not change with 
 from __future__ import annotations
 
 import asyncio
+import cProfile
+import inspect
+import os
+import pstats
 import statistics
+import sys
+import tempfile
 import time
 
 import _common as c
+
+#: a directory put first on the Ray processes' path (tests/ray/lean_imports/rfc3987_syntax.py says why)
+LEAN_IMPORTS = os.path.join(c.REPO, "tests", "ray", "lean_imports")
+
+
+def ray_provider_class():
+    """``RayProvider`` from where this checkout keeps it (``toh_nb.providers.ray``; before #28: ``toh_nb.ray``),
+    so the same script measures the code before and after the provider seam."""
+    try:
+        from toh_nb.providers.ray import RayProvider
+        from toh_nb.providers.ray.pool import loopback_only
+    except ImportError:
+        from toh_nb.ray import RayProvider
+        from toh_nb.ray.pool import loopback_only
+    return RayProvider, loopback_only
+
+
+async def listed(hub) -> list:
+    rows = hub.list_agents()  # a coroutine since #28, a plain call before
+    return await rows if inspect.isawaitable(rows) else rows
+
+
+def subscribe(hub, listener) -> None:
+    """Listen to the hub's stream the way the notebook's live tree does (``hub.view`` since #28)."""
+    view = getattr(hub, "view", None)
+    if view is not None:
+        view.subscribe(listener)
+    else:  # the tree before #28 (the "before" of this bench)
+        hub.runtime.bus.subscribe(listener)
 
 
 class Instant:
@@ -59,33 +95,47 @@ async def children(n: int, provider_name: str, providers: dict) -> dict:
         warm = await round_trips_of(providers.get("ray")) or 0
         c.settle_gc()
         before = c.proc_status_kb("VmRSS")
+        cpu = cpu_seconds(providers.get("ray"))
         start = c.now()
         kids = [await hub.start(f"task {i}", label=f"worker {i}", provider=provider_name) for i in range(n)]
-        for kid in kids:
-            await kid.wait()
+        answers = [await kid.wait() for kid in kids]
         seconds = c.now() - start
+        cpu = {k: round((v - cpu[k]) * 1e3 / n, 3) for k, v in cpu_seconds(providers.get("ray")).items()}
         del kids
         c.settle_gc()
         after = c.proc_status_kb("VmRSS")
-        listing = await hub.list_agents()
-        if len(listing) != n or any(e.status != "ready" for e in listing):
-            raise SystemExit(f"ray_children: {len(listing)} listed of {n}, not all ready")
+        listing = await listed(hub)
+        if len(listing) != n or any(e.status != "ready" for e in listing) or set(answers) != {"ok"}:
+            raise SystemExit(f"ray_children: {len(listing)} listed of {n}, not all ready and answered "
+                             f"(answers: {sorted(set(map(str, answers)))[:3]})")
         trips = await round_trips_of(providers.get("ray"))
-        return {"seconds": seconds, "rss_bytes_per_child": round((after - before) * 1024 / n) if after else None,
+        return {"seconds": seconds, "cpu_ms_per_child": cpu,
+                "rss_bytes_per_child": round((after - before) * 1024 / n) if after else None,
                 "round_trips_per_child": round((trips - warm) / n, 2) if trips is not None else None}
     finally:
         await hub.close()
 
 
-async def round_trips_of(provider) -> int | None:
-    """Ray calls the driver made through ``provider`` so far (older versions: the calls its hosts served)."""
-    if provider is None:
-        return None
-    if hasattr(provider, "round_trips"):
-        return provider.round_trips
-    import ray
+def cpu_seconds(provider) -> dict:
+    """CPU seconds used so far by this process (all its threads: Ray's core worker too) and by the
+    provider's host actors (``hosts``): a cost per child that a busy machine's wall clock blurs less."""
+    import psutil
 
-    return sum(s["calls"] for s in ray.get([h.actor.stats.remote() for h in provider._pool.hosts]))
+    used = {"driver": sum(psutil.Process().cpu_times()[:2])}
+    if provider is not None:
+        hosts = 0.0
+        for host in provider._pool.hosts:  # the bench reads the pool's pids (no public face for them)
+            try:
+                hosts += sum(psutil.Process(host.pid).cpu_times()[:2])
+            except psutil.Error:
+                pass
+        used["hosts"] = hosts
+    return used
+
+
+async def round_trips_of(provider) -> int | None:
+    """Ray calls the driver made through ``provider`` so far."""
+    return None if provider is None else provider.round_trips
 
 
 class Steps:
@@ -122,7 +172,7 @@ async def tool_steps(m: int, provider_name: str, providers: dict, sequential: bo
             if type(event).__name__ in ("ToolCalled", "ToolReturned", "ModelResponded"):
                 seen.append(time.time() - event.time)
 
-        hub.runtime.bus.subscribe(listen)
+        subscribe(hub, listen)
         start = c.now()
         if sequential:
             results = [await hub.spawn(f"task {i}", label=f"stepper {i}", provider=provider_name) for i in range(m)]
@@ -163,56 +213,98 @@ def _us(values: list[float], q: float) -> float:
     return round(values[min(len(values) - 1, int(q * len(values)))] * 1e6, 1)
 
 
+def _mean_us(values: list[float]) -> float:
+    return round(statistics.fmean(values) * 1e6, 1)
+
+
+class Profiled:
+    """cProfile around the driver's side of one figure (``--profile``): the functions with the most own
+    time, and Python calls per child, printed to stderr."""
+
+    def __init__(self, enabled: bool, label: str, per: int) -> None:
+        self.profile = cProfile.Profile() if enabled else None
+        self.label, self.per = label, per
+
+    def __enter__(self) -> "Profiled":
+        if self.profile is not None:
+            self.profile.enable()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.profile is None:
+            return
+        self.profile.disable()
+        stats = pstats.Stats(self.profile, stream=sys.stderr)
+        calls = sum(entry[1] for entry in stats.stats.values())
+        print(f"--- profile of {self.label}: {calls / self.per:.0f} Python calls per child", file=sys.stderr)
+        stats.sort_stats("tottime").print_stats(25)
+
+
 async def main() -> None:
     p = c.parser(__doc__.splitlines()[0], [10000])
     p.add_argument("--steps-children", type=int, default=1000, help="children of ray_tool_steps (default 1000)")
     p.add_argument("--calls", type=int, default=200, help="sequential turns for ray_turn_latency, children for ray_event_latency (default 200)")
     p.add_argument("--host-actors", type=int, default=2)
+    p.add_argument("--profile", action="store_true", help="cProfile the driver during ray_children and ray_tool_steps (stderr)")
     args = p.parse_args()
     try:
         import ray
     except ImportError:
         c.skipped("ray_children", "ray is not installed (pip install -e '.[ray]')", args.json)
         return
-    import os
-
-    from toh_nb.providers.ray import RayProvider
-    from toh_nb.providers.ray.pool import loopback_only
+    RayProvider, loopback_only = ray_provider_class()
 
     loopback_only()
-    path = os.pathsep.join(x for x in (c.REPO, os.environ.get("PYTHONPATH", "")) if x)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    # the cluster's processes (raylet agents inherit this environment, workers get ``runtime_env``) import
+    # this checkout, and skip a module whose import costs seconds per process (see the lean_imports module)
+    path = os.pathsep.join(x for x in (LEAN_IMPORTS, c.REPO, os.environ.get("PYTHONPATH", "")) if x)
+    os.environ["PYTHONPATH"] = path
+    scratch = tempfile.mkdtemp(prefix="tnray-")  # this cluster's own files (not /tmp/ray, which others use)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=scratch,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
     try:
         for n in args.n:
             providers = {"ray": RayProvider(host_actors=args.host_actors)}
-            result = await children(n, "ray", providers)
+            with Profiled(args.profile, f"ray_children n={n}", n):
+                result = await children(n, "ray", providers)
             base = await children(n, "spawn", {})
             c.emit(c.figure("ray_children", n, result["seconds"], base["seconds"], host_actors=args.host_actors,
+                            cpu_ms_per_child=result["cpu_ms_per_child"],
+                            floor_cpu_ms_per_child=base["cpu_ms_per_child"]["driver"],
                             rss_bytes_per_child=result["rss_bytes_per_child"],
                             floor_rss_bytes_per_child=base["rss_bytes_per_child"],
                             round_trips_per_child=result["round_trips_per_child"]), args.json)
         m = args.steps_children
-        result = await tool_steps(m, "ray", {"ray": RayProvider(host_actors=args.host_actors)})
+        with Profiled(args.profile, f"ray_tool_steps m={m}", m):
+            result = await tool_steps(m, "ray", {"ray": RayProvider(host_actors=args.host_actors)})
         base = await tool_steps(m, "spawn", {})
-        c.emit(c.figure("ray_tool_steps", m, result["seconds"], base["seconds"], host_actors=args.host_actors,
-                        round_trips_per_child=result["round_trips_per_child"]), args.json)
         loaded = result["latencies"]
+        c.emit(c.figure("ray_tool_steps", m, result["seconds"], base["seconds"], host_actors=args.host_actors,
+                        round_trips_per_child=result["round_trips_per_child"],
+                        events=len(loaded), late_mean_ms=round(statistics.fmean(loaded) * 1e3, 1),
+                        late_p99_ms=round(_us(loaded, 0.99) / 1e3, 1),
+                        floor_late_mean_ms=round(statistics.fmean(base["latencies"]) * 1e3, 2)), args.json)
         result = await tool_steps(args.calls, "ray", {"ray": RayProvider(host_actors=args.host_actors)}, True)
         base = await tool_steps(args.calls, "spawn", {}, True)
         latencies = result["latencies"]
         fig = {"name": "ray_event_latency", "n": len(latencies), "median_us": _us(latencies, 0.5),
-               "p99_us": _us(latencies, 0.99), "floor_median_us": _us(base["latencies"], 0.5),
-               "loaded_median_us": _us(loaded, 0.5), "loaded_p99_us": _us(loaded, 0.99)}
+               "mean_us": _mean_us(latencies), "p99_us": _us(latencies, 0.99),
+               "floor_median_us": _us(base["latencies"], 0.5),
+               "loaded_n": len(loaded), "loaded_median_us": _us(loaded, 0.5), "loaded_mean_us": _mean_us(loaded),
+               "loaded_p99_us": _us(loaded, 0.99)}
         fig["ratio"] = round(fig["median_us"] / fig["floor_median_us"], 1) if fig["floor_median_us"] else None
         c.emit(fig, args.json)
         remote = await turn_latency(args.calls, "ray", {"ray": RayProvider(host_actors=args.host_actors)})
         local = await turn_latency(args.calls, "spawn", {})
         fig = {"name": "ray_turn_latency", "n": args.calls, "median_us": _us(remote, 0.5), "p99_us": _us(remote, 0.99),
-               "mean_us": round(statistics.fmean(remote) * 1e6, 1), "floor_median_us": _us(local, 0.5)}
+               "mean_us": _mean_us(remote), "floor_median_us": _us(local, 0.5), "floor_mean_us": _mean_us(local)}
         fig["ratio"] = round(fig["median_us"] / fig["floor_median_us"], 1) if fig["floor_median_us"] else None
         c.emit(fig, args.json)
     finally:
         ray.shutdown()
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -92,8 +92,8 @@ def measure(n: int, busy_s: float, run_s: float) -> dict:
 
         # the part of the slowdown that is not the tree's: any listener makes the engine build its
         # activity events (a no-op listener, subscribed the way the tree subscribes)
-        bus = hub.async_hub.runtime.bus
-        unsubscribe = hub.portal.call(lambda: bus.subscribe(lambda event: None))
+        view = hub.async_hub.view
+        unsubscribe = hub.portal.call(lambda: view.subscribe(lambda event: None))
         with_listener = busy_root(hub, busy_s)
         hub.portal.call(unsubscribe)
 

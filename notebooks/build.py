@@ -8,7 +8,10 @@ Each notebook is executed top to bottom in a fresh ``python3`` kernel (working d
 with ``nbclient`` and written back with its outputs, which ``pytest --nbval`` then compares on every
 test run. ``store_widget_state=False`` and ``record_timing=False`` keep random widget state and
 timestamps out of the files, so a rebuild of unchanged notebooks changes nothing but widget model ids
-(which nbval does not compare).
+(which nbval does not compare). Each output is stored as its cell displayed it: a later update of a
+display (the live tree keeps its snapshot current while agents run) is not applied, because nbval, which
+compares the stored outputs, sees each cell's outputs as they were when the cell ran and never a later
+update (``CellTimeClient``).
 
 The recording ``recordings/06_real_llm.jsonl`` is made by a :class:`toh_nb.RecordingModel` around an
 :class:`toh_nb.OpenAIChatModel` talking to a small OpenAI-compatible HTTP server on 127.0.0.1
@@ -100,12 +103,24 @@ def ensure_kernelspec() -> None:
         subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix"], check=True)
 
 
-def execute(path: Path) -> None:
-    import nbformat
+def cell_time_client():
+    """``nbclient.NotebookClient`` that keeps each display as its cell showed it (see the module docstring)."""
     from nbclient import NotebookClient
 
+    class CellTimeClient(NotebookClient):
+        def _update_display_id(self, display_id, msg):
+            if msg["header"]["msg_type"] == "update_display_data":
+                return  # nbval never applies these: the stored output must be what the cell displayed
+            super()._update_display_id(display_id, msg)
+
+    return CellTimeClient
+
+
+def execute(path: Path) -> None:
+    import nbformat
+
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name=KERNEL, store_widget_state=False,
+    client = cell_time_client()(nb, timeout=CELL_TIMEOUT, kernel_name=KERNEL, store_widget_state=False,
                             record_timing=False, resources={"metadata": {"path": str(HERE)}})
     env = dict(os.environ)
     env.pop("OPENAI_API_KEY", None)  # never reach a paid endpoint while building

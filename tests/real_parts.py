@@ -29,3 +29,8 @@ OPENCODE = _program("TOH_NB_OPENCODE", os.path.join(CI_AGENTS, "opencode", "node
 MCP_NODE_BIN = os.environ.get("TOH_NB_MCP_NODE_BIN") or os.path.join(CI_AGENTS, "mcp", "node_modules", ".bin")
 #: a virtualenv holding Arize Phoenix (``arize-phoenix``; heavy, so never an extra of ours)
 PHOENIX = os.environ.get("TOH_NB_PHOENIX") or os.path.join(CI_AGENTS, "phoenix")
+#: a Python with ipykernel 6 (no kernel subshells) in front of the test venv's packages (``.ci/run`` makes it
+#: in ``.ci-agents/ipykernel6``): the tree's clicks on a kernel without subshells
+IPYKERNEL6_PYTHON = next((path for path in (os.environ.get("TOH_NB_IPYKERNEL6_PYTHON"),
+                                            os.path.join(CI_AGENTS, "ipykernel6", "bin", "python"))
+                          if path and os.path.isfile(path) and os.access(path, os.X_OK)), None)

@@ -76,7 +76,7 @@ def test_a_tool_call_with_an_id_that_is_no_id_never_reaches_the_store(tmp_path, 
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path / "s")) as hub:
             opened = []
-            monkeypatch.setattr(hub.store, "open", lambda session_id: opened.append(session_id))
+            monkeypatch.setattr(hub._store, "open", lambda session_id: opened.append(session_id))
             text = (await hub.call_tool("send_message", subagent_id="x/../../victim", message="x")).text
             return text, opened
 

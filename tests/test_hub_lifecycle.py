@@ -32,7 +32,7 @@ def test_close_with_work_in_flight_leaves_no_tasks_and_consistent_logs(no_leftov
             assert len(ends) == starts  # every started turn has its end
             if header.origin == "subagent":
                 assert ends == ["aborted"]
-        assert hub.runtime.agents == {}
+        assert hub._runtime.agents == {}
         assert [k.status for k in kids] == ["ready"] * 3  # stored, resumable by a new hub on a store
         with pytest.raises(tn.ClosedError, match="this hub is closed"):
             await hub.spawn("again")

@@ -24,7 +24,7 @@ ASYNC_ONLY = {
     "AsyncHub": {"astream",  # Hub.stream
                  "view",  # plain reads for code on the hub's loop thread (the notebook's tree)
                  "from_config",  # Hub builds its AsyncHub from its checked HubConfig
-                 "root_agent",  # the root Agent object (the ACP server face reads it)
+                 "root_agent",  # the root Agent object (the ACP server face and AsyncJob read it)
                  *DEPRECATED["AsyncHub"]},
 }
 SYNC_ONLY = {
@@ -126,6 +126,25 @@ def test_event_filter_and_wait_settled_still_work_with_a_deprecation_warning():
             return text, keep.kinds
 
     assert asyncio.run(main()) == ("done", frozenset({"turn/end"}))
+
+
+def test_an_unexpected_use_of_a_deprecated_face_fails_the_test_run():
+    """pyproject's filterwarnings turns toh_nb's own deprecation warnings into errors (outside
+    ``pytest.warns``), so a test cannot start using an internal under its old public name again."""
+    import asyncio
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential") as hub:
+            with pytest.raises(DeprecationWarning, match=r"^AsyncHub.runtime is internal"):
+                hub.runtime
+            with pytest.raises(DeprecationWarning, match=r"^AsyncHub.wait_settled is internal"):
+                await hub.wait_settled("root", 0)
+
+    asyncio.run(main())
+    with pytest.raises(DeprecationWarning, match=r"^toh_nb.core.model.StopReason is renamed"):
+        import toh_nb.core.model as model
+
+        model.StopReason
 
 
 def test_the_public_face_reads_no_deprecated_name():

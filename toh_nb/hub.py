@@ -180,9 +180,8 @@ class AsyncJob(JobFacts):
     def __init__(self, hub: "AsyncHub", job: Job) -> None:
         self._hub = hub
         self._facts = job
-        # a handle is part of its hub (made by AsyncHub here): it reads the hub's job registry directly, since
-        # a public name would put the engine's registry on the user's surface (and on the sync twin's)
-        self._jobs, self._root = hub._jobs, hub._root  # noqa: SLF001
+        # the job's own registry, acting as the hub's root (the owner fence): no registry on the hub's face
+        self._jobs, self._root = job.registry, hub.root_agent
 
     async def output(self, wait: bool = False, timeout: float | None = None) -> str:
         """The job's result text (``""`` while it has none); ``wait=True`` waits up to ``timeout`` s
@@ -268,7 +267,7 @@ class AsyncChild(ChildFacts):
 
     async def wait(self, timeout: float | None = None) -> str | None:
         """Wait until the child is settled; the closing text of its last activation (None if none)."""
-        return await self._hub._wait_settled(self.id, timeout)  # noqa: SLF001 - the hub's own handle
+        return await self._hub.view.settled(self.id, timeout)
 
     async def transcript(self, raw: bool = False, columns: "str | list[str] | None" = None) -> list[dict]:
         """This child's conversation, or its raw event log with ``raw=True`` (see :meth:`AsyncHub.transcript`)."""
@@ -311,8 +310,9 @@ class HubView:
     loop thread without awaiting: event listeners, loop callbacks, the notebook's live tree. Scripts use
     the hub's coroutines (``await hub.agents()``), which return the same rows.
 
-    Every method reads; none acts on an agent or waits (only :meth:`answer_permission` acts, on a
-    person's behalf). Made by the hub (``hub.view``), not by you.
+    Every method reads; none acts on an agent (only :meth:`answer_permission` acts, on a person's
+    behalf), and only :meth:`settled`, the one coroutine, waits (what ``await kid.wait()`` awaits).
+    Made by the hub (``hub.view``), not by you.
 
     Args:
         runtime: the hub's engine (its agents and event bus).
@@ -382,6 +382,31 @@ class HubView:
     def status_of(self, child_id: str) -> str:
         """A continuable child's listing status (``running | idle | ready``)."""
         return self._service.status_of(child_id)
+
+    async def settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
+        """Wait until a continuable child is settled (at most ``timeout`` s; ``None``: no bound), then
+        :meth:`closing_text` (see :meth:`AsyncChild.wait`). A timeout is no error: the text so far."""
+        child_id = agent_id_of(child_id)
+        await self._service.wait_settled(child_id, check_timeout(timeout))
+        return self.closing_text(child_id)
+
+    def closing_text(self, child_id: str) -> str | None:
+        """The closing text of a child's last activation (None if it has none): kept by the service
+        when it settled in this process, else read from the child's log."""
+        closing = self._service.closing
+        if child_id in closing:  # the last activation settled in this process
+            return closing[child_id]
+        agent = self._runtime.agents.get(child_id)
+        try:
+            session = agent.session if agent is not None else self._store.open(child_id)
+        except Exception:
+            return None
+        for event in reversed(session.events):
+            if event.kind == ASSISTANT_MESSAGE:
+                content = event.message.content
+                if content:
+                    return text_of(content) or None
+        return None
 
     def has_agent(self, agent_id: str) -> bool:
         """Whether ``agent_id`` is an agent of this hub, live or stored."""
@@ -524,7 +549,8 @@ class AsyncHub:
             tools = config.tools
             configs = config.delegation_tools if config.delegation_tools is not None else [SubagentTool()]
             mounted = [item for item in tools if isinstance(item, SubagentTool)]
-            self._mcp = MCPMounts()
+            self._mcp = MCPMounts(on_change=self._mcp_changed,
+                                  on_problem=functools.partial(runtime.bus.problem, "mcp"))
             for item in [*configs, *mounted]:
                 if isinstance(item, SubagentTool):
                     servers = self._child_servers(item.tools, f'SubagentTool "{item.name}" tools')
@@ -612,6 +638,8 @@ class AsyncHub:
 
     @property
     def root_agent(self) -> Any:
+        """The root's engine Agent object: what acts as the root (the ACP server face, a job handle's
+        owner fence); scripts use :attr:`root` and the hub's methods."""
         return self._root
 
     @property
@@ -673,11 +701,29 @@ class AsyncHub:
         async with self._mcp_lock:
             if self._mcp_ready:
                 return
-            for tool in await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names()):
+            for tool in await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names(), shared=True):
                 self._runtime.tools.add(tool)
             root = self._root  # made before the tools were known: it sees them from now on
             root.tools, root.tool_specs, root.system = self._runtime.compose(None)
             self._mcp_ready = True
+
+    def _mcp_changed(self, old: list, new: list, shared: bool) -> None:
+        """An MCP server's tool list changed (``notifications/tools/list_changed``): ``new`` replaces
+        ``old`` — in the hub's tool layer for the hub's servers (so children started later see it), and
+        in every live agent that sees them, from its next step."""
+        runtime = self._runtime
+        removed = [tool.name for tool in old]
+        if shared:
+            for name in removed:
+                runtime.tools.remove(name)
+            for tool in new:
+                runtime.tools.add(tool)
+        connections = {tool.connection for tool in old} | {tool.connection for tool in new}
+        for agent in list(runtime.agents.values()):
+            if agent.disposed:
+                continue
+            if shared or any(getattr(tool, "connection", None) in connections for tool in agent.tools.values()):
+                runtime.retool(agent, removed, new)
 
     @staticmethod
     def _child_servers(tools: Any, what: str) -> tuple:
@@ -689,6 +735,31 @@ class AsyncHub:
                 raise UsageError(f"{what} takes tn.MCPServer objects (functions go to tn.Hub(tools=...)), "
                                  f"got {type(item).__name__}")
         return tuple(tools)
+
+    def _own_servers(self, servers: tuple) -> list:
+        """A child's own servers that are not also the hub's (those live until ``hub.close()``)."""
+        return [server for server in servers if server not in self._runtime.mcp_servers]
+
+    def _releasing(self, start: Any, held: list) -> Any:
+        """A background job's ``run`` whose child's own MCP servers stop when the job ends."""
+        def run(job: Any) -> Any:
+            outcome = start(job)  # called at once: the child exists when the job id is returned
+
+            async def then_release() -> Any:
+                try:
+                    return await outcome
+                finally:
+                    await asyncio.shield(self._release_servers(held))
+            return then_release()
+        return run
+
+    async def _release_servers(self, held: list) -> None:
+        """A finished one-shot child lets go of its own MCP servers' sessions (``held``): each stops
+        unless another child holds it or a live agent still has one of its tools (a continuable child
+        given the same server object); a later use starts it again."""
+        in_use = {id(getattr(tool, "connection", None)) for agent in list(self._runtime.agents.values())
+                  if not agent.disposed for tool in agent.tools.values() if getattr(tool, "connection", None) is not None}
+        await self._mcp.release(held, in_use)
 
     async def _child_tools(self, servers: tuple) -> tuple[tuple, tuple]:
         """The tools of a child's own MCP servers (started on first use, one session per server object;
@@ -765,18 +836,27 @@ class AsyncHub:
         request = self._request(prompt, label, persona, tool_filter, model, max_tokens,
                                 {"max_steps": max_steps, "token_budget": token_budget, "turn_timeout": turn_timeout},
                                 provider)
-        if servers:  # after every check: a refused call starts no server
-            request.tools, request.mcp_servers = await self._child_tools(servers)
-        if background:
-            job = self._jobs.start("subagent", request.label, self._root,
-                                   background_starter(self._service, provider, request), by_user=True)
-            await self._service.child_recorded(job.child_id)  # the job's child is in the log when its id is out
-            return AsyncJob(self, job)
-        run = await self._service.start(provider, request)
+        # after every check: a refused call starts no server. The child holds its own servers' sessions
+        # (another spawn may share the server object) until it can no longer run, then they stop
+        held = self._mcp.hold(self._own_servers(servers))
         try:
-            result = await run.result
+            if servers:
+                request.tools, request.mcp_servers = await self._child_tools(servers)
+            if background:
+                starter = background_starter(self._service, provider, request)
+                job = self._jobs.start("subagent", request.label, self._root,
+                                       self._releasing(starter, held) if held else starter, by_user=True)
+                held = []  # the job releases them when it ends
+                await self._service.child_recorded(job.child_id)  # the job's child is in the log when its id is out
+                return AsyncJob(self, job)
+            run = await self._service.start(provider, request, waited=True)
+            try:
+                result = await run.result
+            finally:
+                await run.dispose()
         finally:
-            await run.dispose()
+            if held:
+                await asyncio.shield(self._release_servers(held))
         return run_result(result, run.id, request.label)
 
     async def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,
@@ -879,33 +959,7 @@ class AsyncHub:
     async def wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
         """Deprecated: ``await hub.child(child_id)`` then ``await kid.wait(timeout)`` (the sync twin's way)."""
         _deprecated("wait_settled", "(await hub.child(child_id)).wait(timeout)")
-        return await self._wait_settled(child_id, timeout)
-
-    async def _wait_settled(self, child_id: "str | AsyncChild", timeout: float | None = None) -> str | None:
-        child_id = agent_id_of(child_id)
-        timeout = check_timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while child_id in self._service.activations:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            await self._service.wait_changed(child_id, remaining)
-        return self._closing_text(child_id)
-
-    def _closing_text(self, child_id: str) -> str | None:
-        if child_id in self._service.closing:  # the last activation settled in this process
-            return self._service.closing[child_id]
-        agent = self._runtime.agents.get(child_id)
-        try:
-            session = agent.session if agent is not None else self._store.open(child_id)
-        except Exception:
-            return None
-        for event in reversed(session.events):
-            if event.kind == ASSISTANT_MESSAGE:
-                content = event.message.content
-                if content:
-                    return text_of(content) or None
-        return None
+        return await self._view.settled(child_id, timeout)
 
     async def list_agents(self, scope: str = "children") -> AgentListing:
         """The root's continuable children; ``str()`` is exactly the ``list_agents`` tool text."""

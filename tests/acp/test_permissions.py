@@ -11,7 +11,9 @@ import pytest
 import toh_nb as tn
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
-from toh_nb.providers.acp.permissions import PermissionPolicy, PermissionRequest
+from toh_nb.core.asks import PermissionDesk
+from toh_nb.providers.acp.permissions import (PENDING, AskUser, PendingAsks, PermissionPolicy,
+                                             PermissionRequest, answer)
 from toh_nb.providers.acp.workspace import Workspace, WorkspaceError
 
 from .helpers import fake
@@ -45,6 +47,32 @@ def test_policy_denies_by_default_and_allows_by_kind_or_callable():
     assert decide(ask) == (False, "no")
     # no option of the wanted sense: the request is answered "cancelled"
     assert decide("deny", request(options=OPTIONS[:2])) == (False, None)
+
+
+def test_an_ask_outside_a_hub_waits_on_the_process_wide_desk_and_is_answered_there():
+    """A policy used without a hub's desk asks on :data:`PENDING`: the hub's own desk class, publishing
+    nothing; ``answer()`` settles it from any thread, and nobody answering denies it after the timeout."""
+    assert isinstance(PENDING, PermissionDesk) and type(PENDING) is PendingAsks
+
+    async def main():
+        seen = []
+        asking = asyncio.ensure_future(PermissionPolicy("ask").decide(request(), "agent-9", notify=seen.append))
+        while not seen:
+            await asyncio.sleep(0.001)
+        (ask,) = seen
+        assert PENDING.listing() == PENDING.pending(["agent-9"]) == [ask] and PENDING.pending(["x"]) == []
+        line = await asyncio.to_thread(answer, ask["id"], True)  # from another thread, as a button would
+        decision = await asking
+        late = await PermissionPolicy(AskUser(timeout=0.05)).decide(request(), "agent-9")
+        return ask, line, (decision.allowed, decision.option_id), (late.allowed, late.option_id), PENDING.listing()
+
+    ask, line, decision, late, left = asyncio.run(main())
+    assert ask == {"id": ask["id"], "agent": "agent-9", "title": "Write a.txt", "kind": "edit", "tool_call_id": "w1"}
+    assert ask["id"].startswith("perm-") and line == "allowed: Write a.txt (agent-9)"
+    assert decision == (True, "yes") and late == (False, "no") and left == []
+    with pytest.raises(tn.UsageError) as error:
+        answer(ask["id"], False)
+    assert str(error.value) == f"no pending permission request {ask['id']!r} (answered, timed out or cancelled)"
 
 
 def test_workspace_refuses_relative_traversal_and_symlinks_out(tmp_path):
@@ -159,10 +187,10 @@ def test_a_refused_permission_is_said_to_the_delegating_model_the_notice_and_the
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", providers={"acp": agent},
                                tools=[tn.SubagentTool(name="coder", provider="acp")]) as h:
             assert (await h.run("go")).text == "root done"
-            seen = seen_by_model(h.runtime.store.open("root"))
+            seen = seen_by_model(h._runtime.store.open("root"))
             kid = await h.start(f"QUIET {target} y", label="bg", provider="acp")
             closing = await kid.wait(timeout=30)
-            rows = {row["id"]: row for row in agent_rows(h.runtime, "root")}
+            rows = {row["id"]: row for row in agent_rows(h._runtime, "root")}
             return seen, closing, rows
 
     seen, closing, rows = asyncio.run(main())

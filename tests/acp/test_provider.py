@@ -33,7 +33,7 @@ def test_one_shot_answers_records_the_stream_and_leaves_no_process(tmp_path):
         h, agent = hub(tmp_path)
         activity = []
         async with h:
-            h.runtime.bus.subscribe(lambda e: activity.append(e.activity) if e.kind == "subagent/activity"
+            h.view.subscribe(lambda e: activity.append(e.activity) if e.kind == "subagent/activity"
                                     else None)
             result = await h.spawn("hello there", label="fix", provider="coder")
             assert (result.text, result.stop_reason) == ("echo: hello there", "completed")
@@ -64,7 +64,7 @@ def test_the_model_delegates_through_a_subagent_tool_and_reads_the_usual_result_
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", providers={"acp": agent},
                                tools=[tn.SubagentTool(name="coder", provider="acp")]) as h:
             assert (await h.run("go")).text == "root done"
-            return seen_by_model(h.runtime.store.open("root"))
+            return seen_by_model(h._runtime.store.open("root"))
 
     seen = asyncio.run(main())
     assert seen[1] == "TOOL-RESULT c1: echo: fix the bug"
@@ -299,7 +299,7 @@ def test_background_children_run_as_jobs_and_job_kill_cancels_the_acp_turn(tmp_p
         h, agent = hub(tmp_path)
         activity = []
         async with h:
-            h.runtime.bus.subscribe(lambda e: activity.append((e.agent_id, e.activity, e.data))
+            h.view.subscribe(lambda e: activity.append((e.agent_id, e.activity, e.data))
                                     if e.kind == "subagent/activity" else None)
             done = await h.spawn("in the background", label="bg", provider="coder", background=True)
             assert await done.output(wait=True, timeout=30) == "echo: in the background"

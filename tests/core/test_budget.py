@@ -72,7 +72,7 @@ def test_a_child_hitting_max_steps_reports_it_to_its_parent():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", max_steps=4) as hub:
             assert (await hub.run("go")).text == "root saw it"
-            return seen_by_model(hub.runtime.store.open("root"))
+            return seen_by_model(hub._runtime.store.open("root"))
 
     assert asyncio.run(main())[1] == (
         "TOOL-RESULT c1 (isError): Error: subagent run hit its step limit before finishing\n"
@@ -131,7 +131,7 @@ def test_a_grandchild_spends_its_ancestors_budget():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=200) as hub:
             result = await hub.run("go")
             rows = {r["id"]: r for r in await hub.agents()}
-            return result, rows, seen_by_model(hub.runtime.store.open("agent-1"))
+            return result, rows, seen_by_model(hub._runtime.store.open("agent-1"))
 
     result, rows, child_seen = asyncio.run(main())
     # root 10 + child 10 + grandchild 30 per step: the grandchild stops once the tree has used 200
@@ -174,7 +174,7 @@ def test_turn_timeout_ends_the_turn_and_queued_messages_still_run():
             kid = await hub.start("hang", label="slow", turn_timeout=0.2)
             await hub.send(kid.id, "next")
             closing = await kid.wait(timeout=5)
-            return closing, [e.data for e in hub.runtime.store.open(kid.id).events if e.kind == "turn/end"]
+            return closing, [e.data for e in hub._runtime.store.open(kid.id).events if e.kind == "turn/end"]
 
     closing, ends = asyncio.run(main())
     assert closing == "answered next"
@@ -208,7 +208,7 @@ def test_delegation_tool_budgets_bound_the_children_it_starts():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", delegation_tools=tools) as hub:
             await hub.run("go")
-            return seen_by_model(hub.runtime.store.open("root"))[1]
+            return seen_by_model(hub._runtime.store.open("root"))[1]
 
     assert asyncio.run(main()).startswith("TOOL-RESULT c1 (isError): Error: subagent run hit its step limit")
 
@@ -272,7 +272,7 @@ def test_a_resumed_child_keeps_its_budget_in_process():
             assert kid.status == "ready"
             await hub.send(kid.id, "b")  # cold resume in the same process
             await until(lambda: kid.status == "ready", "the resumed child to settle")
-            return [e.data.get("error") for e in hub.runtime.store.open(kid.id).events if e.kind == "turn/end"]
+            return [e.data.get("error") for e in hub._runtime.store.open(kid.id).events if e.kind == "turn/end"]
 
     assert asyncio.run(main()) == ["the turn reached its step limit of 2 model calls (max_steps=2)"] * 2
 
@@ -405,8 +405,8 @@ def test_a_depth_three_chain_and_a_delegation_tools_budget_bound_their_subtrees(
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=1000, delegation_tools=tools,
                                max_parallel_tool_calls=20) as hub:
             result = await hub.run("go")
-            child = hub.runtime.agents.get("agent-1")
-            return result, hub.root_agent, results_of(hub.runtime.store.open("agent-1")), child
+            child = hub._runtime.agents.get("agent-1")
+            return result, hub.root_agent, results_of(hub._runtime.store.open("agent-1")), child
 
     result, root, child_results, child = asyncio.run(main())
     assert len(grandchildren) == 5 and root.subtree_tokens == 500 and root.reserved_tokens == 0
@@ -470,7 +470,7 @@ def test_a_call_waiting_for_room_ends_with_its_turn_timeout_and_holds_nothing():
             held = root.reserved_tokens
             waiter = await hub.start("next", label="waiter", turn_timeout=0.2)
             await waiter.wait(timeout=5)
-            ends = [e.data for e in hub.runtime.store.open(waiter.id).events if e.kind == "turn/end"]
+            ends = [e.data for e in hub._runtime.store.open(waiter.id).events if e.kind == "turn/end"]
             assert root.reserved_tokens == held  # the timed-out waiter never reserved
             model.release.set()
             assert await holder.wait(timeout=5) == "answered hold"
@@ -595,7 +595,7 @@ def test_a_response_that_breaks_the_turn_after_the_call_still_gives_its_reservat
 
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), token_budget=1000) as hub:
-            hub.runtime.bus.subscribe(lambda event: None)  # the stream reads the usage too
+            hub.view.subscribe(lambda event: None)  # the stream reads the usage too
             return await hub.run("go"), hub.root_agent
 
     result, root = asyncio.run(main())

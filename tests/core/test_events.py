@@ -71,7 +71,7 @@ def test_subtree_filter_follows_children_started_later_and_kinds_narrow_it():
                 await gate.wait()
                 return _tree_model(req)
 
-            hub.runtime.model = tn.FunctionModel(slow)
+            hub._runtime.model = tn.FunctionModel(slow)
             kid = await hub.start("go a", label="a")
             sub, sub_task = await _collect(hub, agent=kid)
             ends, ends_task = await _collect(hub, kinds=["turn/end"])
@@ -92,7 +92,7 @@ def test_history_is_bounded_and_only_lifecycle_events_are_kept():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential", history=5) as hub:
             for n in range(6):
                 await hub.spawn(f"task {n}", label=f"t{n}")
-            return list(hub.runtime.bus.history), await hub.events()
+            return list(hub._runtime.bus.history), await hub.events()
 
     history, rows = asyncio.run(main())
     assert len(history) == 5 and all(e.lifecycle for e in history)
@@ -125,12 +125,12 @@ def test_a_failing_listener_is_logged_and_streamed_never_breaking_the_run(caplog
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok")) as hub:
             problems = []
-            hub.runtime.bus.subscribe(lambda e: problems.append(e) if isinstance(e, ev.ListenerFailed) else None)
+            hub.view.subscribe(lambda e: problems.append(e) if isinstance(e, ev.ListenerFailed) else None)
 
             def bad(event):
                 raise RuntimeError("boom")
 
-            hub.runtime.bus.subscribe(bad)
+            hub.view.subscribe(bad)
             result = await hub.spawn("x", label="x")
             return result, problems
 
@@ -232,7 +232,7 @@ def test_a_hubs_history_lists_its_childrens_lifecycle_in_order():
             children = [await hub.start(f"task {n}", label=f"t{n}") for n in range(3)]
             for child in children:
                 await child.wait()
-            return list(hub.runtime.bus.history), await hub.events()
+            return list(hub._runtime.bus.history), await hub.events()
 
     history, rows = asyncio.run(main())
     # the starts in start order, then the ends: their order is the order the sync model's threads finish in

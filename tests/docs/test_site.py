@@ -32,6 +32,7 @@ import toh_nb
 
 from ..markdown_code import ROOT
 from ..notebook import lab
+from ..test_notebooks_setup import EXPECTED as TUTORIALS
 
 pytestmark = pytest.mark.slow
 DOCS_MODULES = {"mkdocs": "mkdocs", "material": "mkdocs-material", "mkdocstrings_handlers.python": "mkdocstrings-python",
@@ -75,7 +76,7 @@ def test_the_api_reference_documents_every_public_name(site):
 
 def test_every_tutorial_is_a_page_of_the_site(site):
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
-    assert len(notebooks) == 11
+    assert notebooks == [name.removesuffix(".ipynb") for name in TUTORIALS]
     assert [p for p in notebooks if not (site / "tutorials" / p / "index.html").is_file()] == []
 
 

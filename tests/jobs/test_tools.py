@@ -53,6 +53,6 @@ def test_job_tools_texts_and_bad_input_keep_the_table_consistent():
             assert "run_in_background: Input should be a valid boolean" in bad["bad background"].text
             assert "model: unexpected argument" in bad["extra subagent"].text
             assert list(hub._jobs.jobs) == ["subagent-1"]  # nothing half-started
-            assert len(hub.runtime.agents) == 1
+            assert len(hub._runtime.agents) == 1
 
     asyncio.run(main())

@@ -250,3 +250,38 @@ def test_the_notebook_hub_mounts_servers_and_its_close_leaves_no_process():
     finally:
         hub.close()
     assert descendants() - before == set()
+
+
+def test_a_one_shot_childs_own_server_stops_when_the_child_is_done_and_starts_again_for_the_next():
+    def pid_call(request):  # the own server's pid tool, named own_pid beside the shared server's pid
+        names = {spec.name for spec in request.tools}
+        return tn.ToolCall("own_pid" if "own_pid" in names else "pid", {})
+
+    model = tn.ScriptedModel({"root": ["done"]}, default=[pid_call, lambda r: r.messages[-1].text])
+
+    async def main():
+        before = descendants()
+        own = tn.MCPServer(hostile(), name="own")
+        async with tn.AsyncHub(model, tools=[tn.MCPServer(hostile(), name="shared")], ids="sequential") as hub:
+            first = await hub.spawn("x", label="one")
+            after_first = descendants() - before
+            job = await hub.spawn("y", label="two", background=True, tools=[own])
+            second = await job.result(wait=True, timeout=60)
+            await until_gone(int(second.text), before)
+            after_job = descendants() - before
+            third = await hub.spawn("z", label="three", tools=[own])
+            after_third = descendants() - before
+            return first, third, after_first, after_job, after_third
+
+    first, third, after_first, after_job, after_third = run(main())
+    assert first.stop_reason == third.stop_reason == "completed"
+    # the shared server and nothing else stays; the child's own server ran and is gone (twice)
+    assert len(after_first) == 1 and after_job == after_first and after_third == after_first
+    assert int(third.text) not in after_third and int(first.text) in after_first
+
+
+async def until_gone(pid, before):
+    for _ in range(400):
+        if pid not in descendants() - before:
+            return
+        await asyncio.sleep(0.05)

@@ -129,8 +129,11 @@ def test_a_program_that_never_speaks_mcp_fails_within_the_connect_timeout_and_is
             return str(caught.value)
 
     message = asyncio.run(main())
-    assert message == texts.handshake_timeout(display(server), 2, "")
-    assert message == f"{display(server)} did not complete the MCP handshake within 2 s"
+    # the banner it printed instead of JSON-RPC is named (the SDK also logs it on mcp.client.stdio)
+    noise = texts.noise(1, "Welcome to not-an-MCP-server 1.0")
+    assert message == texts.handshake_timeout(display(server), 2, "") + noise
+    assert message == (f"{display(server)} did not complete the MCP handshake within 2 s; 1 line(s) it wrote on "
+                       "stdout were not JSON-RPC, the first: 'Welcome to not-an-MCP-server 1.0'")
     assert descendants() - before == set()
 
 
@@ -152,3 +155,22 @@ def test_closing_the_hub_while_a_server_starts_stops_it_and_the_run_says_so():
 
     assert asyncio.run(main()) == texts.closed_hub(display(server)) == f"{display(server)}: the hub is closed"
     assert descendants() - before == set()
+
+
+def test_a_crash_names_the_non_protocol_lines_of_that_session():
+    server = tn.MCPServer(hostile("--banner"), name="h")
+    model = tn.ScriptedModel({"root": [tn.ToolCall("echo", {"text": "x"}), tn.ToolCall("crash", {}),
+                                       tn.ToolCall("crash", {}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[server]) as hub:
+            await hub.run("go")
+            return results(hub)
+
+    echo, first, second = asyncio.run(main())
+    assert echo == ("echo: x", False)  # the banner is skipped: the session works
+    crashed = texts.closed_during(display(server), "crash", "hostile: fatal: out of cheese")
+    assert first == ("Error: " + crashed + texts.noise(1, "hostile 1.0 starting (not JSON-RPC)"), True)
+    assert first[0].endswith("; 1 line(s) it wrote on stdout were not JSON-RPC, the first: "
+                             "'hostile 1.0 starting (not JSON-RPC)'")
+    assert second == first  # the restarted session counts its own lines (one banner again, not two)

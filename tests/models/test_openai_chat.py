@@ -817,9 +817,11 @@ def test_the_key_is_a_secret_str(server):
 
 def test_connection_error_without_a_message_names_its_type(server):
     # llama-cpp-python can drop the connection so that the transport's exception has an empty text
+    import httpx
     import openai
 
-    error = openai.APIConnectionError(request=None)
+    # a real request: openai >= 3.6x reads its headers (request=None raised AttributeError in the constructor)
+    error = openai.APIConnectionError(request=httpx.Request("POST", f"{server.url}/chat/completions"))
     error.__cause__ = ConnectionResetError()
     message = str(make(server)._connection_error(error, 2, False))
     assert message == (f"OpenAIChatModel('test-model' at {server.url}): connection failed (ConnectionResetError) "
@@ -837,7 +839,7 @@ def test_streamed_text_reaches_the_hub_event_stream_as_text_deltas(server):
         model = make(server, stream=True, on_delta=lambda agent, piece: own.append(piece))
         async with tn.AsyncHub(model, ids="sequential") as hub:
             seen = []
-            unsubscribe = hub.runtime.bus.subscribe(lambda e: seen.append(e) if isinstance(e, TextDelta) else None)
+            unsubscribe = hub.view.subscribe(lambda e: seen.append(e) if isinstance(e, TextDelta) else None)
             result = await hub.run("hi")
             unsubscribe()
             return result.text, [(e.agent_id, e.text) for e in seen]

@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import socket
 import subprocess
 import sys
@@ -105,10 +106,17 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb") -> Iterator[LabServer]:
+def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb",
+               source: pathlib.Path | None = None, settings: dict | None = None) -> Iterator[LabServer]:
+    """JupyterLab serving ``name`` in a temp dir: a notebook of ``cells``, or a copy of ``source`` (a
+    tutorial, with its stored outputs); ``settings``: JupyterLab user settings,
+    ``{"@jupyterlab/<extension>:<plugin>": {key: value}}``."""
     root = tmp / "notebooks"
     root.mkdir()
-    write_notebook(root / name, cells)
+    if source is not None:
+        shutil.copyfile(source, root / name)
+    else:
+        write_notebook(root / name, cells)
     env = dict(os.environ)
     for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
                      ("JUPYTERLAB_SETTINGS_DIR", "lab-settings"), ("JUPYTERLAB_WORKSPACES_DIR", "lab-workspaces")):
@@ -122,6 +130,11 @@ def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb") ->
     news = tmp / "lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     news.parent.mkdir(parents=True)
     news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}), encoding="utf-8")
+    for plugin, values in (settings or {}).items():
+        extension, _, name_of_plugin = plugin.partition(":")
+        path = tmp / "lab-settings" / extension / f"{name_of_plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values), encoding="utf-8")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
@@ -155,11 +168,15 @@ def lab_server(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb") ->
 
 @contextlib.contextmanager
 def lab_page(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb",
-             viewport: dict | None = None) -> Iterator[tuple]:
-    """``(page, server)``: the notebook open in JupyterLab in headless Chromium, its kernel idle."""
+             viewport: dict | None = None, source: pathlib.Path | None = None,
+             settings: dict | None = None) -> Iterator[tuple]:
+    """``(page, server)``: the notebook open in JupyterLab in headless Chromium, its kernel idle
+    (``source``: open a copy of that notebook instead of one made of ``cells``; ``settings``: JupyterLab
+    user settings, see :func:`lab_server`)."""
     from playwright.sync_api import expect, sync_playwright
 
-    with lab_server(tmp, cells, name) as server, sync_playwright() as pw:
+    count = len(json.loads(source.read_text(encoding="utf-8"))["cells"]) if source is not None else len(cells)
+    with lab_server(tmp, cells, name, source, settings) as server, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(tmp / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
             args=CHROMIUM_FLAGS, viewport=viewport or {"width": 1400, "height": 1000})
@@ -169,7 +186,7 @@ def lab_page(tmp: pathlib.Path, cells: list[str], name: str = "tree.ipynb",
             expect.set_options(timeout=UI_TIMEOUT_MS)
             page.add_init_script(RECORD_ERRORS_JS)
             page.goto(f"{server.url}/lab/workspaces/t-{uuid.uuid4().hex[:8]}/tree/{name}?reset")
-            page.wait_for_function(KERNEL_IDLE_JS, arg=len(cells), polling=200)
+            page.wait_for_function(KERNEL_IDLE_JS, arg=count, polling=200)
             news = page.locator("button:text-is('No'):visible")  # in case the settings did not apply
             if news.count():
                 news.first.click()
@@ -199,6 +216,28 @@ def reported(page, server: "LabServer", shot: pathlib.Path) -> Iterator[None]:
 
 def run_all(page) -> None:
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+
+#: every code cell of the open notebook ran in this session (its prompt numbers count from 1 again) and
+#: the kernel is idle
+RAN_ALL_JS = """() => {
+    const w = window.jupyterapp.shell.currentWidget;
+    const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
+    const code = w.content.widgets.filter((cell) => cell.model.type === 'code');
+    const counts = code.map((cell) => cell.model.executionCount);
+    return !!kernel && kernel.status === 'idle' && counts.every((n, i) => n === i + 1);
+}"""
+
+
+def run_all_fresh(page, timeout_ms: int = 120_000) -> None:
+    """Clear every output (and prompt number) of the open notebook, Run All, and wait until every code
+    cell ran: what a reader who opens a stored tutorial and presses Run All ends up with."""
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+    page.wait_for_function("""() => window.jupyterapp.shell.currentWidget.content.widgets
+        .filter((cell) => cell.model.type === 'code').every((cell) => cell.model.executionCount === null)""",
+                           polling=100)
+    run_all(page)
+    page.wait_for_function(RAN_ALL_JS, polling=300, timeout=timeout_ms)
 
 
 def run_cell(page, index: int) -> None:

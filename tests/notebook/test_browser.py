@@ -201,6 +201,8 @@ def live_cells(work) -> list[str]:
     ]
 
 
+KERNEL_STATUS_JS = "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status"
+
 CLICK_JS = """(button) => {
     button.click();  // the state right after the click, before any answer from the kernel can arrive
     return {pending: button.classList.contains('toh-pending'), disabled: button.disabled,
@@ -208,17 +210,27 @@ CLICK_JS = """(button) => {
 }"""
 
 
-def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(tmp_path):
+ROUTED_CELL = "from toh_nb.notebook import kernel_routing\nprint('routed:', kernel_routing.status()['routed'])"
+
+
+@pytest.mark.parametrize("comms", ["perCommTarget", "disabled"])
+def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(tmp_path, comms):
     """Issue 27 §1: while ``hub.run`` blocks the cell (its root waits for an ACP child that asks
     permission), Interrupt on another child stops that child's turn and Allow answers the ask — both
-    before the cell ends. A click marks its button pending at once; its outcome shows in the row."""
+    before the cell ends. A click marks its button pending at once; its outcome shows in the row.
+
+    ``comms``: JupyterLab's ``commsOverSubshells`` setting. By default JupyterLab sends the tree's
+    messages on a subshell of its own; ``disabled`` sends them on the main shell, as VS Code and
+    Notebook 7 without subshells do, and the kernel moves them to toh_nb's subshell while the cell runs
+    (:mod:`toh_nb.notebook.kernel_routing`): the last cell reads how many it moved."""
     expect = browser_expect(acp=True)
 
     work = tmp_path / "work"
     work.mkdir()
-    cells = live_cells(work)
-    shot = tmp_path / "agent-tree-live.png"
-    with lab.lab_page(tmp_path, cells) as (page, server), lab.reported(page, server, shot):
+    cells = [*live_cells(work), ROUTED_CELL]
+    shot = tmp_path / f"agent-tree-live-{comms}.png"
+    settings = {"@jupyterlab/apputils-extension:kernels-settings": {"commsOverSubshells": comms}}
+    with lab.lab_page(tmp_path, cells, settings=settings) as (page, server), lab.reported(page, server, shot):
         for index in range(3):
             lab.run_cell(page, index)
         notebook_cells = page.locator(".jp-Notebook .jp-CodeCell")
@@ -237,6 +249,9 @@ def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(
         expect(slow.locator(".toh-click-result")).to_have_text("interrupt requested for agent agent-1")
         expect(tree.locator(".toh-message")).to_have_text("interrupt requested for agent agent-1")
         expect(slow.locator(".toh-badge")).to_have_text("ready")  # its turn ended: it waits for a message
+        # the kernel indicator still says busy: the click's own idle is not taken for the kernel's
+        time.sleep(0.5)
+        assert [page.evaluate(KERNEL_STATUS_JS) for _ in range(3)] == ["busy"] * 3
         expect(slow.locator("button.toh-interrupt")).to_have_count(0)
         page.screenshot(path=str(shot), full_page=True)
         assert "cell done" not in blocked.locator(".jp-Cell-outputArea").inner_text()  # only its progress line
@@ -247,6 +262,14 @@ def test_interrupt_and_allow_take_effect_while_a_foreground_run_blocks_the_cell(
         expect(tree.locator(".toh-message")).to_have_text(f"allowed: Write {work}/out.txt (agent-2)")
         expect(blocked.locator(".jp-Cell-outputArea")).to_contain_text("cell done: writer done | ready | hello")
         expect(blocked.locator(".jp-InputPrompt")).to_have_text("[4]:")
+        lab.run_cell(page, 4)
+        routed = notebook_cells.nth(4).locator(".jp-Cell-outputArea")
+        expect(routed).to_contain_text("routed: ")
+        moved = int(routed.inner_text().split("routed:")[1].split()[0])
+        if comms == "disabled":  # the clicks came on the main shell and were moved while the cell ran
+            assert moved >= 2, routed.inner_text()
+        else:  # JupyterLab's own subshell: nothing to move
+            assert moved == 0, routed.inner_text()
 
 
 SENTENCE = "Also check the second chapter, please"

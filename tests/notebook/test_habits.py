@@ -226,7 +226,7 @@ def test_interrupting_hub_run_aborts_the_root_turn_and_says_what_still_runs():
 def test_interrupting_a_foreground_spawn_aborts_that_child():
     with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
         interrupt_when(lambda: waiting_in_portal(hub, hub.async_hub.spawn)
-                       and any(a.status == "running" for a in list(hub.async_hub.runtime.agents.values())))
+                       and any(a.status == "running" for a in list(hub.async_hub._runtime.agents.values())))
         with pytest.raises(Interrupted) as caught:
             hub.spawn("x", label="hold-fg")
         assert str(caught.value) == "foreground child 'hold-fg' aborted; nothing else is running"

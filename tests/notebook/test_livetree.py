@@ -135,7 +135,7 @@ def full_read(hub) -> dict:
 
 def test_rows_kept_from_events_equal_a_full_read_at_every_step(hub):
     live = LiveRows(hub.async_hub, page_row)
-    unsubscribe = hub.portal.call(lambda: hub.async_hub.runtime.bus.subscribe(live.note))
+    unsubscribe = hub.portal.call(lambda: hub.async_hub.view.subscribe(live.note))
     try:
         def check(what: str) -> None:
             hub.portal.call(live.update)

@@ -152,6 +152,36 @@ def test_submit_does_not_block_and_returns_a_future():
         portals.submit(lambda: int("x")).result(timeout=5)
 
 
+def test_wait_hooks_run_on_the_waiting_thread_while_a_call_blocks(monkeypatch, caplog):
+    """``on_wait`` hooks run every POLL seconds on the thread that waits (the tree's clicks on ipykernel 6);
+    a failing hook is logged and the call still returns its value; a hook is registered once."""
+    monkeypatch.setattr(portals, "_WAIT_HOOKS", [])
+    seen: list[str] = []
+
+    def hook():
+        seen.append(threading.current_thread().name)
+
+    def broken():
+        raise RuntimeError("hook trouble")
+
+    portals.on_wait(hook)
+    portals.on_wait(hook)
+    portals.on_wait(broken)
+    assert portals._WAIT_HOOKS == [hook, broken]
+
+    async def slow():
+        await asyncio.sleep(5 * portals.POLL)
+        return "done"
+
+    with caplog.at_level("ERROR", logger="toh_nb"):
+        assert portals.call(slow) == "done"
+    assert len(seen) >= 3 and set(seen) == {threading.current_thread().name}
+    assert "a portal wait hook failed" in caplog.text and "hook trouble" in caplog.text
+    seen.clear()
+    assert portals.call(_double, 2) == 4  # a quick call does not wait POLL seconds: no hook runs
+    assert seen == []
+
+
 def test_a_private_portal_stops_cleanly_and_refuses_calls_afterwards():
     portal = portals.Portal(name="toh_nb-test-portal")
     assert portal.call(_thread_name) == "toh_nb-test-portal"

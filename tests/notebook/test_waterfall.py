@@ -134,7 +134,7 @@ def test_at_most_max_agents_are_synced(monkeypatch):
 
 
 def test_the_waterfall_is_part_of_the_widgets_module_and_style():
-    assert "function makeWaterfall(model, rowList)" in AgentTree._esm
+    assert "function makeWaterfall(model, rowList, storeOfModel)" in AgentTree._esm
     assert AgentTree._esm.rstrip().endswith("export default { render };")
     assert ".toh-wf-tick" in AgentTree._css and ".toh-row" in AgentTree._css
 
@@ -157,3 +157,47 @@ def test_opening_the_timeline_after_the_run_builds_its_waterfall_without_a_new_e
             assert [a["turn"] for a in tree.waterfall["agent-1"]] == [1, 2]
         finally:
             tree.close()
+
+
+def test_an_agent_that_settles_sends_its_own_activations_not_the_whole_waterfall(monkeypatch):
+    """The settled activations go to the page as deltas: a child that takes one more turn sends its own
+    activations (and its drop while it runs), never the other agents'; a refresh where nothing moved sends
+    nothing; a view that opens gets them all once."""
+    import json
+
+    with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
+        kids = [hub.start(f"task {i}", label=f"kid {i}") for i in range(30)]
+        for kid in kids:
+            kid.wait(timeout=10)
+            kid.send("again")
+            kid.wait(timeout=10)
+        tree = AgentTree(hub)
+        sent: list = []
+        monkeypatch.setattr(tree, "send", lambda content, buffers=None: sent.append(content))
+        try:
+            tree.view = "timeline"
+            tree.refresh()
+            (first,) = [m for m in sent if m.get("type") == "waterfall"]
+            whole = len(json.dumps(first))
+            sent.clear()
+            tree.refresh()  # nothing moved
+            assert [m for m in sent if m.get("type") == "waterfall"] == []
+
+            kids[7].send("one more")
+            kids[7].wait(timeout=10)
+            tree.refresh()
+            changes = [m for m in sent if m.get("type") == "waterfall"]
+            sent.clear()
+            tree.act("hello")
+            (hello,) = [m for m in sent if m.get("type") == "waterfall"]
+            settled = dict(tree.waterfall)
+        finally:
+            tree.close()
+    assert sorted(first["set"]) == sorted(["root", *(kid.id for kid in kids)]) and first["drop"] == []
+    assert changes, "the turn's activations were not sent"
+    assert {key for m in changes for key in m["set"]} == {kids[7].id}
+    assert {key for m in changes for key in m["drop"]} <= {kids[7].id}
+    assert [a["turn"] for a in changes[-1]["set"][kids[7].id]] == [1, 2, 3]
+    changed = sum(len(json.dumps(m)) for m in changes)
+    assert changed * 10 < whole, (changed, whole)  # one agent of 31: its own activations, not the waterfall
+    assert hello["full"] is True and hello["set"] == settled and len(settled) == 31

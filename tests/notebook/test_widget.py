@@ -373,7 +373,7 @@ def test_action_errors_are_shown_not_raised(tree, hub):
 
 
 def test_a_burst_of_1000_events_gives_at_most_a_few_refreshes(tree, hub):
-    runtime = hub.async_hub.runtime
+    runtime = hub.async_hub._runtime
     root = hub.async_hub.root_agent
     time.sleep(0.3)  # let any refresh from construction settle
     before = tree.refresh_count
@@ -391,7 +391,7 @@ def test_a_burst_of_1000_events_gives_at_most_a_few_refreshes(tree, hub):
 
 
 def test_a_steady_stream_is_refreshed_at_most_ten_times_a_second(tree, hub):
-    runtime = hub.async_hub.runtime
+    runtime = hub.async_hub._runtime
     time.sleep(0.3)
     before = tree.refresh_count
 
@@ -434,7 +434,7 @@ def test_a_running_row_is_not_sent_again_while_only_its_time_moves(tree, hub):
 
 def test_close_unsubscribes(hub):
     tree = hub.tree()
-    runtime = hub.async_hub.runtime
+    runtime = hub.async_hub._runtime
     assert runtime.bus.listening
     tree.close()
     assert not runtime.bus.listening  # its one subscription to the event stream is gone

@@ -48,3 +48,22 @@ def test_without_ray_the_provider_says_how_to_install_it(monkeypatch):
     with pytest.raises(tn.UsageError) as info:
         tn.RayProvider()
     assert str(info.value) == "the ray provider needs Ray: pip install 'toh-nb[ray]' (plain `ray`)"
+
+
+def test_spread_puts_each_new_host_on_the_node_with_the_fewest():
+    from toh_nb.providers.ray.pool import HostPool, HostRecord
+
+    a, b, c = ("a" * 56), ("b" * 56), ("c" * 56)  # node ids: 28 bytes in hex
+
+    class Cluster:
+        @staticmethod
+        def nodes():
+            return [{"NodeID": b, "Alive": True}, {"NodeID": a, "Alive": True}, {"NodeID": c, "Alive": False}]
+
+    pool = HostPool(size=4, address=None, init_options={}, actor_options={}, spread=True)
+    pool.hosts = [HostRecord("h1", None, node_id=a)]
+    nodes = pool._spread_over(Cluster)
+    assert nodes == {a: 1, b: 0}  # a dead node gets none
+    chosen = [pool._next_node(Cluster, nodes) for _ in range(3)]
+    assert [strategy.node_id for strategy in chosen] == [b, a, b]
+    assert all(strategy.soft for strategy in chosen)  # a node that cannot take it lets Ray place it elsewhere

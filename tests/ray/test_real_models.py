@@ -72,13 +72,13 @@ def host_of(provider, child_id: str):
 
 
 def turn_ends(hub, agent_id: str) -> list[dict]:
-    return [e.data for e in hub.runtime.store.open(agent_id).events if e.kind == TURN_END]
+    return [e.data for e in hub._runtime.store.open(agent_id).events if e.kind == TURN_END]
 
 
 def sessions(hub) -> dict[str, list[str]]:
     """Every session rendered, the provider's name being the expected difference."""
     return {row["id"]: [line.replace('"provider":"ray"', '"provider":"spawn"')
-                        for line in render(hub.runtime.store.open(row["id"]))] for row in hub.view.agents()}
+                        for line in render(hub._runtime.store.open(row["id"]))] for row in hub.view.agents()}
 
 
 def socket_ports(pid: int) -> set[int]:
@@ -117,7 +117,7 @@ def test_a_ray_childs_turn_with_a_tool_call_runs_on_the_host_with_the_key_from_t
     async def main():
         async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}, tools=[add]) as hub:
             result = await hub.spawn("compute", label="calc", provider="ray")
-            seen = [render(hub.runtime.store.open("agent-1")), repr(hub.runtime.bus.history), repr(hub),
+            seen = [render(hub._runtime.store.open("agent-1")), repr(hub._runtime.bus.history), repr(hub),
                     repr(provider), str(await hub.list_agents()), repr(await hub.agents()), repr(await hub.events()),
                     repr(await hub.transcript("agent-1"))]
             return result, seen
@@ -160,7 +160,7 @@ def test_a_server_message_quoting_the_key_is_redacted_on_the_host_as_in_process(
         provider = tn.RayProvider(model=make, env_vars=["OPENAI_API_KEY"])
         async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
             await hub.spawn("leak", label="leaky", provider=name)
-            return turn_ends(hub, "agent-1"), sessions(hub), repr(hub.runtime.bus.history)
+            return turn_ends(hub, "agent-1"), sessions(hub), repr(hub._runtime.bus.history)
 
     out = {name: asyncio.run(main(name)) for name in ("spawn", "ray")}
     assert out["ray"][0] == [{"reason": "error", "error": f"OpenAIChatModel('{MODEL}' at {server.url}): HTTP 400: "
@@ -198,7 +198,7 @@ def test_text_deltas_made_on_the_host_reach_astream_in_order(ray_cluster, server
                         return
 
             listener = asyncio.create_task(listen())
-            await until(lambda: hub.runtime.bus.listening, "the listener to subscribe", WAIT)
+            await until(lambda: hub._runtime.bus.listening, "the listener to subscribe", WAIT)
             result = await hub.spawn("stream", label="talker", provider="ray")
             await asyncio.wait_for(listener, WAIT)
             return result, seen
@@ -229,7 +229,7 @@ def test_text_deltas_made_on_the_host_reach_the_notebook_hubs_stream(ray_cluster
     try:
         reader.start()
         deadline = time.monotonic() + WAIT
-        while not hub.async_hub.runtime.bus.listening and time.monotonic() < deadline:  # poll: the loop's thread
+        while not hub.async_hub._runtime.bus.listening and time.monotonic() < deadline:  # poll: the loop's thread
             time.sleep(0.01)
         kid = hub.start("stream", label="talker", provider="ray")
         reader.join(WAIT)
@@ -263,7 +263,7 @@ def test_interrupting_a_ray_child_mid_request_closes_the_hosts_http_request_with
             await hub.interrupt(kid)
             closing = await kid.wait(timeout=WAIT)
             await until(lambda: server.disconnects == gone + 1, "the server to see the client leave", WAIT)
-            return closing, held, turn_ends(hub, kid.id), sessions(hub), hub.runtime.bus.history
+            return closing, held, turn_ends(hub, kid.id), sessions(hub), hub._runtime.bus.history
 
     for name in ("spawn", "ray"):
         provider = tn.RayProvider(model=functools.partial(built_model, server.url), env_vars=["OPENAI_API_KEY"])
@@ -288,7 +288,7 @@ def test_a_model_error_on_the_host_ends_the_turn_error_with_the_in_process_diagn
         provider = tn.RayProvider(model=make, env_vars=["OPENAI_API_KEY"])
         async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
             result = await hub.spawn("fail", label="unlucky", provider=name)
-            events = [(e.reason, e.error) for e in hub.runtime.bus.history if e.kind == "turn/end"]
+            events = [(e.reason, e.error) for e in hub._runtime.bus.history if e.kind == "turn/end"]
             return result.text, result.stop_reason, turn_ends(hub, "agent-1"), sessions(hub), events
 
     out = {name: asyncio.run(main(name)) for name in ("spawn", "ray")}
@@ -377,7 +377,7 @@ def test_a_ray_child_calls_a_real_tool_through_a_real_llama_cpp_server(ray_clust
     async def main():
         async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}, tools=[add]) as hub:
             result = await hub.spawn("Use the add tool to add 2 and 3.", label="adder", provider="ray")
-            return result, hub.runtime.store.open("agent-1").events
+            return result, hub._runtime.store.open("agent-1").events
 
     result, events = asyncio.run(main())
     # the turn ends in text: a 135M model may close briefly or ramble to its limit after reading the result
@@ -407,7 +407,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
     from ray import cloudpickle
 
     from toh_nb.core.content import Message, Text
-    from toh_nb.providers.ray.host import Host
+    from toh_nb.providers.ray.host import Host, pack, unpack
 
     async def main():
         host = Host()
@@ -419,17 +419,17 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
                  "max_parallel": 10, "resources": None}
         payload = {"setup": setup, "messages": [Message("user", [Text("go")])], "turn": 1, "wanted": ALL_KINDS,
                    "next_step": [], "steer": False, "max_steps": None, "budgeted": False, "forget": []}
-        stream = host.run("agent-1@1", 1, payload)
+        stream = host.run("agent-1@1", 1, payload)  # a dict in-process: its blobs are futures, not bytes
         first = asyncio.ensure_future(stream.__anext__())
         await until(lambda: "agent-1@1" in host._preparing, "the run to fetch its setup", WAIT)
         host.stop("agent-1@1", 1)
         model_bytes.set_result(cloudpickle.dumps(Unasked()))
-        batches = [await first]
+        batches = [unpack(await first)]
         async for batch in stream:
-            batches.append(batch)
-        later = host.run("agent-1@1", 2, {**payload, "setup": None, "messages": [Message("user", [Text("again")])],
-                                           "turn": 2})
-        return batches, host._early_stops, [batch async for batch in later][-1][-1][0]
+            batches.append(unpack(batch))
+        later = host.run("agent-1@1", 2, pack({**payload, "setup": None, "messages": [Message("user", [Text("again")])],
+                                                "turn": 2}))
+        return batches, host._early_stops, unpack([batch async for batch in later][-1])[-1][0]
 
     batches, left, next_run = asyncio.run(main())
     assert batches == [[("stopped",)]]
@@ -521,6 +521,7 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
     from toh_nb.core.agent import TurnOutcome
     from toh_nb.core.content import Message, ToolResultBlock
     from toh_nb.core.session import Session, SessionHeader
+    from toh_nb.providers.ray.host import pack
     from toh_nb.providers.ray.remote import RemoteSteps
 
     returned = []
@@ -541,7 +542,7 @@ def test_a_batch_being_fetched_when_the_turn_is_cancelled_is_still_replayed():
         await until(lambda: stream.handed, "the driver to fetch the first batch", WAIT)
         turn.cancel()
         await until(lambda: provider.calls, "the driver to stop the run on its host", WAIT)
-        ref.value = [("log", "tool/result", 1, Message("tool", [ToolResultBlock("call_1", "add", "3")]), None)]
+        ref.value = pack([("log", "tool/result", 1, Message("tool", [ToolResultBlock("call_1", "add", "3")]), None)])
         ref.ready.set()
         stream.end.set()
         with pytest.raises(asyncio.CancelledError):

@@ -30,7 +30,7 @@ def test_five_tool_calling_steps_cost_one_ray_call_and_run_in_the_host_process(r
             await hub.spawn("warm", label="warm", provider="ray")
             before = provider.round_trips
             result = await hub.spawn("five steps", label="stepper", provider="ray")
-            lines = render(hub.runtime.store.open(result.agent_id))
+            lines = render(hub._runtime.store.open(result.agent_id))
             return result, provider.round_trips - before, {h.pid for h in provider._pool.hosts}, lines
 
     result, round_trips, host_pids, lines = asyncio.run(main())
@@ -65,7 +65,7 @@ def test_interrupt_mid_loop_commits_the_in_process_abort_records(ray_cluster, tm
         kid = await hub.start("nap then add", label="napper", provider=provider)
         await until(lambda: any(m.startswith("nap started") for m in marks_of(marks)), "the nap to start", WAIT)
         if provider == "ray":  # the driver must have seen the call start (records stream back in batches)
-            await until(lambda: "TOOL-CALL n1 nap" in render(hub.runtime.agents[kid.id].session),
+            await until(lambda: "TOOL-CALL n1 nap" in render(hub._runtime.agents[kid.id].session),
                         "the driver to log the call", WAIT)
         await hub.interrupt(kid.id)
         await kid.wait(timeout=WAIT)
@@ -143,7 +143,7 @@ def test_the_host_keeps_the_conversation_so_each_turn_sends_only_new_messages(ra
             before = provider.messages_sent
             await hub.send(kid.id, "four")
             closing = await kid.wait(timeout=WAIT)
-            conversation = conversation_of(hub.runtime.store.open(kid.id).events)
+            conversation = conversation_of(hub._runtime.store.open(kid.id).events)
             return sent, provider.messages_sent - before, len(conversation), closing
 
     sent, after_cut, conversation, closing = asyncio.run(main())
@@ -165,7 +165,7 @@ def test_a_provider_shared_by_two_hubs_keeps_their_children_apart_and_its_pool_u
             await kid.wait(timeout=WAIT)
         for hub in (first, second):
             await hub.send("agent-1", "recall")
-            answers.append(await hub.wait_settled("agent-1", timeout=WAIT))
+            answers.append(await hub.view.settled("agent-1", WAIT))
         await first.close()
         alive = host_actor_names(ray_cluster, provider)
         answers.append((await second.spawn("from the second", label="b", provider="ray")).text)
@@ -188,7 +188,7 @@ def stream_of(events: list) -> list[tuple]:
 def test_the_event_stream_and_host_minted_call_ids_read_as_with_spawn(ray_cluster, tmp_path):
     async def scenario(hub, provider, marks):
         events: list = []
-        hub.runtime.bus.subscribe(events.append)
+        hub.view.subscribe(events.append)
         result = await hub.spawn("add five times", label="adder", provider=provider)
         return result.text, stream_of(events)
 

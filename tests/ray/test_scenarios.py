@@ -21,7 +21,7 @@ WAIT = 60.0  # seconds: the machine is shared and a host may be starting
 def sessions(hub) -> dict[str, list[str]]:
     """Every session rendered; the descriptor's provider name (and the marks file a tool may be given) are
     the expected differences."""
-    store = hub.runtime.store
+    store = hub._runtime.store
     ids = [row["id"] for row in hub.view.agents()]
     return {agent_id: [line.replace('"provider":"ray"', '"provider":"spawn"').replace("/ray.marks", "/spawn.marks")
                        for line in render(store.open(agent_id))] for agent_id in ids}

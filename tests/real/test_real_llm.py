@@ -43,7 +43,7 @@ class Recorder:
 
 
 def turn_ends(hub, agent_id):
-    return [e.data["reason"] for e in hub.runtime.store.open(agent_id).events if e.kind == "turn/end"]
+    return [e.data["reason"] for e in hub._runtime.store.open(agent_id).events if e.kind == "turn/end"]
 
 
 def test_root_delegates_reads_the_childs_answer_and_ends_its_turn(backend):
@@ -134,7 +134,7 @@ def test_recording_replays_identically_offline(backend, tmp_path):
     async def run(model):
         async with tn.AsyncHub(model, ids="sequential") as hub:
             result = await hub.run(DELEGATE)
-            logs = {header.id: render(hub.runtime.store.open(header.id)) for header in hub.runtime.store.headers()}
+            logs = {header.id: render(hub._runtime.store.open(header.id)) for header in hub._runtime.store.headers()}
             return result.text, result.stop_reason, logs
 
     recorded = asyncio.run(run(tn.RecordingModel(backend.make(delegate_first), path)))

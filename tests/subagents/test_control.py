@@ -45,7 +45,7 @@ def test_followups_queue_behind_the_open_turn_in_call_order():
             while kid.status != "ready":
                 gates.setdefault(kid.id, asyncio.Event()).set()
                 await asyncio.sleep(0.001)
-            session = hub.runtime.store.open(kid.id)
+            session = hub._runtime.store.open(kid.id)
             assert user_texts(session) == ["task"] + [f"m{i}" for i in range(10)]
             ends = [e.data["reason"] for e in session.events if e.kind == "turn/end"]
             assert ends == ["completed"] * 11  # each accepted message is exactly one turn
@@ -63,7 +63,7 @@ def test_interrupt_parks_queued_messages_until_the_next_send():
             await until(lambda: kid.id in gates, "child model call")
             await kid.interrupt()
             await asyncio.sleep(0.01)
-            session = hub.runtime.store.open(kid.id)
+            session = hub._runtime.store.open(kid.id)
             assert [e.data["reason"] for e in session.events if e.kind == "turn/end"] == ["aborted"]
             assert kid.status == "idle"  # parked: resident, between turns, not settled
             await kid.send("D")
@@ -98,14 +98,14 @@ def test_interrupt_leaves_descendants_running_and_is_refused_for_strangers():
 
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=CONTINUABLE) as hub:
             parent = await hub.start("p", label="parent")
-            await until(lambda: "agent-2" in hub.runtime.agents, "grandchild")
+            await until(lambda: "agent-2" in hub._runtime.agents, "grandchild")
             # the root (an ancestor two levels up) may interrupt the grandchild; the grandchild keeps its parent
             await hub.call_tool("interrupt_agent", agent_id=parent.id)
-            await until(lambda: hub.runtime.agents["agent-1"].status == "idle", "parent interrupted")
-            assert hub.runtime.agents["agent-2"].status == "running"  # descendants keep running
+            await until(lambda: hub._runtime.agents["agent-1"].status == "idle", "parent interrupted")
+            assert hub._runtime.agents["agent-2"].status == "running"  # descendants keep running
             sibling = await hub.start("s", label="sibling")
             await until(lambda: hub._service.status_of(sibling.id) == "ready", "sibling settled")
-            results = [e.message.text for e in hub.runtime.store.open(sibling.id).events if e.kind == "tool/result"]
+            results = [e.message.text for e in hub._runtime.store.open(sibling.id).events if e.kind == "tool/result"]
             assert results == [
                 'Error: subagent "agent-1" is not a live descendant of agent "agent-3"',
                 'Error: subagent "agent-1" belongs to another parent session',
@@ -123,12 +123,12 @@ def test_stale_caller_and_self_are_refused():
             with pytest.raises(SubagentError, match='agent "root" cannot interrupt itself') as info:
                 service.interrupt("root", hub.root_agent)
             assert info.value.code == "UNAUTHORIZED"
-            hub.runtime.agents.pop("root")  # the registry's entry is no longer this object: stale
+            hub._runtime.agents.pop("root")  # the registry's entry is no longer this object: stale
             with pytest.raises(SubagentError, match='interrupting "x" requires the exact live ancestor agent'):
                 service.interrupt("x", hub.root_agent)
             with pytest.raises(SubagentError, match='subagent "x" delivery requires the exact live parent agent'):
                 await service.followup(hub.root_agent, "x", "hello")
-            hub.runtime.agents["root"] = hub.root_agent
+            hub._runtime.agents["root"] = hub.root_agent
 
     asyncio.run(main())
 
@@ -160,7 +160,7 @@ def test_send_message_refuses_one_shot_and_job_ids_and_bad_input():
             assert "scope: Input should be 'children' or 'descendants'" in results["scope"].text
             assert results["interrupt empty"].text == "Error: agent_id must be a non-empty id"
             assert str(await hub.list_agents()) == "(no subagents)"  # nothing was created or queued
-            assert len(hub.runtime.agents) == 1
+            assert len(hub._runtime.agents) == 1
 
     asyncio.run(main())
 
@@ -184,7 +184,7 @@ def test_settlement_notice_opening_lines(response, line, closing):
             kid = await hub.start("t", label="kid")
             await kid.wait(timeout=5)
             await hub.run("next")  # the user-started child's notice waits for the root's next turn
-            notices = [e.message for e in hub.runtime.store.open("root").events
+            notices = [e.message for e in hub._runtime.store.open("root").events
                        if e.kind == "user/message" and e.message.source.kind == "subagent-settled"]
             assert len(notices) == 1
             assert [b.text for b in notices[0].content] == [f"Background subagent {kid.id} {line}"] + closing
@@ -248,7 +248,7 @@ def test_notice_is_delivered_before_ownership_is_released():
             parent = await hub.start("p", label="parent")
             await parent.wait(timeout=5)
             assert seen == {"owned at release": True, "notice queued": True, "parent state": "running"}
-            log = render(hub.runtime.store.open("agent-1"))
+            log = render(hub._runtime.store.open("agent-1"))
             assert log[-3:] == ['USER [subagent-settled notice from=agent-2]: 3 blocks ["Background subagent agent-2 '
                                 'finished and will do no further work unless you send it more.","Its closing message:",'
                                 '"kid turn 1"]', "ASSISTANT: parent turn 2", '-- turn 2 end: {"kind":"completed"}']
@@ -290,7 +290,7 @@ def test_tool_filter_deny_and_unknown_names():
                 await hub.spawn("t", tool_filter={"allow": ["nope"]})
             with pytest.raises(UsageError, match="names neither `allow` nor `deny`"):
                 await hub.spawn("t", tool_filter={})
-            assert len(hub.runtime.agents) == 1
+            assert len(hub._runtime.agents) == 1
 
     asyncio.run(main())
 
@@ -312,7 +312,7 @@ def test_persona_lands_in_the_childs_system_prompt_and_is_reapplied_on_resume():
             assert len(systems) == 2 and all("You are a terse pirate." in s for s in systems)
             assert all("You are a delegated subagent." in s for s in systems)
             assert "report tool" in systems[0]
-            record = hub.runtime.store.open(kid.id).descriptor
+            record = hub._runtime.store.open(kid.id).descriptor
             assert record == {"version": 2, "mode": "continuable", "provider": "spawn", "label": "kid",
                               "persona": "You are a terse pirate."}
 

@@ -36,7 +36,7 @@ def test_user_interrupt_right_after_start_aborts_the_first_turn_and_notifies():
             assert await kid.wait(timeout=2) is None
             assert kid.status == "ready"  # settled: the activation did not hang
             assert calls == []  # the model never ran for the aborted turn
-            assert render(hub.runtime.store.open(kid.id))[-3:] == [
+            assert render(hub._runtime.store.open(kid.id))[-3:] == [
                 "-- turn 1 start", "USER [user]: first task", '-- turn 1 end: {"kind":"aborted"}']
             assert _notices(hub.root_agent) == [STOPPED]
             assert str(await hub.list_agents()) == "agent-1 [ready] \u2014 worker"
@@ -81,10 +81,10 @@ def test_a_later_follow_up_interrupted_before_it_runs_stays_parked():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             kid = await hub.start("first", label="worker")
-            await until(lambda: hub.runtime.agents[kid.id]._in_turn, "the first turn to start")
+            await until(lambda: hub._runtime.agents[kid.id]._in_turn, "the first turn to start")
             await hub.send(kid.id, "second")  # queued behind the running first turn
             await hub.interrupt(kid.id)  # aborts turn 1; "second" is parked, not run
-            agent = hub.runtime.agents[kid.id]
+            agent = hub._runtime.agents[kid.id]
             await until(lambda: agent.status == "idle", "the child to stop")
             assert agent.parked and [m.text for m in agent._next_turn] == ["second"]
             assert kid.status == "idle"
@@ -106,7 +106,7 @@ def test_interrupting_a_cold_resumed_child_before_its_turn_starts_also_settles_i
             assert kid.status == "ready"
             notices = _notices(hub.root_agent)
             assert notices[-1] == STOPPED
-            assert render(hub.runtime.store.open(kid.id))[-2:] == [
+            assert render(hub._runtime.store.open(kid.id))[-2:] == [
                 "USER [user]: resume me", '-- turn 2 end: {"kind":"aborted"}']
 
     asyncio.run(main())

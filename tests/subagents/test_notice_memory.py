@@ -70,11 +70,11 @@ def test_the_live_registries_give_their_room_back_once_a_burst_of_children_settl
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda req: "ok"), ids="sequential") as hub:
             children = [await hub.start("work", label=f"w{i}") for i in range(2000)]
-            peak = sys.getsizeof(hub.runtime.agents), sys.getsizeof(hub._service.activations)
+            peak = sys.getsizeof(hub._runtime.agents), sys.getsizeof(hub._service.activations)
             for child in children:
                 await child.wait()
-            assert list(hub.runtime.agents) == [hub.root_agent.id] and hub._service.activations == {}
-            return peak, (sys.getsizeof(hub.runtime.agents), sys.getsizeof(hub._service.activations))
+            assert list(hub._runtime.agents) == [hub.root_agent.id] and hub._service.activations == {}
+            return peak, (sys.getsizeof(hub._runtime.agents), sys.getsizeof(hub._service.activations))
 
     (agents_peak, activations_peak), (agents, activations) = asyncio.run(main())
     assert agents * 4 < agents_peak and activations * 4 < activations_peak

@@ -103,8 +103,8 @@ def test_a_run_whose_turn_is_cancelled_from_outside_ends_error_never_a_bare_canc
     turns = []
     submit = Agent.submit
 
-    def recording_submit(self, message):
-        future = submit(self, message)
+    def recording_submit(self, message, **options):
+        future = submit(self, message, **options)
         turns.append(future)
         return future
 

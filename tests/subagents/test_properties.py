@@ -64,14 +64,14 @@ async def scenario(ops):
             await asyncio.sleep(0.0005)
         assert not hub._service.activations, "the tree did not settle"
 
-        session = hub.runtime.store.open(kid.id)
+        session = hub._runtime.store.open(kid.id)
         ran = [e.message.text for e in session.events
                if e.kind == "user/message" and e.message.source.kind in ("user", "coordinator")]
         assert ran == accepted  # each accepted message exactly once, in order
-        assert not set(refused) & {e.message.text for s in hub.runtime.store.headers()
-                                   for e in hub.runtime.store.open(s.id).events if e.message is not None}
-        history = hub.runtime.bus.history
-        for child_id in [h.id for h in hub.runtime.store.headers() if h.origin == "subagent"]:
+        assert not set(refused) & {e.message.text for s in hub._runtime.store.headers()
+                                   for e in hub._runtime.store.open(s.id).events if e.message is not None}
+        history = hub._runtime.bus.history
+        for child_id in [h.id for h in hub._runtime.store.headers() if h.origin == "subagent"]:
             starts = [e.run_id for e in history if e.kind == "subagent/start" and e.agent_id == child_id]
             ends = [e.run_id for e in history if e.kind == "subagent/end" and e.agent_id == child_id]
             assert starts == sorted(set(starts), key=starts.index) and sorted(starts) == sorted(ends)

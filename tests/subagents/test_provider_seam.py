@@ -128,7 +128,7 @@ def test_the_model_can_delegate_through_a_mounted_subagent_tool():
                                tools=[tn.SubagentTool(name="coder", provider="remote")]) as hub:
             assert {"subagent", "coder"} <= set(hub.root_agent.tools)
             assert (await hub.run("go")).text == "root done"
-            return seen_by_model(hub.runtime.store.open("root"))
+            return seen_by_model(hub._runtime.store.open("root"))
 
     # max_depth=0 forbids spawn children, but the provider manages its own depth: no cap is sent
     assert asyncio.run(main())[1] == "TOOL-RESULT c1: remote answer to: fix it"

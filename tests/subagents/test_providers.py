@@ -66,9 +66,9 @@ def test_fork_child_sees_the_parents_completed_turns_and_continues_numbering():
             # the completed first turn is inherited, the in-flight second turn is not
             assert seen["messages"] == ["first question", "answer 1", "review it"]
             assert seen["turn"] == 2
-            child = hub.runtime.store.open("agent-1")
+            child = hub._runtime.store.open("agent-1")
             assert child.header.seed_length == 4
-            assert hub.runtime.tools.get("fork").description.startswith("Hand a task to a subagent that starts from")
+            assert hub._runtime.tools.get("fork").description.startswith("Hand a task to a subagent that starts from")
 
     asyncio.run(main())
 
@@ -87,7 +87,7 @@ def test_tool_configuration_errors():
                 tn.AsyncHub(tn.FunctionModel(lambda r: "x"), delegation_tools=[{"tool_name": "job_list"}])
             tool = make_subagent_tool(service, None, tool_name="quiet", enable_run_in_background=False)
             assert list(tool.parameters["properties"]) == ["description", "prompt"]
-            hub.runtime.tools.add(tool)
+            hub._runtime.tools.add(tool)
             hub.root_agent.tools["quiet"] = tool
             refused = await hub.call_tool("quiet", description="d", prompt="p", run_in_background=True)
             assert refused.text == ("Error: run_in_background is disabled for this tool instance "

@@ -43,7 +43,7 @@ def test_restart_round_trip(tmp_path):
             listing = str(await hub.list_agents())
             result = await hub.call_tool("send_message", subagent_id="agent-1", message="after restart")
             await settled(hub)
-            closing = await hub.wait_settled("agent-1")
+            closing = await hub.view.settled("agent-1")
             new = await hub.start("fresh work", label="third")
             await settled(hub)
             unknown = await hub.call_tool("send_message", subagent_id="agent-77", message="x")

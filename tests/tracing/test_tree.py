@@ -169,11 +169,11 @@ async def test_continuable_child_turns_are_traces_linked_to_what_started_and_wok
     model = script({"root": [root, root], "ed": [say("edited")]})
     async with tn.AsyncHub(model, ids="sequential", tracing=traced.provider, background_mode="continuable") as hub:
         await hub.run("go")
-        await hub.wait_settled("agent-1", timeout=10)
+        await hub.view.settled("agent-1", 10)
         await hub.send("agent-1", "again")  # the user: a follow-up with no span behind it
-        await hub.wait_settled("agent-1", timeout=10)
+        await hub.view.settled("agent-1", 10)
         await hub.run("tell it")  # the root's send_message: a new activation started by a tool call
-        await hub.wait_settled("agent-1", timeout=10)
+        await hub.view.settled("agent-1", 10)
         await settle(lambda: len(traced.find("invoke_agent", agent="agent-1")) == 3)
     first, second, third = traced.find("invoke_agent", agent="agent-1")
     root_traces = {span.context.trace_id for span in traced.find("invoke_agent", agent="root")}
@@ -213,7 +213,7 @@ async def test_interrupt_is_an_event_on_both_sides_and_the_turn_ends_aborted(tra
     model = script({"root": [delegate("c1", "slow"), interrupt_when_running, say("stopped")], "slow": [stuck]})
     async with tn.AsyncHub(model, ids="sequential", tracing=traced.provider, background_mode="continuable") as hub:
         await hub.run("go")
-        await hub.wait_settled("agent-1", timeout=10)
+        await hub.view.settled("agent-1", 10)
     child = traced.turn("agent-1")
     assert child.attributes["toh_nb.stop_reason"] == "aborted"
     assert child.status.status_code is StatusCode.UNSET

@@ -22,9 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Any
-
-from typing import Awaitable
+from typing import Any, Awaitable, Callable
 
 from . import budget
 from .budget import Limits
@@ -44,6 +42,28 @@ _FROM_MODEL = object()
 __all__ = ["Agent", "TurnOutcome", "DEFAULT_MAX_PARALLEL_TOOL_CALLS", "TURNS_PER_YIELD"]
 
 
+class TurnFuture(asyncio.Future):
+    """The outcome of a submitted turn that calls ``then(future)`` the moment it is done (set or
+    cancelled), in the code that settles it: an asyncio done-callback would run one loop pass later,
+    and a delegation's outcome is on every delegation's path (``Agent.submit(then=...)``)."""
+
+    __slots__ = ("_then",)
+
+    def __init__(self, then: "Callable[[TurnFuture], None]", loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop=loop)
+        self._then = then
+
+    def set_result(self, result: Any) -> None:
+        super().set_result(result)
+        self._then(self)
+
+    def cancel(self, msg: Any = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self._then(self)
+        return True
+
+
 class Agent(Records):
     """One agent: its inbox, the lifecycle of its turns and cancellation. Its turns' steps run in its
     step loop (``steps``, :mod:`toh_nb.core.steps`), which sees it as a TurnContext. Create agents
@@ -54,8 +74,8 @@ class Agent(Records):
         "tool_specs", "mode", "path", "status", "usage", "turns", "started", "disposed",
         "max_parallel_tool_calls", "opening", "_abort_opening", "_next_turn", "next_step_inbox", "steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "messages", "_waiters",
-        "_turn_waiters", "unyielded", "limits", "subtree_tokens", "reserved_tokens", "budget_waiters",
-        "steps", "bus", "__weakref__",
+        "unyielded", "limits", "subtree_tokens", "reserved_tokens", "budget_waiters",
+        "steps", "bus", "tool_filter", "wrap_tool", "__weakref__",
     )
 
     def __init__(self, *, id: str, runtime: Any, session: Session, model: Any, system: str = "",
@@ -74,6 +94,10 @@ class Agent(Records):
         self.model = model
         self.system = system
         self.tools: dict[str, Tool] = tools or {}
+        #: the ``tool_filter`` its tools were chosen with, and the provider's ``wrap_tool`` they went
+        #: through (if any): how tools that appear later (an MCP server's new list) are offered to it
+        self.tool_filter: dict | None = None
+        self.wrap_tool: Any = None
         self.tool_specs: list[ToolSpec] = tool_specs if tool_specs is not None else [
             ToolSpec(t.name, t.description, t.parameters) for t in self.tools.values()]
         self.label = label
@@ -105,7 +129,6 @@ class Agent(Records):
         #: the conversation (append-only: a model request carries a view of it, not a copy)
         self.messages: list[Message] = conversation if conversation is not None else []
         self._waiters: dict[str, asyncio.Future] = {}
-        self._turn_waiters: list[asyncio.Future] = []
         self.limits = limits if limits is not None else Limits()
         #: tokens used by this agent and its descendants (what ``limits.token_budget`` bounds)
         self.subtree_tokens = spent_tokens
@@ -143,13 +166,25 @@ class Agent(Records):
                                                    text=message.text,
                                                    sender=source.sender if source is not None else None))
 
-    def submit(self, message: Message) -> "asyncio.Future[TurnOutcome]":
-        """``followup`` and return a future for the outcome of the turn that runs ``message``."""
-        future = asyncio.get_running_loop().create_future()
+    def submit(self, message: Message, *, first_step_yields: bool = True,
+               then: "Callable[[asyncio.Future[TurnOutcome]], None] | None" = None) -> "asyncio.Future[TurnOutcome]":
+        """``followup`` and return a future for the outcome of the turn that runs ``message``.
+
+        ``then(future)``: called the moment that future is done (a :class:`TurnFuture`), after the
+        turn's records, not one loop pass later as a done-callback is; it must not raise.
+
+        ``first_step_yields=False``: when ``message`` starts the agent's driver, the driver's first
+        turn calls the model in the task's first pass through the loop instead of yielding once more
+        first (a new task's start is a pass of its own): for a child whose parent only waits for it
+        (a foreground delegation), where the extra pass decides nothing and costs every delegation."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future() if then is None else TurnFuture(then, loop)
         if message.id is None:
             message.id = self.runtime.ids.message()
         self._waiters[message.id] = future
-        self.followup(message)
+        self._next_turn.append(message)
+        self._queued(message)
+        self._wake(first_step_yields)
         return future
 
     @property
@@ -161,13 +196,13 @@ class Agent(Records):
     def parked(self) -> bool:
         return self._parked and bool(self._next_turn or self.next_step_inbox)
 
-    def _wake(self) -> None:
+    def _wake(self, first_step_yields: bool = True) -> None:
         if self.disposed:
             return
         self._parked = False
         if self._driver is None:
             self._set_status("running")
-            self._driver = asyncio.get_running_loop().create_task(self._drive())
+            self._driver = asyncio.get_running_loop().create_task(self._drive(first_step_yields))
 
     # -- cancellation --------------------------------------------------------------------------
 
@@ -237,8 +272,10 @@ class Agent(Records):
             self.status = status
             self.runtime.on_status(self)
 
-    async def _drive(self) -> None:
-        self.unyielded = TURNS_PER_YIELD  # a busy period's first step always yields
+    async def _drive(self, first_step_yields: bool = True) -> None:
+        # a busy period's first step yields (see LocalSteps.run), unless its starter says the task's own
+        # first pass is enough (``submit(first_step_yields=False)``): then it counts as a queued turn
+        self.unyielded = TURNS_PER_YIELD if first_step_yields else 0
         # sync model functions of this driver's turns run on this hub's threads (toh_nb.core.threads)
         current_user_threads.set(getattr(self.runtime, "user_threads", None))
         try:
@@ -422,9 +459,9 @@ class Agent(Records):
             self.runtime.bus.publish(TurnEnded(**self.who(), turn=turn, reason=reason, error=error,
                                                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
         outcome = TurnOutcome(turn, reason, error, list(output), usage)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(outcome)
         self.runtime.on_turn_end(self, outcome)
+        if waiter is not None and not waiter.done():  # last: a TurnFuture's ``then`` runs in set_result
+            waiter.set_result(outcome)
 
     # -- conversation --------------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ published too (:class:`~toh_nb.core.events.PermissionAnswered`). So the widget a
 answer asks the same way. Nobody answering within the ask's timeout denies it.
 
 The desk is thread-safe: the notebook answers from the kernel's thread; the futures belong to the
-hub's loop.
+hub's loop. A desk without an event bus (``PermissionDesk()``) keeps and answers asks the same way and
+publishes nothing: the process-wide desk of a policy used outside a hub
+(``toh_nb.providers.acp.permissions.PENDING``) is one.
 """
 
 from __future__ import annotations
@@ -44,11 +46,13 @@ class PendingAsk:
 
 
 class PermissionDesk:
-    """The pending asks of one hub (see the module docstring)."""
+    """The pending asks of one hub (see the module docstring); with no ``bus``, asks that are not
+    published (a policy used outside a hub)."""
 
-    def __init__(self, bus: EventBus, agents: dict) -> None:
+    def __init__(self, bus: EventBus | None = None, agents: dict | None = None) -> None:
         self._bus = bus
-        self._agents = agents  # the runtime's live agents: an event names the asking agent's parent
+        self._agents = agents if agents is not None else {}  # the runtime's live agents: an event names the
+        # asking agent's parent
         self._lock = threading.Lock()
         self._asks: dict[str, PendingAsk] = {}
         self._ids = itertools.count(1)
@@ -112,6 +116,8 @@ class PermissionDesk:
         return f"{'allowed' if allowed else 'denied'}: {ask.title or ask.kind} ({ask.agent_id})"
 
     def _publish(self, cls: type, ask: PendingAsk, **fields: Any) -> None:
+        if self._bus is None:
+            return
         agent = self._agents.get(ask.agent_id) if ask.agent_id is not None else None
         parent = agent.parent if agent is not None else None
         self._bus.publish(cls(agent_id=ask.agent_id, parent_id=parent.id if parent is not None else None,

@@ -31,6 +31,11 @@ from .tools import Tool, ToolRegistry
 BASE_SYSTEM_PROMPT = "You are an AI agent running in toh_nb, a delegation runtime for notebooks."
 
 
+#: tool views kept (one per shape: filter, extra tools, sections); children bringing tools of their own
+#: make a shape each, so the cache is dropped when it grows past this
+MAX_VIEWS = 256
+
+
 class Runtime:
     """Shared state of one hub. Create with a model, a store and an id source."""
 
@@ -101,8 +106,9 @@ class Runtime:
         """The tools an agent sees and its system prompt (without persona); cached per shape."""
         extra = tuple(extra_tools)
         extra_sections = tuple(sections)
-        key = (_filter_key(tool_filter), tuple(t.name for t in extra), extra_sections)
-        if self._views_version != self.tools.version:
+        # extra tools by identity: two children's own tools may share names yet differ (two MCP sessions)
+        key = (_filter_key(tool_filter), tuple((t.name, id(t)) for t in extra), extra_sections)
+        if self._views_version != self.tools.version or len(self._views) >= MAX_VIEWS:
             self._views.clear()
             self._views_version = self.tools.version
         view = self._views.get(key)
@@ -126,6 +132,20 @@ class Runtime:
             view = (visible, specs, system)
             self._views[key] = view
         return view
+
+    def retool(self, agent: Agent, removed: Iterable[str], added: Iterable[Tool]) -> None:
+        """Change the tools ``agent`` sees from its next step on: the tools named ``removed`` go, those of
+        ``added`` its ``tool_filter`` lets through come (through its provider's ``wrap_tool``). What an
+        MCP server's new tool list does to the agents that use it."""
+        gone = set(removed)
+        tools = {name: tool for name, tool in agent.tools.items() if name not in gone}
+        allow = agent.tool_filter.get("allow") if agent.tool_filter else None
+        deny = set(agent.tool_filter.get("deny") or ()) if agent.tool_filter else set()
+        for tool in added:
+            if (allow is None or tool.name in allow) and tool.name not in deny:
+                tools[tool.name] = agent.wrap_tool(tool) if agent.wrap_tool is not None else tool
+        agent.tools = tools  # a new dict: tool views are shared between agents of one shape
+        agent.tool_specs = [ToolSpec(t.name, t.description, t.parameters) for t in tools.values()]
 
     def unknown_tool_names(self, tool_filter: dict | None, extra: Iterable[str] = ()) -> list[str]:
         if not tool_filter:
@@ -153,6 +173,7 @@ class Runtime:
                       max_tokens=max_tokens, mode=mode, path=path,
                       max_parallel_tool_calls=self.max_parallel_tool_calls, conversation=conversation,
                       turns=turns, limits=limits or self.limits, spent_tokens=logged_tokens(session), steps=steps)
+        agent.tool_filter = tool_filter
         self.agents[agent.id] = agent
         self._agents_room.grew(self.agents)
         if agent.limits.token_budget is not None:

@@ -45,9 +45,9 @@ class Job:
     """One background job (a snapshot of it is what tools and tables show)."""
 
     __slots__ = ("id", "kind", "label", "owner", "status", "detail", "output", "result", "started", "finished",
-                 "reported", "task", "by_user", "kill_reason", "child_id", "cleanup", "_waiters")
+                 "reported", "task", "by_user", "kill_reason", "child_id", "cleanup", "registry", "_waiters")
 
-    def __init__(self, id: str, kind: str, label: str, owner: Any, by_user: bool) -> None:
+    def __init__(self, id: str, kind: str, label: str, owner: Any, by_user: bool, registry: Any = None) -> None:
         self.id = id
         self.kind = kind
         self.label = label
@@ -66,6 +66,8 @@ class Job:
         self.child_id: str | None = None
         #: async release of what the job's synchronous start created, for a kill before its task runs
         self.cleanup: Callable[[], Awaitable[Any]] | None = None
+        #: the :class:`JobRegistry` that started it: reads, kills and the owner fence go through it
+        self.registry: JobRegistry | None = registry
         self._waiters: list[asyncio.Future] = []
 
     @property
@@ -143,7 +145,7 @@ class JobRegistry(RuntimeObserver):
         if len(self._active.get(owner, ())) >= self.max_per_owner:
             raise JobError(texts.job_limit(self.max_per_owner))
         number = self._counters.get(kind, 0) + 1
-        job = Job(f"{kind}-{number}", kind, label, owner, by_user)
+        job = Job(f"{kind}-{number}", kind, label, owner, by_user, self)
         work = run(job)  # the synchronous part runs now (a throw registers nothing)
         self._counters[kind] = number
         self.jobs[job.id] = job

@@ -8,6 +8,7 @@ tn.MCPServer(...)])``) opens one session with it the first time its tools are ne
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -20,6 +21,11 @@ from . import texts
 
 #: what a model-facing tool name may contain (OpenAI and Anthropic both accept exactly this)
 NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+#: the longest tool name every model API takes: OpenAI's function names are ``^[a-zA-Z0-9_-]{1,64}$``
+#: (Anthropic's tool names allow 128 characters of the same set); a longer one is shortened
+MAX_TOOL_NAME = 64
+#: hex digits of the hash that makes a shortened or remapped name unique
+HASH_DIGITS = 8
 
 
 def sdk() -> Any:
@@ -34,6 +40,20 @@ def sdk() -> Any:
 def tool_name_part(text: str) -> str:
     """``text`` as a piece of a tool name: characters a model API refuses become ``_``."""
     return NAME_CHARS.sub("_", text) or "_"
+
+
+def name_hash(identity: str) -> str:
+    """A short, stable hash of what a tool is (its server's name and its own name)."""
+    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_DIGITS]
+
+
+def fitted_name(name: str, identity: str, *, hashed: bool = False) -> str:
+    """``name`` (already of model-safe characters) as a tool name of at most :data:`MAX_TOOL_NAME`
+    characters: a longer one (or any, with ``hashed``) becomes its first characters, ``_`` and the hash
+    of ``identity`` — deterministic, and unique as long as the identities differ."""
+    if not hashed and len(name) <= MAX_TOOL_NAME:
+        return name
+    return f"{name[:MAX_TOOL_NAME - HASH_DIGITS - 1]}_{name_hash(identity)}"
 
 
 class MCPServer:

@@ -15,14 +15,20 @@ call starts a fresh one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import tempfile
-from typing import Any
+from typing import Any, Callable
+
+import anyio
 
 from ..core.errors import ToolError, describe
 from ..core.tools import ToolResult
 from . import texts
 from .config import MCPServer, sdk
 from .results import tool_result
+
+log = logging.getLogger("toh_nb.mcp")
 
 #: seconds each shutdown step may take (the SDK's own stdio shutdown is bounded at about 6 s)
 CLOSE_GRACE = 10.0
@@ -44,6 +50,19 @@ def reason_of(error: BaseException) -> str:
     return describe(error)
 
 
+def noise_line(error: Exception) -> str:
+    """The offending stdout line of a parse error (pydantic keeps it as the error's input)."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        try:
+            value = errors()[0].get("input")
+        except Exception:  # not pydantic's shape after all
+            value = None
+        if isinstance(value, (str, bytes)):
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return describe(error)
+
+
 class MCPConnection:
     """The hub's session with ``server`` (started on first use, restarted after the server died)."""
 
@@ -51,6 +70,11 @@ class MCPConnection:
         self.server = server
         #: sessions opened so far (1 after the first start; each restart adds one)
         self.starts = 0
+        #: one-shot children holding this session (``MCPMounts.hold``/``release``)
+        self.holders = 0
+        #: lines the server wrote on stdout that are not JSON-RPC (this session), and the first of them
+        self.noise = 0
+        self.first_noise: str | None = None
         self.closed = False
         self._client: Any = None
         self._owner: asyncio.Task | None = None
@@ -58,6 +82,12 @@ class MCPConnection:
         self._lock: asyncio.Lock | None = None
         self._stderr: Any = None
         self._listing: list | None = None
+        #: ``notifications/tools/list_changed`` received so far
+        self.changes = 0
+        #: called (on the loop) when the server says its tool list changed; set by the mounts
+        self.on_change: Callable[["MCPConnection"], None] | None = None
+        #: the re-listing that follows the last change (a call that caused one waits for it)
+        self.refreshing: asyncio.Task | None = None
 
     @property
     def connected(self) -> bool:
@@ -82,6 +112,7 @@ class MCPConnection:
         server = self.server
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
+        self.noise, self.first_noise = 0, None
         if server.command is not None:
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         self._owner = asyncio.get_running_loop().create_task(self._own(ready, self._stop, self._stderr),
@@ -91,7 +122,7 @@ class MCPConnection:
         except asyncio.TimeoutError:
             stderr = self.stderr_tail()
             await self._teardown()
-            raise ToolError(texts.handshake_timeout(server.display, server.connect_timeout, stderr)) from None
+            raise ToolError(self.noted(texts.handshake_timeout(server.display, server.connect_timeout, stderr))) from None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if self.closed and ready.cancelled() and not (current is not None and current.cancelling()):
@@ -101,7 +132,7 @@ class MCPConnection:
         except Exception as error:
             stderr = self.stderr_tail()
             await self._teardown()
-            raise ToolError(texts.start_failed(server.display, reason_of(error), stderr)) from None
+            raise ToolError(self.noted(texts.start_failed(server.display, reason_of(error), stderr))) from None
         if self.closed:  # the hub closed while this session started: it is not handed out
             await self._teardown()
             raise ToolError(texts.closed_hub(server.display))
@@ -121,19 +152,22 @@ class MCPConnection:
 
                 params = mcp.StdioServerParameters(command=server.command[0], args=server.command[1:],
                                                    env=server.env or None, cwd=server.cwd)
-                async with mcp.Client(stdio_client(params, errlog=stderr), client_info=info) as client:
-                    ready.set_result(client)
-                    await stop.wait()
+                async with mcp.Client(stdio_client(params, errlog=stderr), client_info=info,
+                                      message_handler=self._message) as client:
+                    async with self._listening(client):
+                        ready.set_result(client)
+                        await stop.wait()
             else:
                 import httpx2
                 from mcp.client.streamable_http import streamable_http_client
 
                 # the SDK's transport timeouts: 30 s to connect or write, 300 s to read a response stream
                 async with httpx2.AsyncClient(headers=server.headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http:
-                    async with mcp.Client(streamable_http_client(server.url, http_client=http),
-                                          client_info=info) as client:
-                        ready.set_result(client)
-                        await stop.wait()
+                    async with mcp.Client(streamable_http_client(server.url, http_client=http), client_info=info,
+                                          message_handler=self._message) as client:
+                        async with self._listening(client):
+                            ready.set_result(client)
+                            await stop.wait()
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -141,6 +175,69 @@ class MCPConnection:
         except BaseException as error:  # a failed start is the starter's to report; a later one the call's
             if not ready.done():
                 ready.set_exception(error if isinstance(error, Exception) else RuntimeError(describe(error)))
+
+    @contextlib.asynccontextmanager
+    async def _listening(self, client: Any) -> Any:
+        """Ask for tool-list changes: on a 2026-07-28 connection a server sends them only on a
+        ``subscriptions/listen`` stream, held open here for the session's life (an older server sends
+        ``notifications/tools/list_changed`` unasked). Either way they reach :meth:`_message`. A server
+        that refuses or never acknowledges (within ``connect_timeout``) is used without."""
+        from mcp.client.subscriptions import ListenNotSupportedError
+
+        async with contextlib.AsyncExitStack() as stack:
+            subscription = None
+            try:
+                with anyio.fail_after(self.server.connect_timeout):
+                    subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
+            except ListenNotSupportedError:
+                pass  # an older protocol: the notification comes unasked
+            except Exception as error:  # refused, lost or unanswered: the tools still work, unchanged
+                log.info("%s: no tools/list_changed subscription: %s", self.server.display, describe(error))
+            if subscription is None:
+                yield
+                return
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._drain, subscription)
+                try:
+                    yield
+                finally:
+                    group.cancel_scope.cancel()
+
+    @staticmethod
+    async def _drain(subscription: Any) -> None:
+        """Read the subscription's events (the same changes reach :meth:`_message`), so none pile up."""
+        try:
+            async for _ in subscription:
+                pass
+        except Exception as error:  # the stream was lost: changes after it are missed until a restart
+            log.info("tools/list_changed subscription ended: %s", describe(error))
+
+    async def _message(self, message: Any) -> None:
+        """The SDK's message handler: server notifications (and transport faults, which the calls in
+        flight report themselves). ``notifications/tools/list_changed`` makes the listing stale; the
+        mounts list again and re-offer the tools."""
+        from mcp_types import ToolListChangedNotification
+
+        if isinstance(message, Exception):  # a line on stdout that is not JSON-RPC (the SDK logs it too)
+            self.noise += 1
+            if self.first_noise is None:
+                self.first_noise = noise_line(message)
+            return
+        if isinstance(getattr(message, "root", message), ToolListChangedNotification):
+            self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        self.changes += 1
+        self._listing = None
+        if self.on_change is not None:
+            self.on_change(self)
+
+    def noted(self, message: str) -> str:
+        """A failure diagnostic, with the stdout lines of this session that were not JSON-RPC when there
+        were some (the SDK logs each at ERROR on ``mcp.client.stdio``; the turn's error says it too)."""
+        if self.noise:
+            return message + texts.noise(self.noise, self.first_noise or "")
+        return message
 
     def stderr_tail(self) -> str:
         """The end of what the server wrote to stderr (one line, for a diagnostic)."""
@@ -191,9 +288,11 @@ class MCPConnection:
     # -- requests ------------------------------------------------------------------------------
 
     async def list_tools(self) -> list:
-        """The server's tools (``mcp.types.Tool``), listed once per hub (a restart keeps them)."""
+        """The server's tools (``mcp.types.Tool``), listed once per hub (a restart keeps them) and again
+        after the server said they changed."""
         if self._listing is not None:
             return self._listing
+        changes = self.changes
         client = await self.client()
         tools: list = []
         cursor = None
@@ -209,9 +308,10 @@ class MCPConnection:
         except Exception as error:
             stderr = self.stderr_tail()
             await self._drop(client)
-            raise ToolError(texts.list_failed(self.server.display, reason_of(error)) + (
-                f"; its stderr ends: {stderr}" if stderr else "")) from None
-        self._listing = tools
+            raise ToolError(self.noted(texts.list_failed(self.server.display, reason_of(error)) + (
+                f"; its stderr ends: {stderr}" if stderr else ""))) from None
+        if self.changes == changes:  # a change noted meanwhile leaves it stale: the next asker lists again
+            self._listing = tools
         return tools
 
     async def call(self, tool: str, arguments: dict) -> ToolResult:
@@ -229,7 +329,7 @@ class MCPConnection:
             if error.code == CONNECTION_CLOSED:
                 stderr = self.stderr_tail()
                 await self._drop(client)
-                raise ToolError(texts.closed_during(server.display, tool, stderr)) from None
+                raise ToolError(self.noted(texts.closed_during(server.display, tool, stderr))) from None
             if error.code == REQUEST_TIMEOUT:
                 raise ToolError(texts.call_timeout(server.display, tool, server.timeout)) from None
             raise ToolError(texts.refused(server.display, tool, error.error.message)) from None
@@ -240,4 +340,10 @@ class MCPConnection:
                                                  f"error(s), first: {error.errors()[0]['msg']}")) from None
         except (RuntimeError, ValueError) as error:
             raise ToolError(texts.invalid_answer(server.display, tool, describe(error))) from None
+        await asyncio.sleep(0)  # a change notified before the answer is being handled: let it start
+        refreshing = self.refreshing
+        if refreshing is not None and not refreshing.done():
+            # the call changed the server's tools (it said so before answering): the caller's next step
+            # sees the new list
+            await asyncio.wait({refreshing}, timeout=server.connect_timeout)
         return tool_result(result)

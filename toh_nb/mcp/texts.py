@@ -34,6 +34,10 @@ def bad_name(name: Any) -> str:
     return f"name must be a non-empty string, got {name!r}"
 
 
+def name_clash(name: str, first: str, second: str) -> str:
+    return f'MCP tool name "{name}" is offered by {first} and {second}; give one of the servers another name='
+
+
 def not_a_server(item: Any) -> str:
     return f"tools= of spawn/start takes tn.MCPServer objects, got {type(item).__name__}"
 
@@ -73,8 +77,22 @@ def list_failed(display: str, problem: str) -> str:
     return f"{display} could not list its tools: {problem}"
 
 
+def relist_failed(display: str, problem: str) -> str:
+    return f"{display} said its tools changed, but listing them again failed: {problem}"
+
+
 def closed_hub(display: str) -> str:
     return f"{display}: the hub is closed"
+
+
+#: characters of a non-protocol stdout line a diagnostic quotes
+NOISE_QUOTE = 120
+
+
+def noise(count: int, first: str) -> str:
+    """Said after a failure diagnostic: the server's stdout lines that were not JSON-RPC."""
+    quoted = first if len(first) <= NOISE_QUOTE else first[:NOISE_QUOTE] + "\u2026"
+    return f"; {count} line(s) it wrote on stdout were not JSON-RPC, the first: {quoted!r}"
 
 
 def _tail(stderr: str) -> str:

@@ -34,6 +34,7 @@ import atexit
 import concurrent.futures
 import functools
 import inspect
+import logging
 import sys
 import threading
 from typing import Any, Callable
@@ -195,8 +196,10 @@ class Portal:
         try:
             # A timed wait, re-armed: should a signal land on another thread, its Python handler still
             # runs here within POLL seconds (a wait on the main thread itself is interrupted at once).
+            # Between two waits the registered wait hooks run (the tree's clicks on ipykernel 6).
             while not lock.acquire(timeout=POLL):
-                pass
+                if _WAIT_HOOKS:
+                    _run_wait_hooks()
         except KeyboardInterrupt:
             call.cancelled = True
             try:
@@ -301,6 +304,26 @@ class Portal:
 
     def __repr__(self) -> str:
         return f"Portal({self.name}, {'running' if self.running else 'stopped'}, users={self._users})"
+
+
+#: callables run by a caller blocked in :meth:`Portal.call`, on its own thread, every POLL seconds
+_WAIT_HOOKS: list[Callable[[], Any]] = []
+
+
+def on_wait(hook: Callable[[], Any]) -> None:
+    """Run ``hook()`` every ``POLL`` seconds while a sync call waits for the portal, on the waiting
+    thread (once per hook; the notebook layer serves the tree's clicks there on kernels without
+    subshells). A hook must be quick and must not raise: an exception is logged and dropped."""
+    if hook not in _WAIT_HOOKS:
+        _WAIT_HOOKS.append(hook)
+
+
+def _run_wait_hooks() -> None:
+    for hook in list(_WAIT_HOOKS):
+        try:
+            hook()
+        except Exception:  # a hook never breaks the call that waits
+            logging.getLogger("toh_nb").exception("toh_nb: a portal wait hook failed")
 
 
 def _name_of(fn: Callable[..., Any]) -> str:

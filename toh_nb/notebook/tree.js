@@ -4,7 +4,8 @@
 // ({action, id, text}); UI state (search text, status filter, collapse-finished, view) is written to
 // the model so Python recomputes `visible`.
 //
-// Rows arrive as deltas, not as a synced list: {type: "rows", set: [rows], drop: [ids], order: [ids] |
+// Rows arrive as deltas, not as a synced list (and so do the Timeline's settled activations:
+// {type: "waterfall", set: {id: activations}, drop: [ids], full}): {type: "rows", set: [rows], drop: [ids], order: [ids] |
 // null, full, now} (one child changing sends that child's row). They are kept per model (every view of
 // the model shares them); a view that opens asks for all of them once ({action: "hello"}). Each row's
 // DOM is built once and patched in place: a row that did not change is not touched, and a row that
@@ -12,14 +13,25 @@
 // elapsed time is counted up here from its `started` time (the kernel's clock: `now` of each message).
 
 const ACTIVE = ["running", "stopping"];
-const stores = new WeakMap(); // model -> {rows: Map(id -> row), order: [ids], full, offset, views: Set}
+// model -> {rows: Map(id -> row), order: [ids], full, offset, views: Set, waterfall: Map(id -> activations),
+// waterfallVersion}
+const stores = new WeakMap();
 
 function storeOf(model) {
   let store = stores.get(model);
   if (store) return store;
-  store = { rows: new Map(), order: [], full: false, offset: 0, views: new Set() };
+  store = { rows: new Map(), order: [], full: false, offset: 0, views: new Set(), waterfall: new Map(),
+    waterfallVersion: 0 };
   stores.set(model, store);
   model.on("msg:custom", (msg) => {
+    if (msg && msg.type === "waterfall") {  // the Timeline's settled agents: {set: {id: activations}, drop, full}
+      if (msg.full) store.waterfall = new Map();
+      for (const id of msg.drop || []) store.waterfall.delete(id);
+      for (const [id, acts] of Object.entries(msg.set || {})) store.waterfall.set(id, acts);
+      store.waterfallVersion += 1;
+      for (const view of store.views) view();
+      return;
+    }
     if (!msg || msg.type !== "rows") return;
     if (msg.full) { store.rows = new Map(); store.full = true; }
     for (const id of msg.drop || []) store.rows.delete(id);
@@ -104,7 +116,7 @@ function render({ model, el }) {
   const toolbar = h("div", { class: "toh-toolbar" }, search, status,
     h("label", { class: "toh-check" }, finished, " collapse finished"), treeTab, timelineTab, exportButton);
   const list = h("div", { class: "toh-rows", role: "tree" });
-  const waterfall = makeWaterfall(model, rowList);
+  const waterfall = makeWaterfall(model, rowList, () => store);
   const timeline = h("div", { class: "toh-timeline" }, waterfall.el, waterfall.detail);
   const chat = h("div", { class: "toh-chat" });
   const message = h("pre", { class: "toh-message" });
@@ -353,7 +365,6 @@ function render({ model, el }) {
   const handlers = [["change:visible", redraw], ["change:folded", redraw],
     ["change:summary", redraw], ["change:hidden", redraw], ["change:hub_closed", redraw],
     ["change:now", () => { if (model.get("view") === "timeline") redraw(); }], ["change:view", drawView],
-    ["change:waterfall", () => { if (model.get("view") === "timeline") redraw(); }],
     ["change:waterfall_live", () => { if (model.get("view") === "timeline") redraw(); }], ["msg:custom", waterfall.onMessage],
     ["change:transcript", drawChat], ["change:asks", drawAsks], ["change:message", drawMessage], ["change:message_error", drawMessage],
     ["change:query", () => { if (search.value !== model.get("query")) search.value = model.get("query"); }],

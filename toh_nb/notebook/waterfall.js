@@ -1,6 +1,7 @@
 // The Timeline view as a waterfall (part of the tree's ES module: widget.py puts this file before
-// tree.js, whose `h` and `elapsed` helpers it uses). Python syncs `waterfall` (agents not running) and
-// `waterfall_live` (running ones): {agent id: [activation]}, an activation being one turn {turn, start,
+// tree.js, whose `h` and `elapsed` helpers it uses). The kernel sends the activations of agents not running
+// as deltas (tree.js keeps them per model: `store.waterfall`, a Map) and syncs `waterfall_live` (running
+// ones): {agent id: [activation]}, an activation being one turn {turn, start,
 // end, reason, input_tokens, output_tokens, spans}, a span one model or tool call [kind, name, start, end,
 // input_tokens, output_tokens, is_error] (times to the millisecond). A span's messages are asked for when it is clicked (the `span`
 // action; the kernel answers {type: "span", id, turn, start, messages}). Every
@@ -73,7 +74,7 @@ function wfActTitle(name, activation, now) {
 // The waterfall of one tree: `el` and `detail` to put in the page, `draw()` after any change of rows,
 // visible rows, `now` or the waterfall traits, `onMessage` for the kernel's custom messages. The selected
 // bar or span survives redraws (kept by agent id, turn and the span's start).
-function makeWaterfall(model, rowList) {
+function makeWaterfall(model, rowList, storeOfModel) {
   const el = h("div", { class: "toh-wf" });
   const detail = h("div", { class: "toh-wf-detail" });
   const messages = new Map(); // "id|turn|start" -> the span's messages, as the kernel sent them
@@ -101,17 +102,26 @@ function makeWaterfall(model, rowList) {
   }
 
   // every agent's activations, the settled ones and the running ones, each span made an object again
-  // (synced as [kind, name, start, end, input_tokens, output_tokens, is_error])
-  let cached = { settled: null, live: null, data: {} };
+  // (synced as [kind, name, start, end, input_tokens, output_tokens, is_error]); an agent whose activations
+  // did not change keeps its converted copy
+  let cached = { version: -1, live: null, data: {} };
+  const converted = new Map(); // id -> [activations as sent, as drawn]
+  function convert(id, acts) {
+    const known = converted.get(id);
+    if (known && known[0] === acts) return known[1];
+    const out = acts.map((a) => ({ ...a, spans: a.spans.map(([kind, name, start, end, input_tokens, output_tokens, is_error]) =>
+      ({ kind, name, start, end, input_tokens, output_tokens, is_error })) }));
+    converted.set(id, [acts, out]);
+    return out;
+  }
   function synced() {
-    const settled = model.get("waterfall") || {}, live = model.get("waterfall_live") || {};
-    if (cached.settled === settled && cached.live === live) return cached.data;
+    const store = storeOfModel(), live = model.get("waterfall_live") || {};
+    if (cached.version === store.waterfallVersion && cached.live === live) return cached.data;
     const data = {};
-    for (const [id, acts] of Object.entries({ ...settled, ...live })) {
-      data[id] = acts.map((a) => ({ ...a, spans: a.spans.map(([kind, name, start, end, input_tokens, output_tokens, is_error]) =>
-        ({ kind, name, start, end, input_tokens, output_tokens, is_error })) }));
-    }
-    cached = { settled, live, data };
+    for (const [id, acts] of store.waterfall) data[id] = convert(id, acts);
+    for (const [id, acts] of Object.entries(live)) data[id] = convert(id, acts);
+    for (const id of converted.keys()) if (!(id in data)) converted.delete(id);
+    cached = { version: store.waterfallVersion, live, data };
     return data;
   }
 

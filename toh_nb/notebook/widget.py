@@ -35,14 +35,15 @@ Clicks while a cell runs. The tree exists to steer agents that are running, so a
 while a cell blocks in ``hub.run(...)``, ``kid.wait()`` or ``time.sleep``. ipykernel handles shell
 messages on its main thread only between cells; JupyterLab >= 4.4 sends comm messages over a kernel
 *subshell* (ipykernel >= 7 runs each subshell on its own thread), which is what makes a live click
-possible. ipykernel 7.4 however re-routes a comm's incoming messages to the subshell of whatever request
-was the parent of the comm's last outgoing message (``Comm._reply_subshell_for``); the tree is created
-by a cell and refreshed from the portal thread, whose parent is a cell's ``execute_request``, so every
-click was sent back to the busy main shell and ran after the cell. The tree's comm therefore keeps the
-subshell the front-end chose (:func:`_keep_frontend_routing`), and its message handler is thread-safe
-(it only hands work to the portal and sets traits). Front-ends without subshells (JupyterLab < 4.4,
-Notebook 7 with ``commsOverSubshells`` off, VS Code, ipykernel 6) still deliver clicks only between
-cells; the button then stays pending until the kernel reads the click.
+possible. :mod:`toh_nb.notebook.kernel_routing` decides where the tree's messages are handled: on the
+subshell the front-end chose (ipykernel 7.4 would send them back to the busy main shell), and, for a
+front-end that sends them on the main shell (VS Code, ``commsOverSubshells`` off, a plain client)
+while a cell runs there, on a subshell of our own. The tree's message handler is therefore
+thread-safe (it only hands work to the portal and sets traits). On ipykernel 6 (no subshells) the
+sync facade's blocking calls serve the tree's waiting messages themselves
+(:mod:`toh_nb.notebook.kernel_pump`; a cell in ``time.sleep`` or ``input()`` does not). ipykernel
+7.0–7.3 (subshells, no routing hook) still delivers main-shell clicks only between cells; the button
+then stays pending until the kernel reads the click.
 
 Every click of an action button carries a ``request`` number; the page marks the button pending at
 once and the kernel answers ``{"type": "outcome", "request": n, "id", "action", "text", "error"}``
@@ -73,6 +74,8 @@ import traitlets
 from ..core.checks import check_count, check_seconds
 from ..core.errors import TohError, UsageError
 from .chat import chat_entries, chat_markdown
+from . import kernel_pump
+from .kernel_routing import keep_routing
 from .display import short_id
 from .livetree import Change, LiveRows
 from .treeview import FORMATS, cell_text, display_status, extra_columns, extra_value, name_of, static_bundle, tree_rows
@@ -108,21 +111,15 @@ HIDE_DEAD_VIEW = ("<style>.jp-OutputArea:has(.toh-tree-fallback) > .jp-OutputAre
 #: there, the next waits at least ``t / LOOP_SHARE`` (a 10,000-row tree refreshes less often, the
 #: engine keeps at least 95 % of its thread)
 LOOP_SHARE = 0.05
-#: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm
-KERNEL_ROUTING_HOOK = "_reply_subshell_for"
 
 
-def _route_to_sender(data: Any, default: Any) -> Any:
-    """Which subshell handles a front-end message of the tree's comm: the one the front-end sent it on."""
-    return default
-
-
-def _keep_frontend_routing(comm: Any) -> None:
-    """Undo ipykernel 7.4's reply routing for this comm (see the module docstring): its messages are
-    handled on the subshell the front-end addressed, not on the busy main shell. A comm without the
-    hook (ipykernel < 7.4, the ``comm`` package's own) already routes that way."""
-    if comm is not None and callable(getattr(comm, KERNEL_ROUTING_HOOK, None)):
-        setattr(comm, KERNEL_ROUTING_HOOK, _route_to_sender)  # on this comm only: ipykernel looks it up per comm
+def _serve_while_busy(comm: Any) -> None:
+    """Have the tree's clicks handled while a cell runs, whatever the kernel offers for it (see the
+    module docstring): a subshell on ipykernel >= 7.4, the blocking hub calls' pump on ipykernel 6."""
+    if comm is None:
+        return
+    keep_routing(comm)
+    kernel_pump.register(comm)
 
 
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
@@ -355,8 +352,11 @@ class AgentTree(anywidget.AnyWidget):
     now = traitlets.Float(0.0).tag(sync=True)
     hub_closed = traitlets.Bool(False).tag(sync=True)
     #: the Timeline's data while it is shown: {agent id: activations} of the agents not running, and of
-    #: the running ones (:mod:`toh_nb.notebook.waterfall`)
-    waterfall = traitlets.Dict().tag(sync=True)
+    #: the running ones (:mod:`toh_nb.notebook.waterfall`). ``waterfall`` is kept in the kernel and the
+    #: page gets it as deltas (``{"type": "waterfall", "set": {id: activations}, "drop": [ids]}``, every
+    #: agent once when a view opens, :meth:`_sync_waterfall`): an agent that settles sends its own
+    #: activations, not the whole waterfall; ``waterfall_live`` (running agents only: small) is synced
+    waterfall = traitlets.Dict()
     waterfall_live = traitlets.Dict().tag(sync=True)
 
     def __init__(self, hub: Any, *, interval: float = 0.1, max_nodes: int = 5000, **kwargs: Any) -> None:
@@ -364,8 +364,8 @@ class AgentTree(anywidget.AnyWidget):
         check_seconds(interval, "interval", positive=True, none=None)
         check_count(max_nodes, "max_nodes")
         super().__init__(**kwargs)
-        _keep_frontend_routing(self.comm)
-        self.observe(lambda change: _keep_frontend_routing(change["new"]), names=["comm"])
+        _serve_while_busy(self.comm)
+        self.observe(lambda change: _serve_while_busy(change["new"]), names=["comm"])
         self.hub = hub
         self._facade = facade
         self._hub = inner
@@ -403,6 +403,7 @@ class AgentTree(anywidget.AnyWidget):
         self.on_msg(self._on_message)
         self._waterfall = Waterfall()
         self._waterfall_due = False  # the Timeline needs its waterfall built though no event came
+        self._waterfall_sent: dict[str, list] = {}  # what the page was sent of each settled agent's activations
         self.observe(self._timeline_changed, names=["view", "visible"])
         self.observe(self._publish, names=["rows"])
         self.observe(self._refilter, names=["query", "status_filter", "collapsed", "collapse_finished", "expanded"])
@@ -865,13 +866,17 @@ class AgentTree(anywidget.AnyWidget):
             self._refilter()
 
     def _send_rows(self, full: bool = True) -> str:
-        """Send the page every row and their order (a view that just opened asks with ``hello``)."""
+        """Send the page every row and their order, and the Timeline's settled activations when it has
+        some (a view that just opened asks with ``hello``)."""
         with self._publish_lock:
             rows = list(self.rows)
             self._sent = {row["id"]: row for row in rows}
             self._sent_order = [row["id"] for row in rows]
             self._post({"type": "rows", "full": True, "set": rows, "drop": [], "order": self._sent_order,
                                 "now": time.time()})
+            self._waterfall_sent = dict(self.waterfall)
+            if self._waterfall_sent:  # the Timeline's settled activations, when it was built
+                self._post({"type": "waterfall", "full": True, "set": self._waterfall_sent, "drop": []})
         return ""
 
     def _post(self, message: dict) -> None:
@@ -887,11 +892,22 @@ class AgentTree(anywidget.AnyWidget):
             self._mark_dirty()
 
     def _sync_waterfall(self) -> None:
-        """The shown agents' activations (loop thread; while the Timeline is open)."""
+        """The shown agents' activations (loop thread; while the Timeline is open): the page is sent the
+        settled agents whose activations it does not have as they are now, and the ids that left."""
         settled, live = self._waterfall.build(self._hub, self.rows, self.visible)
+        with self._publish_lock:
+            sent = self._waterfall_sent
+            # an agent that did not move keeps the same list (Waterfall's cache): identity first
+            fresh = {key: acts for key, acts in settled.items()
+                     if key not in sent or (sent[key] is not acts and sent[key] != acts)}
+            gone = [key for key in sent if key not in settled]
+            if fresh or gone:
+                for key in gone:
+                    del sent[key]
+                sent.update(fresh)
+                self._post({"type": "waterfall", "set": fresh, "drop": gone})
+            self.waterfall = settled
         with self.hold_sync():
-            if settled != self.waterfall:
-                self.waterfall = settled
             if live != self.waterfall_live:
                 self.waterfall_live = live
 

@@ -4,7 +4,9 @@ An ACP client (Zed, JetBrains, another toh_nb) drives a delegation tree over std
 the root agent of its own hub (with ``--store``, its own directory ``DIR/<session id>/``, so
 ``session/load`` resumes it in a later process); a prompt is one root turn; the root's tool calls (subagent
 starts, job tools, messages to children) are reported as ``tool_call`` / ``tool_call_update`` and its
-text as ``agent_message_chunk``; ``session/cancel`` aborts the turn.
+text as ``agent_message_chunk``; ``session/cancel`` aborts the turn; ``session/close`` ends the session.
+The ``mcpServers`` of ``session/new`` / ``session/load`` are mounted as tools of the session's hub
+(:func:`mcp_servers_of`, checked by :mod:`toh_nb.mcp.entries`) and stop with it.
 
 stdout carries only protocol messages (see :mod:`.server_io`, which also answers malformed lines). Every
 message is checked at this edge before anything touches the disk: a session id must match the store's id
@@ -20,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..core.errors import TohError
 from ..core.ids import is_valid_id
 from ..core.session import (
     ASSISTANT_MESSAGE,
@@ -79,6 +82,13 @@ NO_TEXT = "Invalid params: prompt has no text"
 UNSUPPORTED_BLOCK = ("Invalid params: prompt.{index} is {kind} content, which this agent does not accept "
                      "(text, resource_link and text resources only)")
 NOT_UNICODE = "Invalid params: prompt.{index} is not valid Unicode (a lone surrogate {char!r})"
+BAD_MCP_SERVER = "Invalid params: {problem}"
+#: logged (stderr) when a client sends MCP servers and the extra is missing: the session runs without them
+NO_MCP_EXTRA = ("MCP servers %s not mounted: this agent needs the mcp extra to mount them "
+                "(pip install 'toh-nb[mcp]')")
+TURN_FAILED = "Internal error: {error}"
+#: seconds ``session/close`` waits for a cancelled turn to end before closing its hub
+CLOSE_WAIT = 30.0
 
 
 def _invalid_params(message: str, **data: Any) -> Exception:
@@ -114,13 +124,40 @@ def prompt_text(blocks: list) -> str:
     return text
 
 
+def mcp_available() -> bool:
+    """Whether the ``mcp`` extra is installed (this agent then mounts the MCP servers its client sends)."""
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
+
+
+def mcp_servers_of(entries: Any, cwd: str) -> list:
+    """``mcpServers`` of ``session/new`` or ``session/load`` as ``tn.MCPServer`` objects (none started), each
+    entry checked as untrusted input (:mod:`toh_nb.mcp.entries`); a bad one is an invalid-params error
+    naming its field. A stdio server runs in the session's ``cwd`` when that directory exists. Without the
+    ``mcp`` extra the session runs without them, and stderr says so."""
+    if not entries:
+        return []
+    if not mcp_available():
+        log.warning(NO_MCP_EXTRA, [getattr(entry, "name", "?") for entry in entries])
+        return []
+    from ..mcp.entries import EntryError, servers_from_entries
+
+    try:
+        return servers_from_entries(entries, cwd if os.path.isdir(cwd) else None)
+    except EntryError as error:
+        raise _invalid_params(BAD_MCP_SERVER.format(problem=error), field=error.field) from None
+
+
 class _Served:
     """One ACP session: its hub, and the pump that turns root log events into session updates."""
 
-    def __init__(self, session_id: str, hub: Any, cwd: str) -> None:
+    def __init__(self, session_id: str, hub: Any, cwd: str, servers: list | None = None) -> None:
         self.id = session_id
         self.hub = hub
         self.cwd = cwd
+        #: the MCP servers the client sent for this session (mounted as tools of its hub)
+        self.servers = list(servers or ())
         self.turn: asyncio.Task | None = None
         #: a session/cancel for the current prompt arrived (perhaps before its turn began)
         self.cancelled = False
@@ -155,7 +192,7 @@ class _Served:
 class HubAgent:
     """The ACP ``Agent`` side: sessions are hubs (see the module docstring)."""
 
-    def __init__(self, make_hub: Callable[[str, str | None], Any], store: str | None) -> None:
+    def __init__(self, make_hub: Callable[[str, str | None, list], Any], store: str | None) -> None:
         self.make_hub = make_hub
         self.store = os.path.realpath(store) if store is not None else None
         self.sessions: dict[str, _Served] = {}
@@ -175,6 +212,8 @@ class HubAgent:
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
             agent_capabilities=acp.schema.AgentCapabilities(
                 load_session=self.store is not None,
+                mcp_capabilities=acp.schema.McpCapabilities(http=mcp_available(), sse=False),
+                session_capabilities=acp.schema.SessionCapabilities(close=acp.schema.SessionCloseCapabilities()),
                 prompt_capabilities=acp.schema.PromptCapabilities(embedded_context=True)),
             agent_info=acp.schema.Implementation(name="toh_nb", title="toh_nb", version=__version__))
 
@@ -204,23 +243,33 @@ class HubAgent:
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> Any:
         acp = acp_sdk()
         self._checked_cwd(cwd)
+        servers = mcp_servers_of(mcp_servers, cwd)
         session_id = f"toh-{uuid.uuid4().hex[:12]}"
-        self.sessions[session_id] = _Served(session_id, self.make_hub(session_id, self._directory(session_id)), cwd)
-        log.info("session %s opened", session_id)
+        self.sessions[session_id] = _Served(session_id, self.make_hub(session_id, self._directory(session_id), servers),
+                                            cwd, servers)
+        log.info("session %s opened%s", session_id, f" with MCP servers {[s.name for s in servers]}" if servers else "")
         return acp.NewSessionResponse(session_id=session_id)
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> Any:
         acp = acp_sdk()
         self._checked_id(session_id)
         self._checked_cwd(cwd)
+        servers = mcp_servers_of(mcp_servers, cwd)
         served = self.sessions.get(session_id)
+        if served is not None and [s.acp_entry() for s in servers] != [s.acp_entry() for s in served.servers]:
+            # loaded again with other MCP servers: the session's hub is remade around them
+            if served.turn is not None:
+                raise acp.RequestError(-32600, BUSY.format(session_id=session_id), {"sessionId": session_id})
+            del self.sessions[session_id]
+            await served.hub.close()
+            served = None
         if served is None:
             if self.store is None or not session_id.startswith("toh-"):
                 raise acp.RequestError.resource_not_found(session_id)
             directory = self._directory(session_id)
             if not os.path.isdir(directory):
                 raise acp.RequestError.resource_not_found(session_id)
-            served = _Served(session_id, self.make_hub(session_id, directory), cwd)
+            served = _Served(session_id, self.make_hub(session_id, directory, servers), cwd, servers)
             self.sessions[session_id] = served
         # the history, replayed: the client's prompts and the root's answers (not notices or tool traffic)
         for message in conversation_of(served.hub.root_agent.session.events):
@@ -251,6 +300,8 @@ class HubAgent:
         pump = asyncio.ensure_future(self._pump(served))
         try:
             result = await asyncio.shield(turn)
+        except TohError as error:  # the turn could not begin: an MCP server of the session did not start
+            raise acp.RequestError(-32603, TURN_FAILED.format(error=error), {"details": str(error)}) from None
         finally:
             served.turn = None
             served.queue.put_nowait(None)
@@ -284,6 +335,19 @@ class HubAgent:
             return
         self.sessions[session_id].cancel()
 
+    async def close_session(self, session_id: str, **kwargs: Any) -> Any:
+        """``session/close``: the session's running turn is cancelled and its hub closed (its MCP servers
+        stopped); with ``--store`` its log stays, so ``session/load`` reopens it."""
+        acp = acp_sdk()
+        served = self._served(session_id)
+        del self.sessions[session_id]
+        served.cancel()
+        if served.turn is not None:
+            await asyncio.wait({served.turn}, timeout=CLOSE_WAIT)
+        await served.hub.close()
+        log.info("session %s closed", session_id)
+        return acp.schema.CloseSessionResponse()
+
     def cancel_all(self) -> None:
         """End of input: the client is gone, so every running turn is cancelled (its log keeps it)."""
         self.closing = True
@@ -305,13 +369,15 @@ async def serve(*, model: Any, store: str | None, max_depth: int = 3, output_fd:
 
     tracing = provider_from_environment()  # OTEL_TRACES_EXPORTER=otlp|console: traced (toh_nb.tracing.environment)
 
-    def make_hub(session_id: str, directory: str | None) -> Any:
-        return AsyncHub(model, store=directory, root_id=session_id, max_depth=max_depth, tracing=tracing)
+    def make_hub(session_id: str, directory: str | None, servers: list) -> Any:
+        return AsyncHub(model, store=directory, root_id=session_id, max_depth=max_depth, tracing=tracing,
+                        tools=servers)
 
     agent = HubAgent(make_hub, store)
     transport.on_eof = agent.cancel_all
     try:
-        await acp.run_agent(agent, input_stream=transport)
+        # the unstable routes answer only where HubAgent has the method: session/close
+        await acp.run_agent(agent, input_stream=transport, use_unstable_protocol=True)
     finally:
         await agent.close()
         if tracing is not None:

@@ -175,6 +175,7 @@ class ChildFactory:
         if plan.wrap_tool is not None:
             try:  # a copy: tool views are shared per shape
                 child.tools = {name: plan.wrap_tool(tool) for name, tool in child.tools.items()}
+                child.wrap_tool = plan.wrap_tool
             except BaseException:
                 runtime.unregister(child)
                 raise

@@ -47,8 +47,9 @@ class SubagentRun:
     """A one-shot child run. Await ``result``; always ``await dispose()`` (idempotent).
 
     Why no task of its own: a delegation is the engine's hot path, so the run's outcome is computed by
-    a callback on the child's turn future and handed straight to each waiter's own future (one loop
-    iteration, no shield chain), and disposing a settled, idle child is done at once, with no task."""
+    the child's turn future's ``then`` (run as the turn ends, not a loop pass later) and handed straight
+    to each waiter's own future (no shield chain), and disposing a settled, idle child is done at once,
+    with no task."""
 
     __slots__ = ("id", "run_id", "provider", "agent", "_result", "_waiters", "_disposal", "cancelled", "close")
 
@@ -152,12 +153,14 @@ class OneShotRuns:
         return self.factory.child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
                                 request, (request.agent_options or {}).get("model") or request.parent.model)
 
-    async def start(self, provider_name: str, request: StartRequest) -> SubagentRun:
+    async def start(self, provider_name: str, request: StartRequest, *, waited: bool = False) -> SubagentRun:
+        """Plan and start a one-shot child. ``waited``: its caller does nothing but await the run's
+        result (a foreground delegation), so the child's first step need not yield to the loop first."""
         provider = self.factory.checked_provider(provider_name, request)
         info = self._one_shot_info(provider, request)
         plan_now = self.factory.abilities[provider.name].plan_now
         plan = plan_now(info) if plan_now is not None else await provider.plan(info)
-        run = self._start_one_shot(provider, request, info, plan)
+        run = self._start_one_shot(provider, request, info, plan, waited)
         self._published(run, request)
         return run
 
@@ -179,7 +182,8 @@ class OneShotRuns:
                                               run_id=run.run_id, provider=run.provider, mode="one-shot",
                                               label=request.label, local=run.agent is not None))
 
-    def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan) -> SubagentRun:
+    def _start_one_shot(self, provider: Any, request: StartRequest, info: ChildInfo, plan: ChildPlan,
+                        waited: bool = False) -> SubagentRun:
         """Build and start a planned one-shot child (the one driver every provider shares)."""
         runtime = self.runtime
         seed = list(plan.seed)
@@ -192,12 +196,13 @@ class OneShotRuns:
                                    max_tokens=options.get("max_tokens", request.parent.max_tokens),
                                    limits=options.get("limits"), events=seed)
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
-        turn = child.submit(user_message(request.prompt, id=runtime.ids.message()))
-        turn.add_done_callback(functools.partial(self._one_shot_result, run))
+        child.submit(user_message(request.prompt, id=runtime.ids.message()), first_step_yields=not waited,
+                     then=functools.partial(self._one_shot_result, run))
         return run
 
     def _one_shot_result(self, run: SubagentRun, turn: "asyncio.Future[TurnOutcome]") -> None:
-        """The run's outcome from its turn's outcome (a callback on the turn's future: no task per run)."""
+        """The run's outcome from its turn's outcome, the moment the turn is done (the turn future's
+        ``then``: no task per run, no loop pass between the child's end and its waiters)."""
         try:
             try:
                 if turn.cancelled():  # never a bare CancelledError at the caller: the run ends and says why

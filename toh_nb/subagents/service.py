@@ -19,6 +19,7 @@ This class composes them and is the one face the hub, the tools and the jobs cal
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from ..core.errors import UsageError
@@ -86,6 +87,17 @@ class SubagentService:
     @property
     def draining(self) -> bool:
         return self.continuable.draining
+
+    async def wait_settled(self, child_id: str, timeout: float | None = None) -> None:
+        """Wait until the continuable child has no activation (it is settled), at most ``timeout``
+        seconds (``None``: no bound; a timeout is no error). Its next activation, queued while this
+        one ran, is waited for too: settled means no turn left to run."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while child_id in self.continuable.activations:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return
+            await self.wait_changed(child_id, remaining)
 
     # -- listing ---------------------------------------------------------------------------------
 

@@ -170,7 +170,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
                              by_user=ctx.by_user)
             await service.child_recorded(job.child_id)
             return {"kind": "background", "job_id": job.id}
-        started = await _before_publication(service.start(provider, request))
+        started = await _before_publication(service.start(provider, request, waited=True))
         return await settle_foreground(started)
 
     return Tool(tool_name, description, args_model, run, render=render, concurrency_safe=True,

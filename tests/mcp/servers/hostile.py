@@ -3,11 +3,16 @@
 Tools: ``echo``; ``crash`` (writes to stderr, exits 3 mid-call); ``garbage`` (writes a non-JSON line on
 stdout, then answers); ``hang`` (never answers; when the client cancels it, appends ``cancelled`` to the
 file named by ``$HOSTILE_MARKS``); ``big`` (a 10 MB text); ``fail`` (an ``isError`` result); ``pid``.
-``--garbage-only``: prints a banner and never speaks MCP.
+``--garbage-only``: prints a banner and never speaks MCP; ``--banner``: prints one, then speaks MCP. (The
+SDK's server keeps its stdout for the protocol, so ``garbage`` writes its line where the client never
+sees it; a banner written before the SDK starts does reach the client.)
 """
 
 import os
 import sys
+
+if "--banner" in sys.argv:  # a line on the real stdout before the SDK guards it, then MCP as usual
+    os.write(1, b"hostile 1.0 starting (not JSON-RPC)\n")
 
 if "--garbage-only" in sys.argv:
     print("Welcome to not-an-MCP-server 1.0", flush=True)

@@ -17,13 +17,12 @@ the child's log). A policy used outside a hub (no desk) keeps its asks in the pr
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import inspect
-import itertools
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ...core.asks import PermissionDesk
 from ...core.checks import check_number
 from ...core.errors import UsageError
 
@@ -93,68 +92,16 @@ class AskUser:
         check_number(self.timeout, "AskUser timeout", positive=True, none=None)
 
 
-@dataclass(slots=True)
-class PendingAsk:
-    """A permission request waiting for the user: ``id`` (``perm-N``) and what the prompt shows."""
-
-    id: str
-    agent_id: str | None
-    request: PermissionRequest
-    future: asyncio.Future
-    answered_by: str | None = None  # "user" | "timeout" once settled
-
-    def to_dict(self) -> dict:
-        r = self.request
-        return {"id": self.id, "agent": self.agent_id, "title": r.title, "kind": r.kind,
-                "tool_call_id": r.tool_call_id}
-
-
-class PendingAsks:
-    """Every permission request of this process waiting for the user (thread-safe: the tree answers
-    from the kernel's thread; the futures belong to the engine's loop)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._asks: dict[str, PendingAsk] = {}
-        self._ids = itertools.count(1)
-
-    def add(self, agent_id: str | None, request: PermissionRequest) -> PendingAsk:
-        with self._lock:
-            ask = PendingAsk(f"perm-{next(self._ids)}", agent_id, request, asyncio.get_running_loop().create_future())
-            self._asks[ask.id] = ask
-        return ask
-
-    def remove(self, ask: PendingAsk) -> None:
-        with self._lock:
-            self._asks.pop(ask.id, None)
+class PendingAsks(PermissionDesk):
+    """The process-wide desk of a policy used outside a hub: a :class:`~toh_nb.core.asks.PermissionDesk`
+    that publishes nothing (no hub, no event stream); ``listing`` is its old name of ``pending``."""
 
     def listing(self, agent_ids: Iterable[str] | None = None) -> list[dict]:
         """The pending asks (of those agents), oldest first."""
-        keep = None if agent_ids is None else set(agent_ids)
-        with self._lock:
-            asks = list(self._asks.values())
-        return [a.to_dict() for a in asks if keep is None or a.agent_id in keep]
-
-    def answer(self, ask_id: str, allowed: bool) -> str:
-        """Allow or deny a pending ask; the line the tree shows. Callable from any thread."""
-        if not isinstance(allowed, bool):
-            raise UsageError(f"allowed must be True or False, got {allowed!r}")
-        with self._lock:
-            ask = self._asks.pop(ask_id, None)
-        if ask is None:
-            raise UsageError(f"no pending permission request {ask_id!r} (answered, timed out or cancelled)")
-        ask.answered_by = "user"
-        future = ask.future
-
-        def settle() -> None:
-            if not future.done():
-                future.set_result(allowed)
-
-        future.get_loop().call_soon_threadsafe(settle)
-        return f"{'allowed' if allowed else 'denied'}: {ask.request.title or ask.request.kind} ({ask.agent_id})"
+        return self.pending(agent_ids)
 
 
-#: the process's pending asks (``hub.tree()`` lists and answers them)
+#: the pending asks of policies used outside a hub (answered with :func:`answer`; a hub has its own desk)
 PENDING = PendingAsks()
 
 
@@ -212,10 +159,9 @@ class PermissionPolicy:
         hook that announces the pending ask (its dict: id, agent, title, kind, tool_call_id); ``desk``:
         the hub's way to ask a person (``ChildInfo.ask``; None: the process-wide :data:`PENDING`)."""
         if self.ask is not None:
-            if desk is not None:
-                allowed = await desk(request.title, request.kind, request.tool_call_id, self.ask.timeout, notify)
-            else:
-                allowed = await self._ask_user(request, agent_id, notify)
+            if desk is None:  # outside a hub: the process-wide desk, answered with answer()
+                desk = functools.partial(PENDING.ask, agent_id)
+            allowed = await desk(request.title, request.kind, request.tool_call_id, self.ask.timeout, notify)
             return Decision(allowed, _pick(request.options, "allow" if allowed else "reject"))
         if self.decide_fn is not None:
             answer = self.decide_fn(request)
@@ -230,21 +176,6 @@ class PermissionPolicy:
         else:
             allowed = self.allow_all or request.kind in self.kinds
         return Decision(allowed, _pick(request.options, "allow" if allowed else "reject"))
-
-    async def _ask_user(self, request: PermissionRequest, agent_id: str | None,
-                        notify: Callable[[dict], None] | None) -> bool:
-        """Wait for the notebook user's answer; False (deny) after ``ask.timeout`` seconds."""
-        ask = PENDING.add(agent_id, request)
-        try:
-            if notify is not None:
-                notify(ask.to_dict())
-            try:
-                return bool(await asyncio.wait_for(asyncio.shield(ask.future), self.ask.timeout))
-            except asyncio.TimeoutError:
-                ask.answered_by = ask.answered_by or "timeout"
-                return False
-        finally:
-            PENDING.remove(ask)
 
 
 def _pick(options: list[dict], prefix: str) -> str | None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import pickle
 from typing import Any
 
 import pydantic
@@ -66,10 +67,37 @@ HOST_CALL_PREFIX = "\x00host-call-"
 TASK_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources")
 
 
+#: loop passes a host lets a turn's step loop run on before it ships what the loop produced (a batch), and
+#: the most time they may take: a turn of instant steps then crosses in one batch instead of one per
+#: step, while a loop that waits on a model or a tool ships at once (its passes produce nothing)
+GATHER_PASSES = 16
+GATHER_SECONDS = 0.002
+
+
 def load(blob: bytes) -> Any:
     from ray import cloudpickle
 
     return cloudpickle.loads(blob)
+
+
+def pack(value: Any) -> bytes:
+    """What crosses between driver and host, pickled here rather than by Ray: Ray serializes a plain
+    ``bytes`` argument or return without its own (cloudpickle) pickler, which costs more than the
+    pickling itself for the small dicts and batches of a turn. Plain pickle first (every toh_nb record
+    is importable on both sides), cloudpickle for what it cannot pickle (a tool's notebook-defined result)."""
+    try:
+        return pickle.dumps(value, protocol=5)
+    except Exception:
+        from ray import cloudpickle
+
+        return cloudpickle.dumps(value, protocol=5)
+
+
+unpack = pickle.loads  # cloudpickle's output loads with pickle (cloudpickle is importable where Ray is)
+
+
+class MissingBlob(LookupError):
+    """A run sent a model or shape by key only (the driver believed this host had it) and it does not."""
 
 
 def build_model(obj: Any) -> Any:
@@ -275,6 +303,18 @@ class HostTurn(Records):
         return invoke(tool, ToolContext(self, self.runtime, call_id), args)
 
 
+async def gather(collector: "Collector", task: asyncio.Future) -> None:
+    """Let a turn's step loop run on a few loop passes before its records are shipped, so instant steps
+    share a batch (see ``GATHER_PASSES``); not when the turn is over or stopped, or when it waits for the
+    driver (one of toh_nb's own tools, a budget grant), whose answer needs the batch shipped now."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + GATHER_SECONDS
+    for _ in range(GATHER_PASSES):
+        if task.done() or collector.stopped is not None or collector.answers or loop.time() >= deadline:
+            return
+        await asyncio.sleep(0)
+
+
 class _AnyArguments(pydantic.BaseModel):
     """Arguments of a driver tool whose own model could not be sent: the driver validates them."""
 
@@ -318,13 +358,16 @@ class Host:
     async def run(self, key: str, run_id: int, payload: dict):
         """Run one turn's step loop of the child named ``key`` (its id and hub); yield its records and
         events in batches, and last a ``("stop", reason, error)`` or ``("error", text)``. ``("unknown",)``:
-        this host has no state for the child (the driver sends it again, whole)."""
+        this host has no state for the child (the driver sends it again, whole). ``payload`` and each
+        batch cross as :func:`pack`'s bytes."""
         self.runs += 1
         self._preparing[key] = run_id
         try:
+            if isinstance(payload, bytes):  # as the driver sends it (a dict: a test driving the class in-process)
+                payload = unpack(payload)
             agent = await self._prepared(key, run_id, payload)
         except Exception as error:
-            yield [("error", str(error) or type(error).__name__)]
+            yield pack([("error", str(error) or type(error).__name__)])
             return
         finally:
             del self._preparing[key]
@@ -332,10 +375,10 @@ class Host:
             self._early_stops.discard((key, run_id))
             if agent is not None:
                 agent.runtime.run_id = None
-            yield [("stopped",)]
+            yield pack([("stopped",)])
             return
         if agent is None:
-            yield [("unknown",)]
+            yield pack([("unknown",)])
             return
         collector: Collector = agent.runtime
         state = TurnOutcome(payload["turn"], "completed")
@@ -344,10 +387,11 @@ class Host:
         try:
             while True:
                 await collector.signal.wait()
+                await gather(collector, task)
                 collector.signal.clear()
                 items, collector.items = collector.items, []
                 if collector.stopped is not None:  # what the loop logged while unwinding is the driver's to write
-                    yield collector.stopped + [("stopped",)]
+                    yield pack(collector.stopped + [("stopped",)])
                     return
                 if task.done():
                     error = ModelError("the step loop was cancelled on its host") if task.cancelled() else task.exception()
@@ -355,10 +399,10 @@ class Host:
                         items.append(("stop", state.reason, state.error))
                     else:
                         items.append(("error", str(error) or type(error).__name__))
-                    yield items
+                    yield pack(items)
                     return
                 if items:
-                    yield items
+                    yield pack(items)
         finally:
             collector.run_id = None
             if not task.done():  # cancelled by the driver: unwind the loop (the model's cleanup) first
@@ -371,7 +415,10 @@ class Host:
         self.forget(payload["forget"])
         setup = payload.get("setup")
         if setup is not None:
-            agent = await self._build(key, setup)
+            try:
+                agent = await self._build(key, setup)
+            except MissingBlob:
+                return None
         else:
             agent = self._children.get(key)
             if agent is None:
@@ -398,23 +445,34 @@ class Host:
         self._children[key] = agent
         return agent
 
-    async def _resolved(self, cache: dict, sent: tuple, build) -> Any:
-        key, box = sent  # box: [ObjectRef], so Ray does not fetch the object on every call
+    async def _resolved(self, cache: dict, sent: tuple, build, cache_key: Any = None) -> Any:
+        """What a blob the driver sent builds, built once per host. ``sent``: ``(key, data)``, where data is
+        the pickled bytes (the first time this host is sent it), ``None`` (the driver sent it before), or
+        ``[ObjectRef]`` (a model call's blob, fetched from Ray's object store once)."""
+        key, data = sent
+        cache_key = key if cache_key is None else cache_key
+        if data is None:
+            if cache_key not in cache:
+                raise MissingBlob(key)
 
-        async def make() -> Any:
-            return build(load(await box[0]))
+            async def make() -> Any:
+                raise MissingBlob(key)
+        elif isinstance(data, list):
+            async def make() -> Any:
+                return build(load(await data[0]))
+        else:
+            async def make() -> Any:
+                return build(load(data))
 
-        return await once(cache, key, make)
+        return await once(cache, cache_key, make)
 
     async def _shape(self, sent: tuple, resources: dict | None) -> tuple:
         """A child's system prompt, tool specs and tools (shared by the children of one shape)."""
-        cache_key = (sent[0], tuple(sorted((resources or {}).items(), key=repr)))
-
-        async def make() -> tuple:
-            system, specs, entries = load(await sent[1][0])
+        def build(shape: tuple) -> tuple:
+            system, specs, entries = shape
             return system, specs, {entry[1]: self._tool(entry, resources) for entry in entries}
 
-        return await once(self._shapes, cache_key, make)
+        return await self._resolved(self._shapes, sent, build, (sent[0], tuple(sorted((resources or {}).items(), key=repr))))
 
     def _tool(self, entry: tuple, resources: dict | None) -> Tool:
         if entry[0] == "proxy":

@@ -102,6 +102,8 @@ class HostRecord:
     pid: int = 0
     children: set = field(default_factory=set)
     dead: bool = False
+    #: keys of the blobs (models, child shapes) sent to this host inline (``RayProvider._inline``)
+    blobs: set = field(default_factory=set)
 
     def describe(self) -> str:
         return f"host actor {self.name} (pid {self.pid}) on node {self.node_ip} [{self.node_id[:12]}]"
@@ -120,8 +122,10 @@ def call_failed_text(host: HostRecord, error: BaseException) -> str:
 class HostPool:
     """A pool of async host actors shared by every child of one provider."""
 
-    def __init__(self, *, size: int, address: str | None, init_options: dict, actor_options: dict) -> None:
+    def __init__(self, *, size: int, address: str | None, init_options: dict, actor_options: dict,
+                 spread: bool = False) -> None:
         self.size = size
+        self.spread = spread
         self.address = address
         self.init_options = init_options
         self.actor_options = actor_options
@@ -156,15 +160,37 @@ class HostPool:
             if self._remote_class is None:
                 self._remote_class = ray.remote(Host)
             fresh = []
+            nodes = self._spread_over(ray) if self.spread else None
             while len(self.hosts) + len(fresh) < self.size:
                 name = f"{NAME_PREFIX}{self.token}-{next(self._serial)}"
+                options = dict(self.actor_options)
+                if nodes:
+                    options["scheduling_strategy"] = self._next_node(ray, nodes)
                 actor = self._remote_class.options(name=name, namespace=NAMESPACE, max_restarts=0,
-                                                   lifetime=None, **self.actor_options).remote()
+                                                   lifetime=None, **options).remote()
                 fresh.append(HostRecord(name, actor))
             where = ray.get([h.actor.where.remote() for h in fresh], timeout=START_TIMEOUT)
             for host, info in zip(fresh, where):
                 host.node_id, host.node_ip, host.pid = info["node_id"], info["node_ip"], info["pid"]
             self.hosts.extend(fresh)
+
+    def _spread_over(self, ray: Any) -> dict[str, int]:
+        """``spread``: the cluster's live nodes, each with the number of live hosts it runs."""
+        nodes = {n["NodeID"]: 0 for n in ray.nodes() if n.get("Alive")}
+        for host in self.hosts:
+            if host.node_id in nodes:
+                nodes[host.node_id] += 1
+        return nodes
+
+    @staticmethod
+    def _next_node(ray: Any, nodes: dict[str, int]) -> Any:
+        """The node with the fewest hosts, as a soft node affinity (Ray places the host elsewhere if that
+        node cannot take it)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node = min(nodes, key=lambda n: (nodes[n], n))
+        nodes[node] += 1
+        return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
 
     def host_of(self, child_id: str) -> HostRecord | None:
         """The child's live host, placing it on the least-loaded live host if it has none."""

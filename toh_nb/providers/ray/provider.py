@@ -69,7 +69,8 @@ def _picklable(obj: Any) -> bool:
 
 
 class _Blob:
-    """Something pickled (a model, a child shape), put into Ray's object store once, fetched by each host once."""
+    """Something pickled (a model, a child shape) once: a run's setup carries it inline to each host once
+    (``RayProvider._inline``); a model call for an in-process child puts it into Ray's object store once."""
 
     __slots__ = ("key", "data", "box", "keep")
 
@@ -127,6 +128,11 @@ class RayProvider:
         runtime_env: Ray's ``runtime_env`` for the hosts (``{"pip": [...], "working_dir": "..."}``).
         max_concurrency: calls one host actor runs at once.
         init_options: keyword arguments for ``ray.init`` when the provider connects or starts a cluster.
+        spread: place the host actors over the cluster's live nodes, each new host on the node with the
+            fewest (a soft node affinity: a node that lacks ``num_cpus``/``resources`` lets Ray place it
+            elsewhere), instead of wherever Ray packs them. Children go to the least-loaded live host, so
+            with ``host_actors`` at least the number of nodes every node runs children; the children of a
+            node that leaves continue on the other nodes' hosts at their next turn.
         child_resources: what each *user tool call* of a child reserves: a dict of Ray task options
             (``{"num_cpus": 1}``, ``num_gpus``, ``memory``, ``resources``), or a function of the child's
             ``ChildInfo`` returning one or ``None``; such calls run as Ray tasks scheduled wherever those
@@ -148,11 +154,13 @@ class RayProvider:
                  env_vars: Sequence[str] | Mapping[str, str] = (), runtime_env: Mapping[str, Any] | None = None,
                  max_concurrency: int = 10_000, init_options: Mapping[str, Any] | None = None,
                  child_resources: Mapping[str, Any] | Callable[[ChildInfo], Any] | None = None,
-                 name: str = "ray") -> None:
+                 spread: bool = False, name: str = "ray") -> None:
         import_ray()
         check_count(host_actors, "host_actors")
         check_count(max_concurrency, "max_concurrency")
         check_number(num_cpus, "num_cpus", unit="", none=None, maximum=MAX_COUNT)
+        if not isinstance(spread, bool):
+            raise UsageError(f"spread must be True or False, got {spread!r}")
         if address is not None and not isinstance(address, str):
             raise UsageError(f"address must be a string such as 'auto' or 'ray://host:10001', got {address!r}")
         self.name = name
@@ -179,12 +187,14 @@ class RayProvider:
         actor_options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
         if resources:
             actor_options["resources"] = dict(resources)
+        self.spread = spread
         self._actor_options = actor_options
         self._pool = HostPool(size=host_actors, address=address, init_options=dict(init_options or {}),
-                              actor_options=actor_options)
+                              actor_options=actor_options, spread=spread)
 
     def __repr__(self) -> str:  # no runtime_env: it may hold secrets
-        return f"RayProvider(name={self.name!r}, address={self.address!r}, host_actors={self.host_actors})"
+        spread = ", spread=True" if self.spread else ""
+        return f"RayProvider(name={self.name!r}, address={self.address!r}, host_actors={self.host_actors}{spread})"
 
     # -- what crosses the process boundary -------------------------------------------------------
 
@@ -327,13 +337,13 @@ class RayProvider:
         """What one turn's run needs: the child's setup and whole conversation when the host lacks them
         (first turn there, a resume, a cut turn), else only the messages it has not seen. ``agent``: the
         child's ``TurnContext`` (``toh_nb.core.steps``)."""
-        ray = import_ray()
         messages = agent.messages
         length = len(messages)
         hosted = self._hosted.pop(link.key, None)  # until this run ends cleanly
         setup = None
         if whole or hosted is None or hosted[0] is not host or hosted[1] > length:
-            setup = {"id": agent.id, "shape": self._shape_of(agent).sent(ray), "model": link.model_blob.sent(ray),
+            setup = {"id": agent.id, "shape": self._inline(host, self._shape_of(agent), whole),
+                     "model": self._inline(host, link.model_blob, whole),
                      "label": agent.label, "depth": agent.depth, "path": agent.path,
                      "parent_id": agent.who()["parent_id"], "max_tokens": agent.max_tokens, "mode": link.mode,
                      "max_parallel": agent.max_parallel_tool_calls, "resources": link.resources}
@@ -346,6 +356,21 @@ class RayProvider:
                 "next_step": next_step, "steer": steer,
                 "max_steps": agent.limits.max_steps, "budgeted": agent.budgeted(),
                 "forget": self._forget.pop(host, [])}
+
+    @staticmethod
+    def _inline(host: HostRecord, blob: _Blob, whole: bool) -> tuple:
+        """A blob as a run's setup carries it: ``(key, bytes)`` the first time this host is sent it (or when
+        the run is sent whole), ``(key, None)`` after — the host builds it once and keeps it. Inline rather
+        than through Ray's object store: an ObjectRef inside an argument makes the host a borrower of it,
+        which costs Ray calls on every run that carries one."""
+        if whole or blob.key not in host.blobs:
+            host.blobs.add(blob.key)
+            return blob.key, blob.data
+        return blob.key, None
+
+    def forget_host_blobs(self, host: HostRecord) -> None:
+        """A host answered that it lacks a child's state: send it every blob again."""
+        host.blobs.clear()
 
     def _shape_of(self, agent: Any) -> _Blob:
         """The system prompt and tools of a child, pickled once per shape (children of one shape share it)."""

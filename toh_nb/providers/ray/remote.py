@@ -39,7 +39,7 @@ from ...core.session import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, USER_MESS
 from ...core.steps import StepLoop, TurnContext, TurnOutcome, pooled
 from ...core.tools import (ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL, ToolResult, error_text,
                           validate_arguments)
-from .host import HOST_CALL_PREFIX
+from .host import HOST_CALL_PREFIX, pack, unpack
 from .pool import call_failed_text
 
 
@@ -249,7 +249,7 @@ async def drain(ray: Any, stream: Any, replay: Replay, fetching: Any = None) -> 
     to run one of toh_nb's own tools is not started any more (the abort closes its call).
     """
     async def apply(ref: Any) -> None:
-        replay.apply([item for item in await ref if item[0] in ("log", "event")])
+        replay.apply([item for item in unpack(await ref) if item[0] in ("log", "event")])
 
     try:
         async with asyncio.timeout(DRAIN_TIMEOUT):
@@ -309,14 +309,14 @@ class RemoteSteps(StepLoop):
             self._serial += 1
             replay = Replay(agent, state, self, host, self._serial)
             payload = self.provider.payload(self, agent, state, host, whole)
-            stream = host.actor.run.options(num_returns="streaming").remote(self.key, self._serial, payload)
+            stream = host.actor.run.options(num_returns="streaming").remote(self.key, self._serial, pack(payload))
             self.provider.count_round_trip()
             self.running = (host, self._serial)
             fetching = None  # the batch being fetched: a cancellation there must not lose it
             try:
                 async for ref in stream:
                     fetching = ref
-                    items = await ref
+                    items = unpack(await ref)
                     fetching = None
                     replay.apply(items)
             except asyncio.CancelledError:
@@ -342,6 +342,7 @@ class RemoteSteps(StepLoop):
                 replay.release()
             outcome = replay.outcome[0] if replay.outcome is not None else None
             if outcome == "unknown" and not whole:
+                self.provider.forget_host_blobs(host)  # it may lack the model or shape too
                 continue  # the host had no copy of this child: send it whole
             if outcome in ("stop", "error"):  # both sides appended the same messages
                 self.provider.synced(self.key, host, len(agent.messages))
