@@ -1,7 +1,8 @@
 """Tutorials that need an optional install are skipped with the reason when it is missing, instead of
 failing: 07 runs a real model through llama-cpp-python (the ``local`` extra), 09 drives a real ACP agent
-(fast-agent, with the ``acp`` extra), 10 starts a local Ray cluster (the ``ray`` extra), 12 mounts an MCP
-server and serves one (the ``mcp`` extra). ``.ci/run`` installs all of them, so CI executes and compares them.
+(fast-agent, with the ``acp`` extra), 10 starts a local Ray cluster (the ``ray`` extra), 11 records spans
+with the OpenTelemetry SDK (the ``otel`` extra), 12 mounts an MCP server and serves one (the ``mcp`` extra).
+``.ci/run`` installs all of them, so CI executes and compares them.
 
 The tutorials leave their hub open at the end, so after Run All every tree on the page is live; a kernel
 that shuts down closes it (the portal's ``atexit``) and runs a notebook's own clean-up (05 removes its
@@ -36,6 +37,8 @@ def _missing() -> dict[str, str]:
         reasons["07_local_model.ipynb"] = "the local extra is not installed (pip install 'toh-nb[local]')"
     if importlib.util.find_spec("ray") is None:
         reasons["10_ray.ipynb"] = "10_ray needs the ray extra: pip install 'toh-nb[ray]'"
+    if importlib.util.find_spec("opentelemetry") is None or importlib.util.find_spec("opentelemetry.sdk") is None:
+        reasons["11_tracing.ipynb"] = "11_tracing needs the otel extra: pip install 'toh-nb[otel]'"
     if importlib.util.find_spec("mcp") is None:
         reasons["12_mcp_tools.ipynb"] = "12_mcp_tools needs the mcp extra: pip install 'toh-nb[mcp]'"
     if importlib.util.find_spec("acp") is None:

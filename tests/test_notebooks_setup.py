@@ -21,7 +21,8 @@ NOTEBOOKS = ROOT / "notebooks"
 TUTORIALS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 EXPECTED = ["01_quickstart.ipynb", "02_background_jobs.ipynb", "03_continuable_children.ipynb",
             "04_scripting_agent_trees.ipynb", "05_persistence.ipynb", "06_real_llm.ipynb", "07_local_model.ipynb",
-            "08_big_trees.ipynb", "09_acp_agents.ipynb", "10_ray.ipynb", "12_mcp_tools.ipynb"]
+            "08_big_trees.ipynb", "09_acp_agents.ipynb", "10_ray.ipynb", "11_tracing.ipynb",
+            "12_mcp_tools.ipynb"]
 
 
 def _skipped(cell) -> bool:

@@ -79,7 +79,7 @@ _EXPORTS = {
     # the event types of hub.stream() / hub.astream() (also in toh_nb.events)
     **{name: "toh_nb.events" for name in (
         "HubEvent", "TurnStarted", "TurnEnded", "ModelRequested", "ModelResponded", "TextDelta", "ToolCalled",
-        "ToolReturned", "MessageQueued", "StatusChanged", "ExternalActivity", "ChildStarted", "ChildEnded",
+        "ToolReturned", "MessageQueued", "MessageRead", "StatusChanged", "ExternalActivity", "ChildStarted", "ChildEnded",
         "JobStarted", "JobStopping", "JobEnded", "Interrupted", "ToolAbandoned", "PermissionAsked",
         "PermissionAnswered", "ProviderChanged", "Problem", "ListenerFailed", "HubClosed")},
 }

@@ -20,6 +20,7 @@ from .core.events import (
                           JobStopping,
                           ListenerFailed,
                           MessageQueued,
+                          MessageRead,
                           ModelRequested,
                           ModelResponded,
                           PermissionAnswered,
@@ -48,6 +49,7 @@ __all__ = [
                           "JobStopping",
                           "ListenerFailed",
                           "MessageQueued",
+                          "MessageRead",
                           "ModelRequested",
                           "ModelResponded",
                           "PermissionAnswered",
@@ -66,5 +68,5 @@ __all__ = [
 #: every event kind (``"turn/end"`` …) and its type
 KINDS: dict[str, type[HubEvent]] = {cls.kind: cls for cls in (
     TurnStarted, TurnEnded, ModelRequested, ModelResponded, TextDelta, ToolCalled, ToolReturned, MessageQueued,
-    StatusChanged, ExternalActivity, ChildStarted, ChildEnded, JobStarted, JobStopping, JobEnded, Interrupted,
+    MessageRead, StatusChanged, ExternalActivity, ChildStarted, ChildEnded, JobStarted, JobStopping, JobEnded, Interrupted,
     ToolAbandoned, PermissionAsked, PermissionAnswered, ProviderChanged, Problem, ListenerFailed, HubClosed)}

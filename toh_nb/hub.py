@@ -423,11 +423,12 @@ class HubView:
         check_text(ask_id, "ask_id")
         return self._runtime.asks.answer(ask_id, check_flag(allowed, "allowed"))
 
-    def subscribe(self, listener: Callable[[HubEvent], Any]) -> Callable[[], None]:
+    def subscribe(self, listener: Callable[[HubEvent], Any], kinds: Iterable[str] | None = None) -> Callable[[], None]:
         """Call ``listener(event)`` for every event of the hub's stream, on the hub's loop thread (it must
         be quick and never raise into the engine: a failure is reported as a ``ListenerFailed`` event);
-        returns the function that unsubscribes it. Call both on the loop thread."""
-        return self._runtime.bus.subscribe(listener)
+        returns the function that unsubscribes it. Call both on the loop thread. ``kinds``: only events of
+        those kinds (``["turn/start", "turn/end"]``); activity events nobody wants are not even built."""
+        return self._runtime.bus.subscribe(listener, kinds)
 
     def activity(self) -> Activity:
         """What runs right now (see :class:`Activity`); safe from any thread (informational)."""

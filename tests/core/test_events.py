@@ -46,7 +46,7 @@ def test_events_of_one_agent_come_in_order_and_carry_who_and_when():
 
     seen = asyncio.run(main())
     root = [e.kind for e in seen if e.agent_id == "root" and not isinstance(e, (ev.StatusChanged, ev.HubClosed))]
-    assert root[:4] == ["message/queued", "turn/start", "model/request", "model/response"]
+    assert root[:5] == ["message/queued", "turn/start", "message/read", "model/request", "model/response"]
     assert root[-3:] == ["model/request", "model/response", "turn/end"]
     assert isinstance(seen[-1], ev.HubClosed)
     started = {e.label: e for e in seen if isinstance(e, ev.ChildStarted)}
@@ -251,3 +251,48 @@ def test_the_history_turns_queued_events_into_columns_in_batches_within_its_boun
         history.append(event)
         assert len(history._recent) < ev._BATCH  # never more than one batch queued as objects
     assert list(history) == published[-(ev._BATCH + 6):] and len(history) == ev._BATCH + 6
+
+
+def test_a_listener_given_kinds_gets_only_those_and_unwanted_activity_is_not_built():
+    bus = ev.EventBus()
+    assert bus.wanted == frozenset() and not bus.listening
+    seen = []
+    unsubscribe = bus.subscribe(seen.append, kinds=["turn/start", "hub/closed"])
+    assert bus.wanted == {"turn/start", "hub/closed"} and bus.listening
+    assert bus.wants("turn/start") and not bus.wants("agent/status")
+    bus.publish(ev.TurnStarted(agent_id="a", turn=1))
+    bus.publish(ev.StatusChanged(agent_id="a", status="idle"))
+    assert [e.kind for e in seen] == ["turn/start"]
+    everything = []
+    unsubscribe_all = bus.subscribe(everything.append)
+    assert bus.wanted == ev.ALL_KINDS and "message/read" in bus.wanted
+    unsubscribe_all()
+    unsubscribe_all()  # twice: a no-op
+    assert bus.wanted == {"turn/start", "hub/closed"}
+    unsubscribe()
+    assert bus.wanted == frozenset() and not bus.listening
+    with pytest.raises(TypeError, match="not one string"):
+        bus.subscribe(seen.append, kinds="turn/start")
+
+
+def test_the_engine_builds_no_status_events_for_a_listener_that_does_not_want_them(monkeypatch):
+    built = []
+    original = ev.StatusChanged.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(kwargs.get("status"))
+        original(self, *args, **kwargs)
+
+    async def main(kinds):
+        async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential") as hub:
+            seen = []
+            unsubscribe = hub.view.subscribe(seen.append, kinds=kinds)
+            await hub.run("go")
+            unsubscribe()
+            return [e.kind for e in seen]
+
+    monkeypatch.setattr(ev.StatusChanged, "__init__", counting)
+    kinds = asyncio.run(main(["turn/start", "message/read", "turn/end"]))
+    assert kinds == ["turn/start", "message/read", "turn/end"] and built == []
+    kinds = asyncio.run(main(None))
+    assert "agent/status" in kinds and built

@@ -138,6 +138,16 @@ class Script:
                 return tn.ModelResponse(tool_calls=[tn.ToolCall("subagent", {"description": "deeper",
                                                                              "prompt": "more"}, id="d1")])
             return f"{who}: delegated: {last.text}"
+        if text == "trace two":  # a Ray child that delegates twice in one step (tests/ray/test_tracing.py)
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("remote", {"description": "mid", "prompt": "two at once"},
+                                                                id="r1")])
+            return f"{who}: {last.text}"
+        if text == "two at once":
+            if req.step == 1:
+                return tn.ModelResponse(tool_calls=[tn.ToolCall("subagent", {"description": f"g{i}", "prompt": f"hello {i}"},
+                                                                id=f"g{i}") for i in (1, 2)])
+            return f"{who}: both answered"
         if text == "stall":
             if req.step == 1:
                 return tn.ModelResponse(tool_calls=[tn.ToolCall("stall", {"marks": self.marks}, id="s1")])

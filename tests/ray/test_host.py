@@ -10,6 +10,7 @@ from ray import cloudpickle
 
 import toh_nb as tn
 from toh_nb.core.content import Message, Text
+from toh_nb.core.events import ALL_KINDS
 from toh_nb.providers.ray.host import Host, pack, unpack
 
 
@@ -32,7 +33,7 @@ def payload(child: str, model_blob: bytes | None, shape_blob: bytes | None, text
     setup = {"id": child, "shape": ("shape", shape_blob), "model": ("model", model_blob), "label": "k", "depth": 1,
              "path": f"root/{child}", "parent_id": "root", "max_tokens": None, "mode": "continuable",
              "max_parallel": 10, "resources": None}
-    return pack({"setup": setup, "messages": [Message("user", [Text(text)])], "turn": 1, "listening": True,
+    return pack({"setup": setup, "messages": [Message("user", [Text(text)])], "turn": 1, "wanted": ALL_KINDS,
                  "next_step": [], "steer": False, "max_steps": None, "budgeted": False, "forget": []})
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import toh_nb as tn
+from toh_nb.core.events import ALL_KINDS
 from toh_nb.core.session import ASSISTANT_MESSAGE, TOOL_RESULT, TURN_END
 
 from ..helpers import render, until
@@ -416,7 +417,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
         setup = {"id": "agent-1", "shape": ("shape", [shape]), "model": ("model", [model_bytes]), "label": "k",
                  "depth": 1, "path": "root/agent-1", "parent_id": "root", "max_tokens": None, "mode": "continuable",
                  "max_parallel": 10, "resources": None}
-        payload = {"setup": setup, "messages": [Message("user", [Text("go")])], "turn": 1, "listening": True,
+        payload = {"setup": setup, "messages": [Message("user", [Text("go")])], "turn": 1, "wanted": ALL_KINDS,
                    "next_step": [], "steer": False, "max_steps": None, "budgeted": False, "forget": []}
         stream = host.run("agent-1@1", 1, payload)  # a dict in-process: its blobs are futures, not bytes
         first = asyncio.ensure_future(stream.__anext__())

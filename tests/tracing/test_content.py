@@ -65,9 +65,19 @@ async def test_content_with_the_opt_in(traced, monkeypatch, how):
     chat = traced.children(kid)[0]
     assert json.loads(chat.attributes["gen_ai.output.messages"]) == [
         {"role": "assistant", "parts": [{"type": "text", "content": ANSWER}], "finish_reason": "end_turn"}]
+    assert json.loads(chat.attributes["gen_ai.input.messages"]) == [  # what the call read
+        {"role": "user", "parts": [{"type": "text", "content": PROMPT}]}]
     tool = traced.tool("c1")
     assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"description": "kid", "prompt": PROMPT}
     assert ANSWER in tool.attributes["gen_ai.tool.call.result"]
+    first, second = [span for span in traced.children(traced.turn("root")) if span.name.startswith("chat")]
+    assert json.loads(first.attributes["gen_ai.output.messages"]) == [  # the call it asked for, with arguments
+        {"role": "assistant", "finish_reason": "tool_use", "parts": [
+            {"type": "tool_call", "name": "subagent", "arguments": {"description": "kid", "prompt": PROMPT}}]}]
+    (read,) = json.loads(second.attributes["gen_ai.input.messages"])  # the second call read the tool's result
+    assert read["role"] == "tool"
+    assert read["parts"][0]["type"] == "tool_call_response" and read["parts"][0]["id"] == "c1"
+    assert ANSWER in read["parts"][0]["response"]
 
 
 def test_the_option_beats_the_environment(monkeypatch):

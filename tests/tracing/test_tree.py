@@ -52,9 +52,10 @@ async def test_foreground_parallel_children_sit_under_their_own_tool_spans(trace
         assert child.attributes["gen_ai.usage.input_tokens"] == 7
         assert child.attributes["gen_ai.usage.output_tokens"] == 3
         assert traced.names(child) == ["chat scripted"]
-        assert _events(tool, "toh_nb.subagent.started") == [
-            {"toh_nb.child_id": agent, "toh_nb.agent.mode": "one-shot", "toh_nb.subagent.provider": "spawn",
-             "toh_nb.agent.label": label}]
+        assert "toh_nb.agent.background" not in child.attributes
+        # nested under its call: no started/ended events to say what the tree shows
+        assert not _events(tool, "toh_nb.subagent.started")
+    assert not [e for e in traced.turn("root").events if e.name == "toh_nb.subagent.ended"]
     assert root.attributes["gen_ai.usage.input_tokens"] == 21
     assert root.attributes["gen_ai.usage.output_tokens"] == 6
     assert root.attributes["toh_nb.agent.mode"] == "root"
@@ -101,9 +102,54 @@ async def test_background_job_child_starts_a_linked_trace(traced):
     assert child.links[0].context.trace_id == root.context.trace_id
     assert child.attributes["toh_nb.agent.background"] is True
     assert _events(tool, "toh_nb.job.started") == [{"toh_nb.job.id": "subagent-1", "toh_nb.agent.label": "bg"}]
+    assert _events(tool, "toh_nb.subagent.started") == [
+        {"toh_nb.child_id": "agent-1", "toh_nb.agent.mode": "one-shot", "toh_nb.subagent.provider": "spawn",
+         "toh_nb.agent.label": "bg"}]
     notified = traced.turn("root", 2)  # the job's notice woke the root
     assert notified.context.trace_id not in (root.context.trace_id, child.context.trace_id)
     assert [e["toh_nb.message.source"] for e in _events(notified, "toh_nb.message")] == ["plugin"]
+    # ... and links to the job's child: a viewer walks from the notified turn to the work it reports
+    assert _link_kinds(notified) == [(child.context.span_id, "woken_by")]
+    assert notified.links[0].context.trace_id == child.context.trace_id
+    assert notified.links[0].attributes["toh_nb.job.id"] == "subagent-1"
+    assert notified.links[0].attributes["toh_nb.child_id"] == "agent-1"
+
+
+async def test_follow_ups_queued_for_an_idle_child_each_appear_on_the_turn_that_read_them(traced):
+    gate = asyncio.Event()
+
+    async def held(request):
+        if request.turn == 1:
+            await gate.wait()
+        return say(f"turn {request.turn}")
+
+    model = script({"root": [say("unused")], "ed": [held]})
+    async with tn.AsyncHub(model, ids="sequential", tracing=traced.provider) as hub:
+        kid = await hub.start("first", label="ed")
+        await hub.send(kid.id, "second")  # queued while its first turn runs
+        await hub.send(kid.id, "third")
+        gate.set()
+        await kid.wait(timeout=10)
+        await settle(lambda: len(traced.find("invoke_agent", agent=kid.id)) == 3)
+    turns = traced.find("invoke_agent", agent=kid.id)
+    ids = [[e["toh_nb.message.id"] for e in _events(span, "toh_nb.message")] for span in turns]
+    assert [len(found) for found in ids] == [1, 1, 1]  # one message a turn, in the order sent
+    assert len({found[0] for found in ids}) == 3
+    assert [e["toh_nb.message.source"] for span in turns for e in _events(span, "toh_nb.message")] == ["user"] * 3
+    assert all(event.timestamp >= span.start_time for span in turns for event in span.events)
+
+
+async def test_a_settled_childs_notice_links_the_turn_it_wakes_to_the_childs_last_turn(traced):
+    model = script({("root", 1): [delegate("c1", "ed"), say("started it")], ("root", 2): [say("noted")],
+                    "ed": [say("edited")]})
+    async with tn.AsyncHub(model, ids="sequential", tracing=traced.provider, background_mode="continuable") as hub:
+        await hub.run("go")
+        await settle(lambda: len(traced.find("invoke_agent", agent="root")) == 2)
+    child = traced.turn("agent-1")
+    woken = traced.turn("root", 2)
+    assert [e["toh_nb.message.source"] for e in _events(woken, "toh_nb.message")] == ["subagent-settled"]
+    assert _events(woken, "toh_nb.message")[0]["toh_nb.sender_id"] == "agent-1"
+    assert _link_kinds(woken) == [(child.context.span_id, "woken_by")]
 
 
 async def test_continuable_child_turns_are_traces_linked_to_what_started_and_woke_them(traced):
@@ -262,3 +308,16 @@ async def test_spans_left_open_by_a_close_end_with_the_hub(traced):
     child = traced.turn("agent-1")
     assert child.attributes["toh_nb.stop_reason"] == "aborted"
     assert child.end_time is not None
+
+
+async def test_a_model_without_a_name_leaves_the_model_attribute_out(traced):
+    class Nameless:
+        async def request(self, request):
+            return say("hi")
+
+    async with tn.AsyncHub(Nameless(), tracing=traced.provider) as hub:
+        await hub.run("go")
+    for span in traced.spans:
+        assert "gen_ai.request.model" not in span.attributes  # absent, never None
+        assert span.attributes["gen_ai.provider.name"] == "toh_nb.nameless"
+    assert sorted(span.name for span in traced.spans) == ["chat", "invoke_agent root"]

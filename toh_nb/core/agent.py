@@ -28,7 +28,7 @@ from . import budget
 from .budget import Limits
 from .content import Message, Usage
 from .errors import StoreError
-from .events import MessageQueued, TurnEnded, TurnStarted
+from .events import MessageQueued, MessageRead, TurnEnded, TurnStarted
 from .model import ToolSpec
 from .session import TURN_END, TURN_START, USER_MESSAGE, Session, turn_end_data
 from .steps import LOCAL_STEPS, TURNS_PER_YIELD, Records, StepLoop, TurnOutcome
@@ -159,10 +159,12 @@ class Agent(Records):
             self.steps.deliver(self, message, False)
 
     def _queued(self, message: Message) -> None:
-        if self.runtime.bus.listening:
-            source = message.source.kind if message.source is not None else None
-            self.runtime.bus.publish(MessageQueued(**self.who(), message_id=message.id, source=source,
-                                                   text=message.text))
+        if MessageQueued.kind in self.runtime.bus.wanted:
+            source = message.source
+            self.runtime.bus.publish(MessageQueued(**self.who(), message_id=message.id,
+                                                   source=source.kind if source is not None else None,
+                                                   text=message.text,
+                                                   sender=source.sender if source is not None else None))
 
     def submit(self, message: Message, *, first_step_yields: bool = True,
                then: "Callable[[asyncio.Future[TurnOutcome]], None] | None" = None) -> "asyncio.Future[TurnOutcome]":
@@ -303,6 +305,11 @@ class Agent(Records):
         self.session.append(USER_MESSAGE, turn=turn, message=message)
         self.messages.append(message)
         self.runtime.on_claimed(self, message)
+        bus = self.runtime.bus
+        if MessageRead.kind in bus.wanted:
+            source = message.source
+            bus.publish(MessageRead(**self.who(), turn=turn, message_id=message.id,
+                                    source=source.kind if source is not None else None))
 
     async def _run_turn(self, first: Message | None, aborted_by: str | None = None) -> None:
         """Run one turn. ``aborted_by``: the turn was interrupted before it started; it records its
@@ -313,7 +320,7 @@ class Agent(Records):
         self._abort_opening = None
         self.session.append(TURN_START, turn=turn)
         bus = self.runtime.bus
-        if bus.listening:
+        if TurnStarted.kind in bus.wanted:
             bus.publish(TurnStarted(**self.who(), turn=turn))
         waiter = None
         if first is not None:
@@ -448,7 +455,7 @@ class Agent(Records):
 
     def _finish_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
                      waiter: asyncio.Future | None) -> None:
-        if self.runtime.bus.listening:
+        if TurnEnded.kind in self.runtime.bus.wanted:
             self.runtime.bus.publish(TurnEnded(**self.who(), turn=turn, reason=reason, error=error,
                                                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
         outcome = TurnOutcome(turn, reason, error, list(output), usage)

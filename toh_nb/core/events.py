@@ -11,7 +11,8 @@ Two tiers keep the hot path cheap:
 - *lifecycle* events (children started/ended, jobs started/stopping/ended, interrupts, store and
   listener problems) are always published and kept in a bounded history (``hub.events()``);
 - *activity* events (turns, model calls, tool calls, queued messages, status changes, text deltas,
-  an external child's activity) are built only while someone listens (:attr:`EventBus.listening`).
+  an external child's activity, a message read) are built only when some listener wants their kind
+  (:attr:`EventBus.wanted`: a listener may subscribe to some kinds only).
 
 Permission requests that wait for a person (:class:`PermissionAsked`, :class:`PermissionAnswered`) are
 lifecycle events: a script's ``hub.stream()`` and the notebook's tree see the same asks, and either
@@ -159,6 +160,7 @@ class ModelResponded(HubEvent):
         step: the call's number within the turn (as in its :class:`ModelRequested`).
         text: the answer's text (``""`` when it only called tools).
         tool_calls: the names of the tools it asked to call, in order.
+        tool_arguments: the arguments of each of those calls, in the same order (as the model gave them).
         stop_reason: the model's stop reason: ``end_turn``, ``tool_use``, ``max_tokens`` or ``refusal``.
         input_tokens: the call's input tokens, as the model reported them.
         output_tokens: the call's output tokens, as the model reported them.
@@ -172,6 +174,7 @@ class ModelResponded(HubEvent):
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    tool_arguments: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -263,12 +266,42 @@ class MessageQueued(HubEvent):
         source: who or what sent it (``Source.kind``: ``"user"`` for your prompts, ``"subagent-settled"``
             for a child's settlement notice …); ``None`` when the message does not say.
         text: the message's text.
+        sender: the id of the agent that sent it (a relayed message, a report, a settlement notice);
+            ``None`` for your prompts and for notices no agent sent (a job's).
     """
 
     kind: ClassVar[str] = "message/queued"
     message_id: str | None
     source: str | None
     text: str
+    sender: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRead(HubEvent):
+    """``agent_id`` read a queued message into its conversation (``message/read``): the message that opens a
+    turn, or one read at a step boundary of a running turn (a steered message, a notice).
+
+    Why: a message is queued (:class:`MessageQueued`) when it is sent and read when a turn takes it; an
+    idle agent's follow-ups run one turn each, so only the read says which turn a message belongs to
+    (traces put each message on that turn). An activity event: built only while someone listens.
+    Raises nothing: a frozen record the engine publishes.
+
+    Args:
+        agent_id: the agent that read it.
+        parent_id: its parent's id (``None``: the root, or an agent not known here).
+        depth: its depth in the tree (0: the root; ``None``: not known here).
+        time: wall-clock seconds (``time.time()``) when it happened, for tables; default now.
+        monotonic: ``time.monotonic()`` when it happened, for ordering and durations; default now.
+        turn: the turn that read it.
+        message_id: the message's id (as in its :class:`MessageQueued`), or ``None`` when it has none.
+        source: who or what sent it (``Source.kind``, as in its :class:`MessageQueued`).
+    """
+
+    kind: ClassVar[str] = "message/read"
+    turn: int
+    message_id: str | None
+    source: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -860,32 +893,77 @@ def _shape_of(cls: type, event: HubEvent) -> list | None:
     return [grouped, own, _getter(grouped), _getter(own), None]
 
 
-class EventBus:
-    """The hub's one stream: ``publish`` typed events; ``subscribe`` listeners; a bounded history."""
+def _kinds_of(cls: type) -> set[str]:
+    out = set()
+    for sub in cls.__subclasses__():
+        out.add(sub.kind)
+        out |= _kinds_of(sub)
+    return out
 
-    __slots__ = ("history", "_listeners", "listening")
+
+#: the kind of every event type defined here: what a listener subscribed without ``kinds`` wants
+ALL_KINDS: frozenset[str] = frozenset(_kinds_of(HubEvent))
+
+
+class EventBus:
+    """The hub's one stream: ``publish`` typed events; ``subscribe`` listeners; a bounded history.
+
+    A listener may name the kinds it wants (``subscribe(listener, kinds=[...])``): it is called for
+    those only, and an activity event no listener wants is not even built (the engine checks
+    ``kind in bus.wanted`` before building one), so a tracer that needs no status changes or text
+    deltas does not pay for them."""
+
+    __slots__ = ("history", "_listeners", "listening", "wanted")
 
     def __init__(self, history: int = DEFAULT_HISTORY) -> None:
         self.history = EventHistory(history)
-        self._listeners: list[Listener] = []
-        #: someone listens: activity events are worth building (checked before building them)
+        #: (listener, the kinds it wants or None for every kind)
+        self._listeners: list[tuple[Listener, frozenset[str] | None]] = []
+        #: someone listens (to some kinds)
         self.listening = False
+        #: the kinds some listener wants: activity events of other kinds are not built
+        self.wanted: frozenset[str] = frozenset()
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        self._listeners.append(listener)
-        self.listening = True
+    def subscribe(self, listener: Listener, kinds: Iterable[str] | None = None) -> Callable[[], None]:
+        """Call ``listener(event)`` for every event published (``kinds``: for events of those kinds
+        only, e.g. ``["turn/start", "turn/end", "hub/closed"]``); returns the function that
+        unsubscribes it."""
+        if isinstance(kinds, str):
+            raise TypeError("kinds must be a collection of event kinds, not one string")
+        entry = (listener, None if kinds is None else frozenset(kinds))
+        self._listeners.append(entry)
+        self._wanted_changed()
 
         def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-            self.listening = bool(self._listeners)
+            for index, other in enumerate(self._listeners):
+                if other is entry:
+                    del self._listeners[index]
+                    self._wanted_changed()
+                    return
 
         return unsubscribe
+
+    def _wanted_changed(self) -> None:
+        wanted: set[str] = set()
+        for _, kinds in self._listeners:
+            if kinds is None:
+                wanted = set(ALL_KINDS)
+                break
+            wanted |= kinds
+        self.wanted = frozenset(wanted)
+        self.listening = bool(self._listeners)
+
+    def wants(self, kind: str) -> bool:
+        """Some listener wants events of ``kind`` (build an activity event only then)."""
+        return kind in self.wanted
 
     def publish(self, event: HubEvent) -> HubEvent:
         if event.lifecycle:
             self.history.append(event)
-        for listener in tuple(self._listeners):
+        kind = event.kind
+        for listener, kinds in tuple(self._listeners):
+            if kinds is not None and kind not in kinds:
+                continue
             try:
                 listener(event)
             except Exception as error:  # listeners never affect the run

@@ -195,7 +195,7 @@ class Runtime:
     def on_status(self, agent: Agent) -> None:
         for observer in self.observers:
             observer.on_status(agent)
-        if self.bus.listening:
+        if StatusChanged.kind in self.bus.wanted:
             self.bus.publish(StatusChanged(agent_id=agent.id, parent_id=agent.parent.id if agent.parent else None,
                                            depth=agent.depth, status=agent.status))
 

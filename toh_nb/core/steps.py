@@ -45,9 +45,10 @@ class TurnOutcome:
 
 
 class EventSink(Protocol):
-    """Where a turn's events go: ``publish`` them, built only while ``listening`` (the hub's EventBus)."""
+    """Where a turn's events go: ``publish`` them, each built only when its kind is in ``wanted`` (the
+    kinds some listener of the hub's EventBus wants)."""
 
-    listening: bool
+    wanted: frozenset[str]
 
     def publish(self, event: Any) -> None: ...
 
@@ -170,7 +171,7 @@ class Records:
         message = Message("tool", [ToolResultBlock(call.id, call.name, result.text, result.is_error)])
         self.session.append(TOOL_RESULT, turn=turn, message=message)
         self.messages.append(message)
-        if self.bus.listening:
+        if ToolReturned.kind in self.bus.wanted:
             self.bus.publish(ToolReturned(**self.who(), turn=turn, call_id=call.id, name=call.name,
                                           text=result.text, is_error=result.is_error))
 
@@ -217,12 +218,12 @@ class LocalSteps(StepLoop):
                 if held.__class__ is str:
                     state.reason, state.error = budget.TOKEN_BUDGET, held
                     return
-            if bus.listening:
+            if ModelRequested.kind in bus.wanted:
                 bus.publish(ModelRequested(**context.who(), turn=turn, step=step))
             try:
                 request = ModelRequest(context.id, context.label, context.depth, context.system,
                                        MessagesView(context.messages), context.tool_specs, context.max_tokens, context.path,
-                                       turn, step, context.on_delta if bus.listening else None)
+                                       turn, step, context.on_delta if TextDelta.kind in bus.wanted else None)
                 ask = context.model.request
                 # an async model is awaited here (the common case: no frame of call_off_loop around it)
                 response = await ask(request) if is_async_callable(ask) else await call_off_loop(ask, request)
@@ -235,9 +236,11 @@ class LocalSteps(StepLoop):
             usage = response.usage
             context.charge(usage, held)  # settled first: nothing below may keep the reservation
             state.usage.add(usage)
-            if bus.listening:
+            if ModelResponded.kind in bus.wanted:
+                calls = response.tool_calls
                 bus.publish(ModelResponded(**context.who(), turn=turn, step=step, text=response.text,
-                                           tool_calls=tuple(c.name for c in response.tool_calls),
+                                           tool_calls=tuple(c.name for c in calls),
+                                           tool_arguments=tuple(c.arguments for c in calls),
                                            stop_reason=response.stop_reason,
                                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
             message = assistant_message(response, context)
@@ -375,7 +378,7 @@ def log_call(context: TurnContext, turn: int, call: ToolCallBlock) -> None:
     """The audit record of a tool call about to run (and its ``ToolCalled`` event)."""
     context.session.append(TOOL_CALL, turn=turn, data={"call_id": call.id, "name": call.name, "arguments": call.arguments})
     bus = context.bus
-    if bus.listening:
+    if ToolCalled.kind in bus.wanted:
         bus.publish(ToolCalled(**context.who(), turn=turn, call_id=call.id, name=call.name, arguments=call.arguments))
 
 

@@ -137,7 +137,7 @@ class ChildFactory:
         agent = self.runtime.agents.get(child_id)
         if agent is not None and not agent.disposed:
             agent.session.append(EXTERNAL_PREFIX + kind, turn=agent.turns or None, data=data)
-        if self.runtime.bus.listening:
+        if ExternalActivity.kind in self.runtime.bus.wanted:
             parent = agent.parent.id if agent is not None and agent.parent is not None else None
             self.runtime.bus.publish(ExternalActivity(agent_id=child_id, parent_id=parent,
                                                       depth=agent.depth if agent is not None else None,

@@ -156,14 +156,15 @@ class Collector:
     """The runtime a host-side Agent sees: its bus and its session's sink collect into ``items`` (the
     next batch), its driver-side tools are asked through ``ask``; one per hosted child."""
 
-    __slots__ = ("ids", "items", "signal", "listening", "run_id", "answers", "_requests", "task", "stopped",
+    __slots__ = ("ids", "items", "signal", "wanted", "run_id", "answers", "_requests", "task", "stopped",
                  "budgeted")
 
     def __init__(self) -> None:
         self.ids = HostIds()
         self.items: list = []
         self.signal = asyncio.Event()
-        self.listening = False
+        #: the kinds of events the driver's listeners want (the host builds only those)
+        self.wanted: frozenset[str] = frozenset()
         self.run_id: int | None = None
         #: the running turn's step loop, and (after ``Host.stop``) the items it produced before the stop
         self.task: asyncio.Future | None = None
@@ -424,7 +425,7 @@ class Host:
                 return None
         collector: Collector = agent.runtime
         collector.run_id = run_id
-        collector.listening = payload["listening"]
+        collector.wanted = payload["wanted"]
         collector.items = []
         collector.signal.clear()
         agent.prepare(payload)

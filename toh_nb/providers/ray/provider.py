@@ -352,7 +352,7 @@ class RayProvider:
             sent = messages[hosted[1]:]
         self.messages_sent += len(sent)
         next_step, steer = agent.queued()
-        return {"setup": setup, "messages": sent, "turn": state.turn, "listening": agent.bus.listening,
+        return {"setup": setup, "messages": sent, "turn": state.turn, "wanted": agent.bus.wanted,
                 "next_step": next_step, "steer": steer,
                 "max_steps": agent.limits.max_steps, "budgeted": agent.budgeted(),
                 "forget": self._forget.pop(host, [])}

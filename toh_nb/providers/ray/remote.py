@@ -27,6 +27,7 @@ and the stream read exactly as with ``spawn``. Four things cross back the other 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import time
 from typing import Any
@@ -50,7 +51,7 @@ class Replay:
     """One remote run's records, applied to the driver agent in the order the host produced them."""
 
     __slots__ = ("agent", "state", "link", "host", "run_id", "ids", "calls", "started", "committed", "asked",
-                 "outcome", "held", "granting")
+                 "outcome", "held", "granting", "contexts")
 
     def __init__(self, agent: TurnContext, state: TurnOutcome, link: Any, host: Any, run_id: int) -> None:
         self.agent = agent
@@ -66,6 +67,8 @@ class Replay:
         self.outcome: tuple | None = None  # ("stop", reason, error) | ("error", text) | ("unknown",)
         self.held: budget.Reservation | None = None  # the reservation of the host's model call in flight
         self.granting: asyncio.Task | None = None  # the driver reserving it (it may wait for room)
+        #: call id -> the context its replayed ``tool/call`` event left (see _event)
+        self.contexts: dict[str, contextvars.Context] = {}
 
     def call_id(self, host_id: str) -> str:
         if not host_id.startswith(HOST_CALL_PREFIX):
@@ -114,6 +117,7 @@ class Replay:
             self.started.pop(call_id, None)
             self.committed.add(call_id)
             self.asked.pop(call_id, None)
+            self.contexts.pop(call_id, None)
         else:  # nothing else is logged by a step loop; kept rather than lost
             agent.session.append(kind, turn=turn, message=message, data=data)
 
@@ -132,17 +136,24 @@ class Replay:
 
     def _event(self, event: Any) -> None:
         bus = self.agent.bus
-        if not bus.listening:
+        if event.kind not in bus.wanted:
             return
         # ``time`` stays the host's wall clock (when it happened); ``monotonic`` is this process's clock
         changes: dict = {"monotonic": time.monotonic()}
         call_id = getattr(event, "call_id", None)
         if call_id is not None and call_id.startswith(HOST_CALL_PREFIX):
             changes["call_id"] = self.call_id(call_id)
-        bus.publish(dataclasses.replace(event, **changes))
+        event = bus.publish(dataclasses.replace(event, **changes))
+        if event.kind == "tool/call":
+            # A listener may have set context for the call (a tracer: its span current). In-process, the
+            # call's task starts right after its event and copies it; here the host's events come in a
+            # batch (two parallel calls: both events, then both requests), so the call runs in a copy
+            # taken now, not in whatever the batch's last event left.
+            self.contexts[event.call_id] = contextvars.copy_context()
 
     def _ask(self, request: int, call_id: str) -> None:
-        self.asked[call_id] = asyncio.get_running_loop().create_task(self._serve(request, call_id))
+        self.asked[call_id] = asyncio.get_running_loop().create_task(self._serve(request, call_id),
+                                                                     context=self.contexts.pop(call_id, None))
 
     async def _serve(self, request: int, call_id: str) -> ToolResult:
         """Run one of toh_nb's own tools for the host, with the driver agent's context, and answer it."""
@@ -276,6 +287,13 @@ class RemoteSteps(StepLoop):
 
     def __repr__(self) -> str:
         return f"RemoteSteps({self.child_id!r})"
+
+    @property
+    def inner(self) -> Any:
+        """The model the child's host runs (as a wrapper names what it wraps: ``toh_nb.costs`` prices a
+        Ray child by its name, and its trace spans name it), or None when only its pickle is here."""
+        blob = self.model_blob
+        return getattr(blob, "keep", None) if blob is not None else None
 
     async def request(self, request: Any) -> Any:
         """One model call answered on the child's host: the model of an in-process agent that inherits
