@@ -293,3 +293,39 @@ def test_auto_grammar_offers_a_whole_call_or_a_text_answer_without_markup():
     assert text_grammar().splitlines() == ["root ::= text-answer", *lines[1:3]]
     for gbnf in (grammar, text_grammar()):
         LlamaGrammar.from_string(gbnf, verbose=False)  # llama.cpp parses it
+
+
+def test_a_none_step_keeps_the_tool_list_so_each_request_extends_the_previous_one(engine):
+    """Issue 32 item 6: a ``"none"`` step lists the tools like the forced step before it (the grammar, not
+    the prompt, forbids the call), so its prompt extends the previous one and the KV cache is reused;
+    each request's cache use is recorded in ``cache_log``."""
+    jobs = []
+    finished = iter([
+        Completion("", '{"name": "subagent", "arguments": {"prompt": "capital?"}}\n</tool_call>', "stop", 120, 9, 0,
+                   0.5),
+        Completion("Paris.", None, "stop", 150, 2, 118, 0.01),
+    ])
+
+    def complete(job):
+        jobs.append(job)
+        return next(finished)
+
+    engine.complete = complete
+    model = tn.LocalModel(tool_choice=lambda r: "subagent" if r.step == 1 else "none")
+    first = request([user("Capital of France?")])
+    call = ToolCallBlock("c1", "subagent", {"prompt": "capital?"})
+    second = request([user("Capital of France?"), Message("assistant", [call]),
+                      Message("tool", [ToolResultBlock("c1", "subagent", "Paris.")])], step=2)
+
+    async def main():
+        return await model.request(first), await model.request(second)
+
+    asyncio.run(main())
+    assert [job.mode for job in jobs] == ["required", "none"]
+    assert jobs[1].call_tools == []  # no call can be made at the "none" step ...
+    assert jobs[1].messages[0] == jobs[0].messages[0]  # ... but its system message lists the same tools
+    assert jobs[0].messages[0]["content"].startswith(TOOLS_HEADER)
+    assert jobs[1].messages[: len(jobs[0].messages)] == jobs[0].messages  # an exact prefix
+    assert list(model.cache_log) == [local.CacheUse("agent-1", 1, 1, 120, 0, 0.5),
+                                     local.CacheUse("agent-1", 1, 2, 150, 118, 0.01)]
+    assert model.cache_log[1].evaluated_tokens == 32

@@ -23,11 +23,18 @@ Tool calls: ``tool_choice`` decides per request —
   own first tokens pick the branch. A small model rarely picks the call (SmolLM2-135M: see
   ``bench/delegation_success.py`` and docs/guides/local-models.md); force the step that must delegate;
 - ``"required"``: a call to one of the offered tools, under the grammar from the first token;
-- a tool name: a call to that tool; ``"none"``: plain text (no grammar: the fastest), and the tools
-  are not listed; chat markup the model writes anyway (a ``<tool_call>`` block as prose, a
-  ``<tool_response>`` tag) is removed (``toh_nb.models.markup``);
+- a tool name: a call to that tool; ``"none"``: text only, generated under a grammar that cannot open
+  chat markup (so no call, and no ``<tool_call>`` block written as prose); chat markup in a text is
+  removed anyway (``toh_nb.models.markup``);
 - a callable ``(ModelRequest) -> one of the above``, e.g. force a delegation at the root's first step:
   ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
+
+The offered tools are listed in every request, whatever the mode: each request of an agent then
+extends the previous one as an exact prefix (SPEC §8: prompt caching), so a ``"none"`` step after a
+forced call, and the root's next turn after a ``"none"`` step, reuse the KV cache of the tool list and
+the conversation instead of evaluating the whole prompt again (``bench/prompt_cache.py``: the figures).
+The grammar, not the prompt, decides whether a call may be made. :attr:`LocalModel.cache_log` records,
+per request, how many prompt tokens the cache held.
 
 Tool results reach the model as one plain user message per step ("Here is the answer of the subagent: …",
 ``markup.result_message``), which small models answer from. One call per response (the next step
@@ -45,10 +52,12 @@ join to exactly the response's text.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Union
 
@@ -87,6 +96,36 @@ def string_bound(tools: list, max_tokens: int, most: int) -> int:
         return most
     share = (max_tokens - CALL_OVERHEAD_TOKENS) * CHARS_PER_TOKEN // strings
     return max(16, min(most, share))
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUse:
+    """How one LocalModel request used the prompt (KV) cache: an entry of :attr:`LocalModel.cache_log`.
+
+    Args:
+        agent_id: the agent that made the request.
+        turn: its turn.
+        step: the step inside that turn.
+        prompt_tokens: the tokens of the rendered prompt.
+        reused_tokens: of those, the leading tokens the cache already held (not evaluated again).
+        prefill_seconds: the time spent evaluating the rest of the prompt.
+    """
+
+    agent_id: str
+    turn: int
+    step: int
+    prompt_tokens: int
+    reused_tokens: int
+    prefill_seconds: float
+
+    @property
+    def evaluated_tokens(self) -> int:
+        """The prompt tokens evaluated for this request (the prompt minus what the cache held)."""
+        return self.prompt_tokens - self.reused_tokens
+
+
+#: how many requests ``LocalModel.cache_log`` keeps (the oldest are dropped)
+CACHE_LOG_SIZE = 1000
 
 
 class LocalModel:
@@ -149,6 +188,9 @@ class LocalModel:
         self.max_string_chars = max_string_chars
         self.extra_buffers = bool(extra_buffers)
         self._deltas = DeltaSink("LocalModel")
+        #: the prompt-cache use of this model's last requests (:class:`CacheUse`, oldest first, at most
+        #: ``CACHE_LOG_SIZE``): how many prompt tokens each request found already evaluated
+        self.cache_log: collections.deque[CacheUse] = collections.deque(maxlen=CACHE_LOG_SIZE)
 
     def __repr__(self) -> str:
         name = self.model_path.name if self.model_path is not None else "SmolLM2-135M-Instruct (bundled)"
@@ -203,7 +245,7 @@ class LocalModel:
 
         max_tokens = request.max_tokens or self.max_tokens
         job = Generation(
-            messages=chat_messages(request, show_tools=mode != "none"),
+            messages=chat_messages(request, show_tools=True),  # whatever the mode: the prompt stays a prefix
             max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
             cancel=threading.Event(), mode=mode,
             call_tools=tools, max_string_chars=string_bound(tools, max_tokens, self.max_string_chars),
@@ -219,6 +261,8 @@ class LocalModel:
             job.cancel.set()  # the worker stops at its next token or prompt chunk
             raise
         usage = Usage(done.prompt_tokens, done.completion_tokens)
+        self.cache_log.append(CacheUse(request.agent_id, request.turn, request.step, done.prompt_tokens,
+                                       done.reused_tokens, done.prefill_seconds))
         if done.finish == "length":
             return ModelResponse(text=done.text, usage=usage, stop_reason="max_tokens")
         if done.call_body is not None:

@@ -12,6 +12,11 @@ library never patches the user's):
   in earlier turns (the ``chatml-function-calling`` template escapes them, and small models parrot it);
 - every generation is bounded: a completion asked with no ``max_tokens`` (llama-cpp-python's
   ``"auto"`` tool mode asks so for the tool arguments and the text) gets ``--max-tokens-cap`` (1024);
+- a ``tool_choice="none"`` request that offers tools is rendered with its tool list and the
+  ``message:`` prefixes, as the template renders a forced or ``"auto"`` request (llama-cpp-python's
+  ``chatml-function-calling`` drops both for ``"none"``), and generates its text after ``message:``:
+  each request of an agent then extends the previous one as an exact prefix and the server's KV cache
+  is reused across a ``"none"`` step (``bench/prompt_cache.py --backend server``: the figures);
 - llama.cpp's OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set), as LocalModel's
   do: with spinning threads the server made 0.5-2 tokens/s on the shared two-core machine while
   LocalModel made ~15 (measured side by side).
@@ -50,6 +55,8 @@ from ..core.errors import ModelError, UsageError
 
 #: a generation asked with no limit gets this many tokens at most
 MAX_TOKENS_CAP = 1024
+#: the llama-cpp-python chat format the launcher serves (tool calls for small GGUF models)
+FUNCTION_CALLING = "chatml-function-calling"
 START_TIMEOUT = 120.0
 
 
@@ -60,7 +67,7 @@ def default_threads() -> int:
 def server_argv(model: str, *, host: str = "127.0.0.1", port: int = 8000, n_ctx: int = 8192,
                 n_threads: int | None = None, seed: int = 0, extra: Sequence[str] = ()) -> list[str]:
     """The ``llama_cpp.server`` arguments of the safe settings (see the module docstring)."""
-    return ["--model", str(model), "--chat_format", "chatml-function-calling", "--host", host, "--port", str(port),
+    return ["--model", str(model), "--chat_format", FUNCTION_CALLING, "--host", host, "--port", str(port),
             "--n_ctx", str(n_ctx), "--n_threads", str(n_threads or default_threads()), "--seed", str(seed),
             "--interrupt_requests", "False", *extra]
 
@@ -73,7 +80,8 @@ def capped(max_tokens: Any, cap: int) -> Any:
 @contextlib.contextmanager
 def safe_server_settings(cap: int = MAX_TOKENS_CAP) -> Iterator[None]:
     """Inside this block, in this process: no extra buffer types, no HTML autoescape in chat templates,
-    every completion bounded by ``cap``. For the launcher's own process only."""
+    every completion bounded by ``cap``, ``"none"`` requests keep their tool list (:func:`none_keeps_tools`).
+    For the launcher's own process only."""
     import llama_cpp
     from llama_cpp import llama_chat_format
 
@@ -91,16 +99,118 @@ def safe_server_settings(cap: int = MAX_TOKENS_CAP) -> Iterator[None]:
     @functools.wraps(create_completion)
     def bounded(self: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs["max_tokens"] = capped(kwargs.get("max_tokens"), cap)
+        report_cache_use(self, kwargs["prompt"] if "prompt" in kwargs else args[0] if args else None)
         return create_completion(self, *args, **kwargs)
 
+    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()
+    function_calling = registry.get_chat_completion_handler_by_name(FUNCTION_CALLING)
     llama_chat_format.ImmutableSandboxedEnvironment = Unescaped
     llama_cpp.Llama.create_completion = bounded
+    registry.register_chat_completion_handler(FUNCTION_CALLING, none_keeps_tools(function_calling), overwrite=True)
     try:
         with extra_buffers_off():
             yield
     finally:
         llama_chat_format.ImmutableSandboxedEnvironment = environment
         llama_cpp.Llama.create_completion = create_completion
+        registry.register_chat_completion_handler(FUNCTION_CALLING, function_calling, overwrite=True)
+
+
+#: the line the launcher prints for every completion (to its log): how much of the prompt the KV cache held
+CACHE_LINE = "serve-model cache: prompt {prompt} tokens, {reused} reused, {evaluated} evaluated"
+CACHE_LINE_PATTERN = r"^serve-model cache: prompt (\d+) tokens, (\d+) reused, (\d+) evaluated$"
+
+
+def reused_tokens(cached: Sequence[int], tokens: Sequence[int]) -> int:
+    """The tokens of a new prompt the KV cache holds: its common prefix with what was evaluated last,
+    at most all but its last token (llama-cpp-python's ``Llama.generate`` evaluates that one again)."""
+    same = 0
+    for a, b in zip(cached, tokens):
+        if a != b:
+            break
+        same += 1
+    return min(same, max(len(tokens) - 1, 0))
+
+
+def report_cache_use(llama: Any, prompt: Any) -> None:
+    """Print :data:`CACHE_LINE` for a completion about to run on ``llama`` (the server's model).
+
+    The cache is llama-cpp-python's public state: ``Llama.input_ids[:Llama.n_tokens]`` are the tokens
+    whose keys and values the context holds; the prompt is tokenized as ``create_completion`` does."""
+    try:
+        tokens = list(prompt) if isinstance(prompt, list) else llama.tokenize(str(prompt).encode("utf-8"),
+                                                                             special=True)
+        cached = llama.input_ids[: llama.n_tokens]
+    except Exception:  # never fail a completion over a log line (a prompt of another shape, a stand-in)
+        return
+    reused = reused_tokens(cached, tokens)
+    print(CACHE_LINE.format(prompt=len(tokens), reused=reused, evaluated=len(tokens) - reused),
+          file=sys.stderr, flush=True)
+
+
+class _Prompt(Exception):
+    """Carries the prompt a chat handler was about to complete (see :func:`none_keeps_tools`)."""
+
+    def __init__(self, prompt: Any) -> None:
+        super().__init__("prompt captured")
+        self.prompt = prompt
+
+
+class _PromptOnly:
+    """A ``Llama`` stand-in whose ``create_completion`` hands back its prompt instead of generating."""
+
+    def __init__(self, llama: Any) -> None:
+        self._llama = llama
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llama, name)
+
+    def create_completion(self, prompt: Any, **kwargs: Any) -> Any:
+        raise _Prompt(prompt)
+
+
+#: what opens a text answer in ``chatml-function-calling`` once tools are listed
+MESSAGE_OPEN = "message:\n"
+
+
+def none_keeps_tools(handler: Any) -> Any:
+    """``chatml-function-calling`` whose ``tool_choice="none"`` keeps the tool list in the prompt.
+
+    Why: llama-cpp-python renders a ``"none"`` request without its functions block and without the
+    ``message:`` prefix of earlier answers, so the request after a forced call shares only the system
+    text with it and the server evaluates the whole prompt again (the tool list alone is ~1,700 tokens
+    with toh_nb's tools). Here such a request is rendered the way the handler renders a call forced to
+    the first tool (the handler itself renders it, so the text is the template's own), the call's
+    opening ``functions.<name>:`` is replaced with ``message:``, and plain text is generated after it
+    with llama-cpp-python's public chat-formatter handler, which stops at ``<|im_end|>`` as ``"none"``
+    does. Requests with another ``tool_choice``, or without tools, go to the handler unchanged.
+    """
+    from llama_cpp import llama_chat_format
+
+    def handler_keeping_tools(**kwargs: Any) -> Any:
+        tools = kwargs.get("tools")
+        if kwargs.get("tool_choice") != "none" or not tools:
+            return handler(**kwargs)
+        first = tools[0]["function"]["name"]
+        forced = {**kwargs, "llama": _PromptOnly(kwargs["llama"]), "stream": False,
+                  "tool_choice": {"type": "function", "function": {"name": first}}}
+        try:
+            handler(**forced)
+        except _Prompt as captured:
+            prompt = captured.prompt
+        else:  # the handler generated without asking create_completion: keep its own "none"
+            return handler(**kwargs)
+        call_open = f"functions.{first}:\n"
+        if not isinstance(prompt, str) or not prompt.endswith(call_open):
+            return handler(**kwargs)
+        text_prompt = prompt[: -len(call_open)] + MESSAGE_OPEN
+
+        def formatter(**_: Any) -> Any:
+            return llama_chat_format.ChatFormatterResponse(prompt=text_prompt, stop=["<|im_end|>"])
+
+        return llama_chat_format.chat_formatter_to_chat_completion_handler(formatter)(**kwargs)
+
+    return handler_keeping_tools
 
 
 def parser() -> argparse.ArgumentParser:
