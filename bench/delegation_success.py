@@ -8,12 +8,14 @@ Issue 32.4: does ``"auto"`` delegate, and which forced recipe works? For each se
   cut by ``max_tokens``) with a non-empty text free of chat markup and HTML escapes;
 - ``background``: "Start a subagent in the background …, then read its answer with job_output";
   success: ``subagent`` with ``run_in_background: true``, then ``job_output`` whose result is the
-  child's output (not an error), then a clean answer as above;
+  child's output (not an error), then a clean answer as above (the root's last answer: the run waits
+  for the turn a job's completion notice starts);
 - ``recall``: a continuable child is told "Remember the word apple …", then ``send("Which word …")``;
   success: the second answer says "apple".
 
 Recipes: ``auto`` (``tool_choice="auto"`` everywhere) and ``forced`` (the root's first step forced to
-``subagent`` — and its second to ``job_output`` in the background scenario — then ``"none"``). Backends:
+``subagent``, then ``"none"``; in the background scenario ``job_output`` is forced right after a
+background start and at the first step of a turn a job's notice opened: ``background_steps``). Backends:
 ``local`` (``tn.LocalModel``) and ``server`` (``python -m toh_nb serve-model`` + ``OpenAIChatModel(
 profile="llama.cpp")``). Also counted: root answers containing "Paris" (foreground/background).
 
@@ -45,16 +47,54 @@ MAX_STEPS = 4
 RECIPES = ("auto", "forced")
 
 
+def started_job(message) -> bool:
+    """A background subagent start: the reference's ``started background subagent job <id>``."""
+    return message.role == "tool" and message.tool_name == "subagent" and message.text.startswith(
+        "started background subagent job ")
+
+
+def job_notice(message) -> bool:
+    source = message.source
+    return message.role == "user" and source is not None and source.plugin == "tool-jobs"
+
+
+def background_steps(request) -> str:
+    """The background recipe: the root's first step starts ``subagent``; right after a background start,
+    and at the first step of a turn a job's completion notice opened, it calls ``job_output`` (the model
+    fills in the id and ``wait``, which the result and the notice name); every other step is text."""
+    if request.depth > 0:
+        return "none"
+    if request.turn == 1 and request.step == 1:
+        return "subagent"
+    last = request.messages[-1] if request.messages else None
+    if last is not None and (started_job(last) or (request.step == 1 and job_notice(last))):
+        return "job_output"
+    return "none"
+
+
 def recipe(name: str, scenario: str):
     if name == "auto":
         return "auto"
     if scenario == "recall":
         return "none"
-    steps = {1: "subagent", 2: "job_output"} if scenario == "background" else {1: "subagent"}
+    if scenario == "background":
+        return background_steps
 
     def forced(request):
-        return steps.get(request.step, "none") if request.depth == 0 else "none"
+        return "subagent" if request.depth == 0 and request.step == 1 else "none"
     return forced
+
+
+async def settle(hub, seconds: float = 300.0) -> None:
+    """Wait until no job runs and the root is idle (a job's completion notice wakes the root for a turn)."""
+    deadline = time.monotonic() + seconds
+    quiet = 0
+    while time.monotonic() < deadline:
+        busy = any(job["status"] in ("running", "stopping") for job in await hub.jobs())
+        quiet = 0 if busy or hub.root_agent.status != "idle" else quiet + 1
+        if quiet >= 3:
+            return
+        await asyncio.sleep(0.2)
 
 
 class Recorder:
@@ -94,6 +134,8 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
     async with tn.AsyncHub(tn.FunctionModel(recorder.request), ids="sequential", max_steps=MAX_STEPS,
                            max_depth=MAX_DEPTH, delegation_tools=tools) as hub:
         result = await hub.run(DELEGATE if scenario == "foreground" else BACKGROUND)
+        if scenario == "background":
+            await settle(hub)  # the notice's turn, if the job's notice woke the root
     root = [(q, r) for q, r in recorder.log if q.depth == 0]
     calls = [c for _, r in root for c in r.tool_calls]
     kids = [r for q, r in recorder.log if q.depth == 1]
@@ -106,7 +148,10 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
     results = [m for q, _ in root for m in q.messages if m.role == "tool" and m.tool_name == "job_output"]
     read = any(not m.is_error and any(k.text.strip() and k.text.strip()[:40] in m.text for k in kids)
                for m in results)
-    return started and read and ended, named
+    # the root's last answer (the first turn's, or the one after the job's notice) is clean text
+    final = next((r for _, r in reversed(root) if not r.tool_calls), None)
+    answered = final is not None and final.stop_reason in ("end_turn", "max_tokens") and clean(final.text)
+    return started and read and answered, named or (final is not None and "paris" in final.text.lower())
 
 
 async def measure(backend: str, seeds: int, temperature: float, max_tokens: int, url: str | None, table: dict,

@@ -329,3 +329,41 @@ def test_a_none_step_keeps_the_tool_list_so_each_request_extends_the_previous_on
     assert list(model.cache_log) == [local.CacheUse("agent-1", 1, 1, 120, 0, 0.5),
                                      local.CacheUse("agent-1", 1, 2, 150, 118, 0.01)]
     assert model.cache_log[1].evaluated_tokens == 32
+
+
+def test_a_small_model_reads_which_job_id_to_pass_after_a_background_start_and_in_the_notice():
+    """Issue 32 (background + job_output): on a real hub the start result and the completion notice are the
+    reference's exact texts in the transcript, and what LocalModel renders for the model names the
+    ``job_output`` call with that job's id (SmolLM2 guessed ids 4 runs of 5)."""
+    from toh_nb.core.content import ToolCall
+    from toh_nb.core.model import ModelResponse
+
+    seen = []
+
+    def reply(request):
+        if request.depth > 0:
+            return "Paris."
+        seen.append(request)
+        if request.turn == 1 and request.step == 1:
+            return ModelResponse(tool_calls=[ToolCall("subagent", {"description": "capital", "prompt": "Capital?",
+                                                                   "run_in_background": True})])
+        return "Noted."
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(reply), ids="sequential") as hub:
+            await hub.run("Find the capital in the background.")
+            await until(lambda: any(r.turn == 2 for r in seen), "the notice's turn", timeout=5)
+
+    asyncio.run(main())
+    started = seen[1]
+    [result] = [m for m in started.messages if m.role == "tool"]
+    job_id = result.text.rsplit(" ", 1)[-1]
+    assert result.text == f"started background subagent job {job_id}"  # the reference's text, kept
+    hint = f"To read its answer, call job_output with job_id {job_id} and wait true."
+    assert chat_messages(started, show_tools=True)[-1] == {
+        "role": "user", "content": f"The subagent is working in the background as job {job_id}; its answer is not "
+                                   f"here yet. {hint}"}
+    woken = next(r for r in seen if r.turn == 2)
+    notice = woken.messages[-1]
+    assert notice.text.startswith(f"background job {job_id} (subagent: capital) finished [status: completed].")
+    assert chat_messages(woken, show_tools=True)[-1] == {"role": "user", "content": f"{notice.text}\n\n{hint}"}
