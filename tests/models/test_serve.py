@@ -18,8 +18,10 @@ from toh_nb.models import serve
 def test_server_arguments_are_the_measured_safe_settings():
     assert serve.server_argv("m.gguf", port=8123, n_threads=2) == [
         "--model", "m.gguf", "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", "8123",
-        "--n_ctx", "8192", "--n_threads", "2", "--seed", "0", "--interrupt_requests", "False"]
+        "--n_ctx", "8192", "--n_threads", "2", "--seed", "0", "--interrupt_requests", "False",
+        "--cache", "True", "--cache_type", "ram", "--cache_size", str(1024 << 20)]
     assert serve.server_argv("m.gguf", extra=["--n_batch", "64"])[-2:] == ["--n_batch", "64"]
+    assert "--cache" not in serve.server_argv("m.gguf", prompt_cache_mb=0)
 
 
 @pytest.mark.parametrize("asked, sent", [(None, 1024), (0, 1024), (-1, 1024), (5, 5), (4000, 4000)])
@@ -73,6 +75,9 @@ def test_cli_lists_serve_model_and_rejects_a_bad_cap(capsys):
         cli(["serve-model", "--max-tokens-cap", "0"])
     assert exit_info.value.code == 2
     assert "--max-tokens-cap must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli(["serve-model", "--prompt-cache-mb", "-1"])
+    assert "--prompt-cache-mb must be >= 0" in capsys.readouterr().err
 
 
 def test_start_model_server_reports_a_server_that_exits(tmp_path):
@@ -103,6 +108,19 @@ class FakeLlama:
         return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m",
                 "choices": [{"text": "Paris.", "index": 0, "logprobs": None, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+class SavedStates:
+    """llama-cpp-python's RAM cache as the report reads it: ``cache[tokens]`` is the saved state of the
+    longest prefix (its ``input_ids``), KeyError when none."""
+
+    def __init__(self, held: bytes) -> None:
+        import numpy
+
+        self.held = numpy.array(list(held))
+
+    def __getitem__(self, tokens):
+        return type("State", (), {"input_ids": self.held})()
 
 
 def function_calling(*, llama, messages, tools=None, tool_choice=None, **kwargs):
@@ -139,7 +157,13 @@ def test_a_none_request_keeps_the_tool_list_and_opens_a_message_where_a_forced_c
     assert call_prompt == "<system>tools: subagent, job_output</system><user>Capital?<assistant>functions.subagent:\n"
     assert bytes(prompt).decode() == ("<system>tools: subagent, job_output</system><user>Capital?<assistant>"
                                       "message:\n")
-    assert options["max_tokens"] == 7 and "<|im_end|>" in options["stop"] and options.get("grammar") is None
+    assert options["max_tokens"] == 7 and "<|im_end|>" in options["stop"]
+    from llama_cpp import LlamaGrammar
+
+    from toh_nb.models.local_grammar import text_grammar
+
+    # text without chat markup, as LocalModel's "none" steps
+    assert isinstance(options["grammar"], LlamaGrammar) and options["grammar"]._grammar == text_grammar()
     # every other request reaches llama-cpp-python's handler unchanged
     assert handler(llama=FakeLlama(), messages=messages, tools=TOOLS, tool_choice="auto")[0] == "auto"
     assert handler(llama=FakeLlama(), messages=messages, tools=None, tool_choice="none")[0] == "text"
@@ -155,3 +179,8 @@ def test_each_completion_reports_how_much_of_its_prompt_the_cache_held(capsys):
     assert re.match(serve.CACHE_LINE_PATTERN, line).groups() == ("41", "29", "12")
     serve.report_cache_use(object(), "x")  # no model state to read: no line, no failure
     assert capsys.readouterr().err == ""
+    # --cache: a saved state whose prefix is longer than the context's counts (it is loaded first)
+    saved = FakeLlama(b"<system>tools</system><user>hi")
+    saved.cache = SavedStates(b"<system>tools</system><user>ho<assist")
+    serve.report_cache_use(saved, "<system>tools</system><user>ho<assistant>")
+    assert capsys.readouterr().err.strip() == "serve-model cache: prompt 41 tokens, 37 reused, 4 evaluated"

@@ -145,7 +145,9 @@ class LocalModel:
         temperature: the sampling temperature (0: greedy).
         max_tokens: the completion limit when a request sets none.
         tool_choice: ``"auto"``, ``"required"``, ``"none"``, a tool name, or a function of the
-            ``ModelRequest`` returning one of those.
+            ``ModelRequest`` returning one of those. The offered tools are listed in every prompt whatever
+            it says (so each request extends the previous one and the KV cache is reused); the grammar
+            enforces it.
         chat_format: a llama-cpp-python chat format name, instead of the GGUF's own chat template.
         on_delta: ``on_delta(agent_id, text)`` (sync or async), called with each generated text delta.
         max_string_chars: the longest string a tool call's arguments may hold when the tool's schema sets

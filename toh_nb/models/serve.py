@@ -22,7 +22,10 @@ library never patches the user's):
   LocalModel made ~15 (measured side by side).
 
 And the settings toh_nb's ``profile="llama.cpp"`` is measured with: ``--chat_format
-chatml-function-calling`` (the format that gives small GGUF models tool calls), 127.0.0.1,
+chatml-function-calling`` (the format that gives small GGUF models tool calls), llama-cpp-python's RAM
+prompt cache (``--cache``, ``--prompt-cache-mb``, 1024 MB: the server's context holds one sequence, so a
+child's request evicts its parent's prompt; with the cache the parent's next step loads its saved state
+instead of evaluating its prompt again), 127.0.0.1,
 ``--n_ctx 8192``, ``--interrupt_requests False`` (with it, a second request cut a running stream short
 with no finish_reason), the bundled SmolLM2 GGUF unless ``--model`` names another. Any other
 ``llama_cpp.server`` option is passed through unchanged after ``--``::
@@ -55,6 +58,8 @@ from ..core.errors import ModelError, UsageError
 
 #: a generation asked with no limit gets this many tokens at most
 MAX_TOKENS_CAP = 1024
+#: megabytes of saved model states (llama-cpp-python's RAM prompt cache); 0 turns it off
+PROMPT_CACHE_MB = 1024
 #: the llama-cpp-python chat format the launcher serves (tool calls for small GGUF models)
 FUNCTION_CALLING = "chatml-function-calling"
 START_TIMEOUT = 120.0
@@ -65,11 +70,14 @@ def default_threads() -> int:
 
 
 def server_argv(model: str, *, host: str = "127.0.0.1", port: int = 8000, n_ctx: int = 8192,
-                n_threads: int | None = None, seed: int = 0, extra: Sequence[str] = ()) -> list[str]:
+                n_threads: int | None = None, seed: int = 0, prompt_cache_mb: int = PROMPT_CACHE_MB,
+                extra: Sequence[str] = ()) -> list[str]:
     """The ``llama_cpp.server`` arguments of the safe settings (see the module docstring)."""
+    cache = ["--cache", "True", "--cache_type", "ram", "--cache_size", str(prompt_cache_mb << 20)] \
+        if prompt_cache_mb > 0 else []
     return ["--model", str(model), "--chat_format", FUNCTION_CALLING, "--host", host, "--port", str(port),
             "--n_ctx", str(n_ctx), "--n_threads", str(n_threads or default_threads()), "--seed", str(seed),
-            "--interrupt_requests", "False", *extra]
+            "--interrupt_requests", "False", *cache, *extra]
 
 
 def capped(max_tokens: Any, cap: int) -> Any:
@@ -140,10 +148,15 @@ def report_cache_use(llama: Any, prompt: Any) -> None:
     try:
         tokens = list(prompt) if isinstance(prompt, list) else llama.tokenize(str(prompt).encode("utf-8"),
                                                                              special=True)
-        cached = llama.input_ids[: llama.n_tokens]
+        reused = reused_tokens(llama.input_ids[: llama.n_tokens], tokens)
     except Exception:  # never fail a completion over a log line (a prompt of another shape, a stand-in)
         return
-    reused = reused_tokens(cached, tokens)
+    saved = getattr(llama, "cache", None)  # --cache: a saved state with a longer prefix is loaded first
+    if saved:
+        try:
+            reused = max(reused, reused_tokens(saved[tokens].input_ids.tolist(), tokens))
+        except (KeyError, AttributeError, TypeError):
+            pass
     print(CACHE_LINE.format(prompt=len(tokens), reused=reused, evaluated=len(tokens) - reused),
           file=sys.stderr, flush=True)
 
@@ -183,7 +196,9 @@ def none_keeps_tools(handler: Any) -> Any:
     the first tool (the handler itself renders it, so the text is the template's own), the call's
     opening ``functions.<name>:`` is replaced with ``message:``, and plain text is generated after it
     with llama-cpp-python's public chat-formatter handler, which stops at ``<|im_end|>`` as ``"none"``
-    does. Requests with another ``tool_choice``, or without tools, go to the handler unchanged.
+    does, under LocalModel's markup-free text grammar (``local_grammar.text_grammar``: shown the call
+    format in the system message, SmolLM2 otherwise answered ``<response>`` tags and call-shaped JSON).
+    Requests with another ``tool_choice``, or without tools, go to the handler unchanged.
     """
     from llama_cpp import llama_chat_format
 
@@ -208,6 +223,14 @@ def none_keeps_tools(handler: Any) -> Any:
         def formatter(**_: Any) -> Any:
             return llama_chat_format.ChatFormatterResponse(prompt=text_prompt, stop=["<|im_end|>"])
 
+        if kwargs.get("grammar") is None and kwargs.get("response_format") is None:
+            # shown the call format, SmolLM2 answered '<response>\n{ "arg1": "Paris", …': text without markup,
+            # the grammar of LocalModel's "none" steps
+            from llama_cpp import LlamaGrammar
+
+            from .local_grammar import text_grammar
+
+            kwargs = {**kwargs, "grammar": LlamaGrammar.from_string(text_grammar(), verbose=False)}
         return llama_chat_format.chat_formatter_to_chat_completion_handler(formatter)(**kwargs)
 
     return handler_keeping_tools
@@ -226,6 +249,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     p.add_argument("--max-tokens-cap", type=int, default=MAX_TOKENS_CAP,
                    help="tokens of a completion asked with no limit (default: %(default)s)")
+    p.add_argument("--prompt-cache-mb", type=int, default=PROMPT_CACHE_MB,
+                   help="megabytes of model states kept after each completion, so a prompt that extends an "
+                        "earlier one (an agent's next step after a child's request) is not evaluated again; "
+                        "0: off (default: %(default)s)")
     return p
 
 
@@ -239,6 +266,8 @@ def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(argv)
     if args.max_tokens_cap < 1:
         parser().error("--max-tokens-cap must be >= 1")
+    if args.prompt_cache_mb < 0:
+        parser().error("--prompt-cache-mb must be >= 0")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when llama.cpp loads: before the import
     try:
         import llama_cpp.server  # noqa: F401  (the server extra: fastapi, uvicorn, sse-starlette)
@@ -251,7 +280,8 @@ def main(argv: Sequence[str]) -> int:
     import runpy
 
     sys.argv = ["llama_cpp.server", *server_argv(model, host=args.host, port=args.port, n_ctx=args.n_ctx,
-                                                 n_threads=args.n_threads, seed=args.seed, extra=extra)]
+                                                 n_threads=args.n_threads, seed=args.seed,
+                                                 prompt_cache_mb=args.prompt_cache_mb, extra=extra)]
     with safe_server_settings(args.max_tokens_cap):
         runpy.run_module("llama_cpp.server", run_name="__main__")
     return 0
@@ -305,13 +335,13 @@ class ModelServer:
 
 def start_model_server(model: str | Path | None = None, *, port: int | None = None, n_ctx: int = 8192,
                        n_threads: int | None = None, seed: int = 0, max_tokens_cap: int = MAX_TOKENS_CAP,
-                       extra: Sequence[str] = (), log_path: str | Path | None = None,
-                       timeout: float = START_TIMEOUT) -> ModelServer:
+                       prompt_cache_mb: int = PROMPT_CACHE_MB, extra: Sequence[str] = (),
+                       log_path: str | Path | None = None, timeout: float = START_TIMEOUT) -> ModelServer:
     """Start ``python -m toh_nb serve-model`` on 127.0.0.1 and wait until it answers (see the module
     docstring); its output goes to ``log_path`` (a temporary file by default)."""
     port = port or free_port()
     command = [sys.executable, "-m", "toh_nb", "serve-model", "--port", str(port), "--n-ctx", str(n_ctx),
-               "--seed", str(seed), "--max-tokens-cap", str(max_tokens_cap)]
+               "--seed", str(seed), "--max-tokens-cap", str(max_tokens_cap), "--prompt-cache-mb", str(prompt_cache_mb)]
     if model is not None:
         command += ["--model", str(model)]
     if n_threads is not None:
