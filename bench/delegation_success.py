@@ -151,6 +151,12 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
     # the root's last answer (the first turn's, or the one after the job's notice) is clean text
     final = next((r for _, r in reversed(root) if not r.tool_calls), None)
     answered = final is not None and final.stop_reason in ("end_turn", "max_tokens") and clean(final.text)
+    if not (started and read and answered):
+        outputs = [c.arguments for c in calls if c.name == "job_output"]
+        print(f"    why: started={started} read={read} answered={answered}; subagent calls "
+              f"{[c.arguments.get('run_in_background') for c in calls if c.name == 'subagent']}; job_output "
+              f"{outputs} -> {[m.text[:60] for m in results]}; last answer {final.text[:60] if final else None!r}",
+              flush=True)
     return started and read and answered, named or (final is not None and "paris" in final.text.lower())
 
 

@@ -16,8 +16,10 @@ Two variants run in the same process, one after the other, on the same backend:
 Backends: ``local`` (``tn.LocalModel``; the figures are its ``cache_log``) and ``server``
 (``python -m toh_nb serve-model`` + ``OpenAIChatModel(profile="llama.cpp")``; the figures are the
 launcher's ``serve-model cache:`` log lines, one per completion, summed per request). The KV cache holds
-one sequence, so a child's request in between evicts part of its parent's prefix: the root's step after
-its child's answer reuses what the two prompts share (the tool list, when both list it).
+one sequence, so a child's request in between evicts part of its parent's prefix: on LocalModel the
+root's step after its child's answer reuses what the two prompts share (the tool list opens both);
+``serve-model`` also keeps saved states (``--prompt-cache-mb``; ``--prompt-cache-mb 0`` here to compare),
+so the root's step after its child loads its own.
 
 Run from the repository root (needs the ``local`` extra; a few minutes):
 ``nice -n 10 env PYTHONPATH=. python bench/prompt_cache.py --backend both``
@@ -122,6 +124,8 @@ def report(backend: str, variant: str, rows: list[tuple], answers: list[str]) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("local", "server", "both"), default="local")
+    parser.add_argument("--prompt-cache-mb", type=int, default=None,
+                        help="serve-model's saved-state cache (default: the launcher's; 0: off)")
     args = parser.parse_args()
     backends = ("local", "server") if args.backend == "both" else (args.backend,)
     for backend in backends:
@@ -131,7 +135,8 @@ def main() -> None:
             continue
         from toh_nb.models.serve import start_model_server
 
-        with start_model_server() as server:
+        options = {} if args.prompt_cache_mb is None else {"prompt_cache_mb": args.prompt_cache_mb}
+        with start_model_server(**options) as server:
             for variant in ("before", "after"):
                 report(backend, variant, *run(backend, variant, server))
 

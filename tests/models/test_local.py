@@ -359,7 +359,7 @@ def test_a_small_model_reads_which_job_id_to_pass_after_a_background_start_and_i
     [result] = [m for m in started.messages if m.role == "tool"]
     job_id = result.text.rsplit(" ", 1)[-1]
     assert result.text == f"started background subagent job {job_id}"  # the reference's text, kept
-    hint = f"To read its answer, call job_output with job_id {job_id} and wait true."
+    hint = f'To read its answer, call job_output with {{"job_id": "{job_id}", "wait": true}}.'
     assert chat_messages(started, show_tools=True)[-1] == {
         "role": "user", "content": f"The subagent is working in the background as job {job_id}; its answer is not "
                                    f"here yet. {hint}"}

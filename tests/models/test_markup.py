@@ -48,12 +48,12 @@ def test_a_background_start_names_the_job_output_call_with_its_exact_id():
     the call to make, id included. The transcript keeps the reference's exact texts."""
     assert result_message([("subagent", "started background subagent job subagent-1", False)]) == (
         "The subagent is working in the background as job subagent-1; its answer is not here yet. "
-        "To read its answer, call job_output with job_id subagent-1 and wait true.")
+        'To read its answer, call job_output with {"job_id": "subagent-1", "wait": true}.')
     # with another result in the same step, the closing line still asks for a reply
     assert result_message([("subagent", "started background subagent job subagent-2", False),
                            ("subagent", "Paris.", False)]) == (
         "The subagent is working in the background as job subagent-2; its answer is not here yet. "
-        "To read its answer, call job_output with job_id subagent-2 and wait true.\n\n"
+        'To read its answer, call job_output with {"job_id": "subagent-2", "wait": true}.\n\n'
         "Here is the answer of the subagent:\n\nParis.\n\nUsing it, reply to my request in your own words.")
     # only the subagent tool's own start line is reworded
     assert result_message([("job_list", "started background subagent job subagent-1", False)]).startswith(
@@ -65,7 +65,7 @@ def test_a_job_notice_gets_the_job_output_call_and_other_messages_stay_as_they_a
               "Read its output with job_output.")
     source = Source("plugin", form="notice", plugin="tool-jobs", summary="subagent capital [status: completed]")
     assert notice_text(notice, source) == (
-        notice + "\n\nTo read its answer, call job_output with job_id subagent-3 and wait true.")
+        notice + '\n\nTo read its answer, call job_output with {"job_id": "subagent-3", "wait": true}.')
     assert notice_text(notice, Source("user")) == notice
     assert notice_text(notice, None) == notice
     assert notice_text("hello", source) == "hello"

@@ -131,7 +131,7 @@ def test_a_background_start_and_its_notice_name_the_job_output_call_for_a_small_
         Message("assistant", [Text("Started.")]),
         Message("user", [Text(notice)], source=Source("plugin", form="notice", plugin="tool-jobs", summary="s")),
     ]
-    hint = "To read its answer, call job_output with job_id subagent-1 and wait true."
+    hint = 'To read its answer, call job_output with {"job_id": "subagent-1", "wait": true}.'
     llama.push(text("ok"))
     call(make(llama, profile="llama.cpp", tool_choice="none"), req(conversation, tools=[SEARCH]))
     assert llama.bodies[0]["messages"][-3:] == [

@@ -105,8 +105,12 @@ _JOB_NOTICE = re.compile(r"^background job (\S+) \(")
 
 
 def read_job_hint(job_id: str) -> str:
-    """Which call reads a background job's answer, with the exact id (no quotes: see :func:`result_intro`)."""
-    return f"To read its answer, call job_output with job_id {job_id} and wait true."
+    """Which call reads a background job's answer, with its exact arguments.
+
+    As JSON, the way the call is written: told "call job_output with job_id subagent-1", SmolLM2 wrote
+    ``{"job_id": "job_id-1"}``; a small model copies the value that follows ``"job_id": "`` in its context.
+    (A server whose template HTML-escapes messages shows the quotes as ``&#34;``; the id stays readable.)"""
+    return f'To read its answer, call job_output with {{"job_id": "{job_id}", "wait": true}}.'
 
 
 def started_job_text(job_id: str) -> str:
