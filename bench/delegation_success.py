@@ -59,13 +59,15 @@ def job_notice(message) -> bool:
 
 
 def background_steps(request) -> str:
-    """The background recipe: the root's first step starts ``subagent``; right after a background start,
-    and at the first step of a turn a job's completion notice opened, it calls ``job_output`` (the model
-    fills in the id and ``wait``, which the result and the notice name); every other step is text."""
+    """The background recipe: the root's first step starts ``subagent`` with ``run_in_background: true``
+    fixed (left to choose, SmolLM2 set it false 12 runs of 13); right after a background start, and at
+    the first step of a turn a job's completion notice opened, it calls ``job_output`` (the model fills in
+    the id and ``wait``, which the result and the notice name); every other step is text. Through the
+    server (``OpenAIChatModel`` forces a tool by name only) the model sets ``run_in_background`` itself."""
     if request.depth > 0:
         return "none"
-    if request.turn == 1 and request.step == 1:
-        return "subagent"
+    if request.turn == 1 and request.step == 1:  # LocalModel: run_in_background fixed (the server: the model's)
+        return {"name": "subagent", "arguments": {"run_in_background": True}}
     last = request.messages[-1] if request.messages else None
     if last is not None and (started_job(last) or (request.step == 1 and job_notice(last))):
         return "job_output"
@@ -111,6 +113,12 @@ class Recorder:
 def make_model(backend: str, choice, seed: int, temperature: float, max_tokens: int, url: str | None):
     if backend == "local":
         return tn.LocalModel(tool_choice=choice, seed=seed, temperature=temperature, max_tokens=max_tokens)
+    if callable(choice):  # OpenAIChatModel forces a tool by name: fixed arguments are LocalModel's
+        named = choice
+
+        def choice(request):
+            chosen = named(request)
+            return chosen["name"] if isinstance(chosen, dict) else chosen
     return tn.OpenAIChatModel("smollm2", base_url=url, profile="llama.cpp", tool_choice=choice,
                               temperature=temperature, max_tokens=max_tokens, extra_body={"seed": seed},
                               timeout=120.0, max_retries=0)

@@ -112,7 +112,7 @@ def test_tool_choice_resolves_per_request():
                                             r"agent-1 \(subagent, list_agents\)"):
         tn.LocalModel(tool_choice="job_kill").resolve_tool_choice(request())
     with pytest.raises(tn.ModelError, match=r"tool_choice function returned None; expected 'auto', 'none', "
-                                            r"'required' or a tool name"):
+                                            r"'required', a tool name or \{'name': <tool>, 'arguments': \{\.\.\.\}\}"):
         tn.LocalModel(tool_choice=lambda r: None).resolve_tool_choice(request())
 
 
@@ -367,3 +367,39 @@ def test_a_small_model_reads_which_job_id_to_pass_after_a_background_start_and_i
     notice = woken.messages[-1]
     assert notice.text.startswith(f"background job {job_id} (subagent: capital) finished [status: completed].")
     assert chat_messages(woken, show_tools=True)[-1] == {"role": "user", "content": f"{notice.text}\n\n{hint}"}
+
+
+def test_a_call_with_fixed_arguments_narrows_only_the_grammar_schema():
+    """``{"name": …, "arguments": {…}}`` forces that tool with those values (``const``, required in the call
+    grammar's schema); the prompt keeps the tool as offered. A small model left to choose
+    ``run_in_background`` set it false 12 runs of 13."""
+    background = ToolSpec("subagent", "Delegate a task.", {
+        "type": "object", "properties": {"prompt": {"type": "string"}, "run_in_background": {"type": "boolean"}},
+        "required": ["prompt"]})
+    model = tn.LocalModel(tool_choice={"name": "subagent", "arguments": {"run_in_background": True}})
+    mode, [tool] = model.resolve_tool_choice(request(tools=(background, LIST)))
+    assert mode == "required" and tool.name == "subagent"
+    assert tool.parameters == {"type": "object", "required": ["prompt", "run_in_background"],
+                               "properties": {"prompt": {"type": "string"}, "run_in_background": {"const": True}}}
+    assert background.parameters["properties"]["run_in_background"] == {"type": "boolean"}  # not changed
+    with pytest.raises(tn.ModelError, match=r"LocalModel tool_choice fixes 'wait', which the subagent tool does not "
+                                            r"take \(prompt, run_in_background\)"):
+        tn.LocalModel(tool_choice={"name": "subagent", "arguments": {"wait": True}}).resolve_tool_choice(
+            request(tools=(background,)))
+    with pytest.raises(tn.ModelError, match=r"LocalModel tool_choice 'job_kill' is not one of the tools offered"):
+        tn.LocalModel(tool_choice=lambda r: {"name": "job_kill"}).resolve_tool_choice(request())
+    with pytest.raises(tn.UsageError, match=r"LocalModel tool_choice as a dict must be \{'name': <tool name>, "
+                                            r"'arguments': \{<argument>: <fixed value>, \.\.\.\}\}, got \{'tool': 'x'\}"):
+        tn.LocalModel(tool_choice={"tool": "x"})
+
+
+def test_fixed_arguments_are_what_the_call_grammar_writes():
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'toh-nb[local]')")
+    from toh_nb.models.local_grammar import call_grammar
+
+    background = ToolSpec("subagent", "d", {"type": "object", "properties": {
+        "prompt": {"type": "string"}, "run_in_background": {"type": "boolean"}}})
+    fixed = local.fixed_call({"name": "subagent", "arguments": {"run_in_background": True}},
+                             request(tools=(background,)))
+    lines = call_grammar([fixed], 50).splitlines()
+    assert 'alternative-0-arguments-run-in-background ::= "true"' in lines

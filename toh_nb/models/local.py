@@ -26,6 +26,10 @@ Tool calls: ``tool_choice`` decides per request —
 - a tool name: a call to that tool; ``"none"``: text only, generated under a grammar that cannot open
   chat markup (so no call, and no ``<tool_call>`` block written as prose); chat markup in a text is
   removed anyway (``toh_nb.models.markup``);
+- ``{"name": <tool>, "arguments": {...}}``: a call to that tool with those arguments fixed (the grammar
+  writes them as given, the model fills in the rest), e.g. a background delegation
+  ``{"name": "subagent", "arguments": {"run_in_background": True}}`` (a small model left to choose
+  set it false 12 runs of 13, ``bench/delegation_success.py``);
 - a callable ``(ModelRequest) -> one of the above``, e.g. force a delegation at the root's first step:
   ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
 
@@ -64,7 +68,7 @@ from typing import Any, Callable, Union
 from ..core.content import Usage
 from ..core.errors import ModelError, UsageError
 from ..core.checks import MAX_COUNT, check_count, check_number
-from ..core.model import ModelRequest, ModelResponse
+from ..core.model import ModelRequest, ModelResponse, ToolSpec
 from .deltas import DeltaSink
 from .local_engine import Generation, check_path, default_model_path, engine_for
 from .local_prompt import chat_messages, parse_call
@@ -72,7 +76,7 @@ from .local_prompt import chat_messages, parse_call
 log = logging.getLogger(__name__)
 
 CHOICES = ("auto", "none", "required")
-ToolChoice = Union[str, Callable[[ModelRequest], str]]
+ToolChoice = Union[str, dict, Callable[[ModelRequest], Union[str, dict]]]
 _DONE = object()
 
 
@@ -124,6 +128,37 @@ class CacheUse:
         return self.prompt_tokens - self.reused_tokens
 
 
+def check_fixed_call(choice: dict, error: type) -> tuple[str, dict]:
+    """``{"name": <tool>, "arguments": {...}}`` as (name, arguments), or ``error`` saying what is wrong."""
+    name, arguments = choice.get("name"), choice.get("arguments", {})
+    if set(choice) - {"name", "arguments"} or not isinstance(name, str) or not name or not isinstance(arguments, dict):
+        raise error("LocalModel tool_choice as a dict must be {'name': <tool name>, 'arguments': {<argument>: "
+                    f"<fixed value>, ...}}}}, got {choice!r}")
+    return name, arguments
+
+
+def fixed_call(choice: dict, request: ModelRequest) -> ToolSpec:
+    """The offered tool ``choice`` names, its schema narrowed so the given arguments are fixed (``const``,
+    required): the grammar then writes them as given and the model fills in the rest. The prompt still
+    lists the tool as offered (the prompt stays a prefix of the next request)."""
+    name, arguments = check_fixed_call(choice, ModelError)
+    tool = next((t for t in request.tools if t.name == name), None)
+    if tool is None:
+        raise ModelError(f"LocalModel tool_choice {name!r} is not one of the tools offered to {request.agent_id} "
+                         f"({', '.join(request.tool_names)})")
+    schema = dict(tool.parameters or {"type": "object"})
+    properties = dict(schema.get("properties") or {})
+    unknown = [key for key in arguments if key not in properties]
+    if unknown:
+        raise ModelError(f"LocalModel tool_choice fixes {', '.join(map(repr, unknown))}, which the {name} tool "
+                         f"does not take ({', '.join(properties) or 'no arguments'})")
+    for key, value in arguments.items():
+        properties[key] = {"const": value}
+    schema["properties"] = properties
+    schema["required"] = list(dict.fromkeys([*schema.get("required", []), *arguments]))
+    return ToolSpec(tool.name, tool.description, schema)
+
+
 #: how many requests ``LocalModel.cache_log`` keeps (the oldest are dropped)
 CACHE_LOG_SIZE = 1000
 
@@ -144,8 +179,9 @@ class LocalModel:
         seed: the sampling seed.
         temperature: the sampling temperature (0: greedy).
         max_tokens: the completion limit when a request sets none.
-        tool_choice: ``"auto"``, ``"required"``, ``"none"``, a tool name, or a function of the
-            ``ModelRequest`` returning one of those. The offered tools are listed in every prompt whatever
+        tool_choice: ``"auto"``, ``"required"``, ``"none"``, a tool name, ``{"name": <tool>, "arguments":
+            {...}}`` (that tool with those arguments fixed), or a function of the ``ModelRequest`` returning
+            one of those. The offered tools are listed in every prompt whatever
             it says (so each request extends the previous one and the KV cache is reused); the grammar
             enforces it.
         chat_format: a llama-cpp-python chat format name, instead of the GGUF's own chat template.
@@ -172,7 +208,9 @@ class LocalModel:
             check_count(value, f"LocalModel {name}", minimum=least)
         check_count(n_threads, "LocalModel n_threads", none="")
         check_number(temperature, "LocalModel temperature", unit="", none=None, maximum=MAX_COUNT)
-        if not (callable(tool_choice) or (isinstance(tool_choice, str) and tool_choice)):
+        if isinstance(tool_choice, dict):
+            check_fixed_call(tool_choice, UsageError)
+        elif not (callable(tool_choice) or (isinstance(tool_choice, str) and tool_choice)):
             raise UsageError("LocalModel tool_choice must be 'auto', 'none', 'required', a tool name or a function "
                              f"of the request returning one of those, got {tool_choice!r}")
         if chat_format is not None and (not isinstance(chat_format, str) or not chat_format):
@@ -220,6 +258,8 @@ class LocalModel:
         choice = self.tool_choice(request) if callable(self.tool_choice) else self.tool_choice
         if not request.tools:
             return "none", []
+        if isinstance(choice, dict):
+            return "required", [fixed_call(choice, request)]
         if choice in ("auto", "required"):
             return choice, list(request.tools)
         if choice == "none":
@@ -231,7 +271,7 @@ class LocalModel:
             raise ModelError(f"LocalModel tool_choice {choice!r} is not one of the tools offered to "
                              f"{request.agent_id} ({', '.join(request.tool_names)})")
         raise ModelError(f"LocalModel tool_choice function returned {choice!r}; expected 'auto', 'none', "
-                         "'required' or a tool name")
+                         "'required', a tool name or {'name': <tool>, 'arguments': {...}}")
 
     # -- the call --------------------------------------------------------------------------------
 

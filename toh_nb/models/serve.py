@@ -4,7 +4,7 @@ Why a launcher of our own: plain ``python -m llama_cpp.server`` (and ``Llama.cre
 in a notebook) crashed with a segmentation fault (exit 139) on this project's machine, a CPU with
 Intel AMX: llama.cpp's AMX matmul path (an "extra buffer type") fails on the bundled SmolLM2 Q4_1
 GGUF (llama-cpp-python 0.3.36), and the server has no option to turn it off. This launcher runs the
-same server in the same process with three changes, each undoable only here (in its own process — a
+same server in the same process with these changes, each undoable only here (in its own process — a
 library never patches the user's):
 
 - models are loaded without extra buffer types (``local_engine.extra_buffers_off``, as LocalModel does);
@@ -14,9 +14,12 @@ library never patches the user's):
   ``"auto"`` tool mode asks so for the tool arguments and the text) gets ``--max-tokens-cap`` (1024);
 - a ``tool_choice="none"`` request that offers tools is rendered with its tool list and the
   ``message:`` prefixes, as the template renders a forced or ``"auto"`` request (llama-cpp-python's
-  ``chatml-function-calling`` drops both for ``"none"``), and generates its text after ``message:``:
-  each request of an agent then extends the previous one as an exact prefix and the server's KV cache
-  is reused across a ``"none"`` step (``bench/prompt_cache.py --backend server``: the figures);
+  ``chatml-function-calling`` drops both for ``"none"``), and generates its text after ``message:``
+  under LocalModel's markup-free text grammar: each request of an agent then extends the previous one
+  as an exact prefix and the server's KV cache is reused across a ``"none"`` step
+  (``bench/prompt_cache.py --backend server``: the figures);
+- each completion prints how much of its prompt the cache held (``serve-model cache: prompt N tokens,
+  R reused, E evaluated``) to the server's log;
 - llama.cpp's OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set), as LocalModel's
   do: with spinning threads the server made 0.5-2 tokens/s on the shared two-core machine while
   LocalModel made ~15 (measured side by side).
