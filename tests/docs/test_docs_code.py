@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ..markdown_code import ROOT, Block, blocks, check_needs_marker, env, run, run_as_written
+from ..markdown_code import ROOT, SLOW_NEEDS, Block, blocks, check_needs_marker, env, run, run_as_written
 
 DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "tutorials" not in p.relative_to(DOCS).parts)
@@ -79,6 +79,7 @@ def test_every_needs_marker_names_something_this_test_provides(block):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(max(SLOW_NEEDS.values()) + 60)  # bounded by the block's own subprocess timeout
 @pytest.mark.parametrize("block", PYTHON, ids=[ident(b) for b in PYTHON])
 def test_python_block_runs_as_written(block, tmp_path):
     run_as_written(block, tmp_path)

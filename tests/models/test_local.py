@@ -112,7 +112,7 @@ def test_tool_choice_resolves_per_request():
                                             r"agent-1 \(subagent, list_agents\)"):
         tn.LocalModel(tool_choice="job_kill").resolve_tool_choice(request())
     with pytest.raises(tn.ModelError, match=r"tool_choice function returned None; expected 'auto', 'none', "
-                                            r"'required' or a tool name"):
+                                            r"'required', a tool name or \{'name': <tool>, 'arguments': \{\.\.\.\}\}"):
         tn.LocalModel(tool_choice=lambda r: None).resolve_tool_choice(request())
 
 
@@ -293,3 +293,113 @@ def test_auto_grammar_offers_a_whole_call_or_a_text_answer_without_markup():
     assert text_grammar().splitlines() == ["root ::= text-answer", *lines[1:3]]
     for gbnf in (grammar, text_grammar()):
         LlamaGrammar.from_string(gbnf, verbose=False)  # llama.cpp parses it
+
+
+def test_a_none_step_keeps_the_tool_list_so_each_request_extends_the_previous_one(engine):
+    """Issue 32 item 6: a ``"none"`` step lists the tools like the forced step before it (the grammar, not
+    the prompt, forbids the call), so its prompt extends the previous one and the KV cache is reused;
+    each request's cache use is recorded in ``cache_log``."""
+    jobs = []
+    finished = iter([
+        Completion("", '{"name": "subagent", "arguments": {"prompt": "capital?"}}\n</tool_call>', "stop", 120, 9, 0,
+                   0.5),
+        Completion("Paris.", None, "stop", 150, 2, 118, 0.01),
+    ])
+
+    def complete(job):
+        jobs.append(job)
+        return next(finished)
+
+    engine.complete = complete
+    model = tn.LocalModel(tool_choice=lambda r: "subagent" if r.step == 1 else "none")
+    first = request([user("Capital of France?")])
+    call = ToolCallBlock("c1", "subagent", {"prompt": "capital?"})
+    second = request([user("Capital of France?"), Message("assistant", [call]),
+                      Message("tool", [ToolResultBlock("c1", "subagent", "Paris.")])], step=2)
+
+    async def main():
+        return await model.request(first), await model.request(second)
+
+    asyncio.run(main())
+    assert [job.mode for job in jobs] == ["required", "none"]
+    assert jobs[1].call_tools == []  # no call can be made at the "none" step ...
+    assert jobs[1].messages[0] == jobs[0].messages[0]  # ... but its system message lists the same tools
+    assert jobs[0].messages[0]["content"].startswith(TOOLS_HEADER)
+    assert jobs[1].messages[: len(jobs[0].messages)] == jobs[0].messages  # an exact prefix
+    assert list(model.cache_log) == [local.CacheUse("agent-1", 1, 1, 120, 0, 0.5),
+                                     local.CacheUse("agent-1", 1, 2, 150, 118, 0.01)]
+    assert model.cache_log[1].evaluated_tokens == 32
+
+
+def test_a_small_model_reads_which_job_id_to_pass_after_a_background_start_and_in_the_notice():
+    """Issue 32 (background + job_output): on a real hub the start result and the completion notice are the
+    reference's exact texts in the transcript, and what LocalModel renders for the model names the
+    ``job_output`` call with that job's id (SmolLM2 guessed ids 4 runs of 5)."""
+    from toh_nb.core.content import ToolCall
+    from toh_nb.core.model import ModelResponse
+
+    seen = []
+
+    def reply(request):
+        if request.depth > 0:
+            return "Paris."
+        seen.append(request)
+        if request.turn == 1 and request.step == 1:
+            return ModelResponse(tool_calls=[ToolCall("subagent", {"description": "capital", "prompt": "Capital?",
+                                                                   "run_in_background": True})])
+        return "Noted."
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(reply), ids="sequential") as hub:
+            await hub.run("Find the capital in the background.")
+            await until(lambda: any(r.turn == 2 for r in seen), "the notice's turn", timeout=5)
+
+    asyncio.run(main())
+    started = seen[1]
+    [result] = [m for m in started.messages if m.role == "tool"]
+    job_id = result.text.rsplit(" ", 1)[-1]
+    assert result.text == f"started background subagent job {job_id}"  # the reference's text, kept
+    hint = f'To read its answer, call job_output with {{"job_id": "{job_id}", "wait": true}}.'
+    assert chat_messages(started, show_tools=True)[-1] == {
+        "role": "user", "content": f"The subagent is working in the background as job {job_id}; its answer is not "
+                                   f"here yet. {hint}"}
+    woken = next(r for r in seen if r.turn == 2)
+    notice = woken.messages[-1]
+    assert notice.text.startswith(f"background job {job_id} (subagent: capital) finished [status: completed].")
+    assert chat_messages(woken, show_tools=True)[-1] == {"role": "user", "content": f"{notice.text}\n\n{hint}"}
+
+
+def test_a_call_with_fixed_arguments_narrows_only_the_grammar_schema():
+    """``{"name": …, "arguments": {…}}`` forces that tool with those values (``const``, required in the call
+    grammar's schema); the prompt keeps the tool as offered. A small model left to choose
+    ``run_in_background`` set it false 12 runs of 13."""
+    background = ToolSpec("subagent", "Delegate a task.", {
+        "type": "object", "properties": {"prompt": {"type": "string"}, "run_in_background": {"type": "boolean"}},
+        "required": ["prompt"]})
+    model = tn.LocalModel(tool_choice={"name": "subagent", "arguments": {"run_in_background": True}})
+    mode, [tool] = model.resolve_tool_choice(request(tools=(background, LIST)))
+    assert mode == "required" and tool.name == "subagent"
+    assert tool.parameters == {"type": "object", "required": ["prompt", "run_in_background"],
+                               "properties": {"prompt": {"type": "string"}, "run_in_background": {"const": True}}}
+    assert background.parameters["properties"]["run_in_background"] == {"type": "boolean"}  # not changed
+    with pytest.raises(tn.ModelError, match=r"LocalModel tool_choice fixes 'wait', which the subagent tool does not "
+                                            r"take \(prompt, run_in_background\)"):
+        tn.LocalModel(tool_choice={"name": "subagent", "arguments": {"wait": True}}).resolve_tool_choice(
+            request(tools=(background,)))
+    with pytest.raises(tn.ModelError, match=r"LocalModel tool_choice 'job_kill' is not one of the tools offered"):
+        tn.LocalModel(tool_choice=lambda r: {"name": "job_kill"}).resolve_tool_choice(request())
+    with pytest.raises(tn.UsageError, match=r"LocalModel tool_choice as a dict must be \{'name': <tool name>, "
+                                            r"'arguments': \{<argument>: <fixed value>, \.\.\.\}\}, got \{'tool': 'x'\}"):
+        tn.LocalModel(tool_choice={"tool": "x"})
+
+
+def test_fixed_arguments_are_what_the_call_grammar_writes():
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'toh-nb[local]')")
+    from toh_nb.models.local_grammar import call_grammar
+
+    background = ToolSpec("subagent", "d", {"type": "object", "properties": {
+        "prompt": {"type": "string"}, "run_in_background": {"type": "boolean"}}})
+    fixed = local.fixed_call({"name": "subagent", "arguments": {"run_in_background": True}},
+                             request(tools=(background,)))
+    lines = call_grammar([fixed], 50).splitlines()
+    assert 'alternative-0-arguments-run-in-background ::= "true"' in lines

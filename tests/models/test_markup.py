@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toh_nb.models.markup import MarkupFilter, result_message, strip_markup
+from toh_nb.core.content import Source
+from toh_nb.models.markup import MarkupFilter, notice_text, result_message, strip_markup
 
 ECHO = '<tool_response name="subagent">\nParis is the capital.\n</tool_response>'
 
@@ -40,3 +41,31 @@ def test_a_step_results_are_one_plain_message_that_asks_for_an_answer():
     assert result_message([("subagent", "boom", True), ("job_output", "42", False), (None, "x", True)]) == (
         "The subagent failed:\n\nboom\n\nHere is what the job_output tool returned:\n\n42\n\n"
         "The tool failed:\n\nx\n\nUsing it, reply to my request in your own words.")
+
+
+def test_a_background_start_names_the_job_output_call_with_its_exact_id():
+    """Issue 32 (background + job_output): SmolLM2 guessed job ids; the start and the notice it reads name
+    the call to make, id included. The transcript keeps the reference's exact texts."""
+    assert result_message([("subagent", "started background subagent job subagent-1", False)]) == (
+        "The subagent is working in the background as job subagent-1; its answer is not here yet. "
+        'To read its answer, call job_output with {"job_id": "subagent-1", "wait": true}.')
+    # with another result in the same step, the closing line still asks for a reply
+    assert result_message([("subagent", "started background subagent job subagent-2", False),
+                           ("subagent", "Paris.", False)]) == (
+        "The subagent is working in the background as job subagent-2; its answer is not here yet. "
+        'To read its answer, call job_output with {"job_id": "subagent-2", "wait": true}.\n\n'
+        "Here is the answer of the subagent:\n\nParis.\n\nUsing it, reply to my request in your own words.")
+    # only the subagent tool's own start line is reworded
+    assert result_message([("job_list", "started background subagent job subagent-1", False)]).startswith(
+        "Here is what the job_list tool returned:")
+
+
+def test_a_job_notice_gets_the_job_output_call_and_other_messages_stay_as_they_are():
+    notice = ("background job subagent-3 (subagent: capital) finished [status: completed]. "
+              "Read its output with job_output.")
+    source = Source("plugin", form="notice", plugin="tool-jobs", summary="subagent capital [status: completed]")
+    assert notice_text(notice, source) == (
+        notice + '\n\nTo read its answer, call job_output with {"job_id": "subagent-3", "wait": true}.')
+    assert notice_text(notice, Source("user")) == notice
+    assert notice_text(notice, None) == notice
+    assert notice_text("hello", source) == "hello"

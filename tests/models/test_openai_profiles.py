@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock, user_message
+from toh_nb.core.content import Message, Source, Text, ToolCallBlock, ToolResultBlock, user_message
 from toh_nb.core.errors import ModelError, UsageError
 from toh_nb.hub import AsyncHub
 from toh_nb.models.openai_chat import OpenAIChatModel
@@ -117,6 +117,33 @@ def test_tool_results_as_text_one_user_message_per_step(llama):
                                     "The search tool failed:\n\nError: nothing\n\n"
                                     "Using it, reply to my request in your own words."},
         {"role": "user", "content": "thanks"}]
+
+
+def test_a_background_start_and_its_notice_name_the_job_output_call_for_a_small_model(llama):
+    """Issue 32 (background + job_output): with results as text the model reads which id to pass; the
+    ``openai`` profile sends the reference's exact texts."""
+    notice = ("background job subagent-1 (subagent: capital) finished [status: completed]. "
+              "Read its output with job_output.")
+    conversation = [
+        user_message("find x"),
+        Message("assistant", [ToolCallBlock("c1", "subagent", {"prompt": "x", "run_in_background": True})]),
+        Message("tool", [ToolResultBlock("c1", "subagent", "started background subagent job subagent-1")]),
+        Message("assistant", [Text("Started.")]),
+        Message("user", [Text(notice)], source=Source("plugin", form="notice", plugin="tool-jobs", summary="s")),
+    ]
+    hint = 'To read its answer, call job_output with {"job_id": "subagent-1", "wait": true}.'
+    llama.push(text("ok"))
+    call(make(llama, profile="llama.cpp", tool_choice="none"), req(conversation, tools=[SEARCH]))
+    assert llama.bodies[0]["messages"][-3:] == [
+        {"role": "user", "content": "The subagent is working in the background as job subagent-1; its answer is "
+                                    "not here yet. " + hint},
+        {"role": "assistant", "content": "Started."},
+        {"role": "user", "content": notice + "\n\n" + hint}]
+    with ChatServer() as server:
+        server.push(text("ok"))
+        call(make(server, tool_choice="none"), req(conversation, tools=[SEARCH]))
+    sent = server.bodies[0]["messages"]
+    assert sent[-3]["content"] == "started background subagent job subagent-1" and sent[-1]["content"] == notice
 
 
 def test_llama_cpp_sends_max_tokens_and_no_stream_options(llama):

@@ -157,3 +157,35 @@ def test_the_root_answers_from_its_childs_result_without_echoing_markup():
     assert not MARKUP.search(auto.text)
     assert all(call.name == "subagent" for call in auto.tool_calls)
     assert "".join(deltas) == none.text + auto.text
+
+
+def lookup(query: str) -> str:
+    """Look a fact up."""
+    return "Paris is the capital of France."
+
+
+def test_each_request_reuses_the_previous_prompt_from_the_cache_across_none_steps_and_turns():
+    """Issue 32 item 6: a "none" step keeps the tool list, so the prompt of every request of the root
+    extends the previous one and the KV cache holds all of it: the step after a forced call, and the
+    root's next turn, evaluate only their new tokens. The cache's state is llama-cpp-python's public
+    ``Llama.n_tokens`` (the tokens it holds, n_past) and ``input_ids``."""
+    model = tn.LocalModel(tool_choice=lambda r: "lookup" if r.step == 1 else "none", max_tokens=48)
+    held = []  # n_past after each turn
+
+    async def main():
+        async with tn.AsyncHub(model=model, ids="sequential", tools=[tn.Tool(lookup)], delegation_tools=[]) as hub:
+            for prompt in ("What is the capital of France? Look it up.", "Thank you. Say it in one word."):
+                await hub.run(prompt)
+                held.append(model.engine.llama.n_tokens)
+
+    asyncio.run(main())
+    uses = [use for use in model.cache_log if use.agent_id == "root"]
+    assert [(use.turn, use.step) for use in uses] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    for before, after in zip(uses, uses[1:]):
+        # all of the previous prompt but the tokens where its end meets the new text (a call's opening
+        # tag, the assistant header) was found in the cache and not evaluated again
+        assert after.reused_tokens >= before.prompt_tokens - 3, (before, after)
+        assert after.evaluated_tokens < after.prompt_tokens // 3, after
+    # the root's new turn reused the whole first turn: everything the cache held after it but its answer
+    assert uses[2].reused_tokens >= uses[1].prompt_tokens
+    assert held[0] >= uses[2].reused_tokens

@@ -82,3 +82,51 @@ def test_an_abandoned_request_stops_generating_on_the_server(model_server):
     ended = [int(match.group(1)) for line in log.splitlines() if (match := ENDED.match(line))]
     # one generation ran to its end, the second request's (at most 4 tokens); the abandoned one never did
     assert len(ended) == 1 and ended[0] <= 4, ended
+
+
+#: llama-cpp-python's own report of a cache hit (``Llama.generate``, printed by the verbose server)
+PREFIX_HIT = re.compile(r"^Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval$", re.M)
+
+
+def lookup(query: str) -> str:
+    """Look a fact up."""
+    return "Paris is the capital of France."
+
+
+def test_a_none_request_extends_the_forced_one_and_the_next_turn_reuses_the_cache(model_server):
+    """Issue 32 item 6: OpenAIChatModel sends ``tool_choice="none"`` with the tools, and serve-model renders
+    such a request with its tool list, so each request of the root extends the previous one: the server
+    finds all of the previous prompt in its KV cache (its log: the launcher's ``serve-model cache:`` line
+    per completion, and llama-cpp-python's own ``prefix-match hit`` line)."""
+    from toh_nb.models.serve import CACHE_LINE_PATTERN
+
+    model = tn.OpenAIChatModel("smollm2", base_url=model_server.url, profile="llama.cpp", temperature=0.0,
+                               max_tokens=48, tool_choice=lambda r: "lookup" if r.step == 1 else "none",
+                               timeout=600.0, max_retries=0)
+    seen = []  # per request: (turn, step, [(prompt, reused, evaluated)], [llama-cpp-python's reused counts])
+
+    async def logged(request):
+        offset = len(model_server.log_text())
+        response = await model.request(request)
+        log = model_server.log_text()[offset:]
+        lines = [tuple(map(int, m.groups())) for m in re.finditer(CACHE_LINE_PATTERN, log, re.M)]
+        seen.append((request.turn, request.step, lines, [int(m.group(1)) for m in PREFIX_HIT.finditer(log)]))
+        return response
+
+    async def main():
+        async with tn.AsyncHub(model=tn.FunctionModel(logged), ids="sequential", tools=[tn.Tool(lookup)],
+                               delegation_tools=[]) as hub:
+            for prompt in ("What is the capital of France? Look it up.", "Thank you. Say it in one word."):
+                await hub.run(prompt)
+        await model.aclose()
+
+    asyncio.run(main())
+    assert [(turn, step) for turn, step, _, _ in seen] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert all(len(lines) == 1 for _, _, lines, _ in seen), seen  # forced and "none": one completion each
+    prompts = [lines[0] for _, _, lines, _ in seen]
+    for (before, _, _), (prompt, reused, evaluated) in zip(prompts, prompts[1:]):
+        assert reused >= before - 3, prompts  # the previous prompt, but where its end meets the new text
+        assert evaluated < prompt // 3, prompts
+    # llama-cpp-python says the same: its prefix match covers what the launcher counted
+    for (_, _, lines, hits) in seen[1:]:
+        assert hits and hits[-1] >= lines[0][1] - 1, seen

@@ -23,11 +23,22 @@ Tool calls: ``tool_choice`` decides per request —
   own first tokens pick the branch. A small model rarely picks the call (SmolLM2-135M: see
   ``bench/delegation_success.py`` and docs/guides/local-models.md); force the step that must delegate;
 - ``"required"``: a call to one of the offered tools, under the grammar from the first token;
-- a tool name: a call to that tool; ``"none"``: plain text (no grammar: the fastest), and the tools
-  are not listed; chat markup the model writes anyway (a ``<tool_call>`` block as prose, a
-  ``<tool_response>`` tag) is removed (``toh_nb.models.markup``);
+- a tool name: a call to that tool; ``"none"``: text only, generated under a grammar that cannot open
+  chat markup (so no call, and no ``<tool_call>`` block written as prose); chat markup in a text is
+  removed anyway (``toh_nb.models.markup``);
+- ``{"name": <tool>, "arguments": {...}}``: a call to that tool with those arguments fixed (the grammar
+  writes them as given, the model fills in the rest), e.g. a background delegation
+  ``{"name": "subagent", "arguments": {"run_in_background": True}}`` (a small model left to choose
+  set it false 12 runs of 13, ``bench/delegation_success.py``);
 - a callable ``(ModelRequest) -> one of the above``, e.g. force a delegation at the root's first step:
   ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
+
+The offered tools are listed in every request, whatever the mode: each request of an agent then
+extends the previous one as an exact prefix (SPEC §8: prompt caching), so a ``"none"`` step after a
+forced call, and the root's next turn after a ``"none"`` step, reuse the KV cache of the tool list and
+the conversation instead of evaluating the whole prompt again (``bench/prompt_cache.py``: the figures).
+The grammar, not the prompt, decides whether a call may be made. :attr:`LocalModel.cache_log` records,
+per request, how many prompt tokens the cache held.
 
 Tool results reach the model as one plain user message per step ("Here is the answer of the subagent: …",
 ``markup.result_message``), which small models answer from. One call per response (the next step
@@ -45,17 +56,19 @@ join to exactly the response's text.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Union
 
 from ..core.content import Usage
 from ..core.errors import ModelError, UsageError
 from ..core.checks import MAX_COUNT, check_count, check_number
-from ..core.model import ModelRequest, ModelResponse
+from ..core.model import ModelRequest, ModelResponse, ToolSpec
 from .deltas import DeltaSink
 from .local_engine import Generation, check_path, default_model_path, engine_for
 from .local_prompt import chat_messages, parse_call
@@ -63,7 +76,7 @@ from .local_prompt import chat_messages, parse_call
 log = logging.getLogger(__name__)
 
 CHOICES = ("auto", "none", "required")
-ToolChoice = Union[str, Callable[[ModelRequest], str]]
+ToolChoice = Union[str, dict, Callable[[ModelRequest], Union[str, dict]]]
 _DONE = object()
 
 
@@ -89,6 +102,67 @@ def string_bound(tools: list, max_tokens: int, most: int) -> int:
     return max(16, min(most, share))
 
 
+@dataclass(frozen=True, slots=True)
+class CacheUse:
+    """How one LocalModel request used the prompt (KV) cache: an entry of :attr:`LocalModel.cache_log`.
+
+    Args:
+        agent_id: the agent that made the request.
+        turn: its turn.
+        step: the step inside that turn.
+        prompt_tokens: the tokens of the rendered prompt.
+        reused_tokens: of those, the leading tokens the cache already held (not evaluated again).
+        prefill_seconds: the time spent evaluating the rest of the prompt.
+    """
+
+    agent_id: str
+    turn: int
+    step: int
+    prompt_tokens: int
+    reused_tokens: int
+    prefill_seconds: float
+
+    @property
+    def evaluated_tokens(self) -> int:
+        """The prompt tokens evaluated for this request (the prompt minus what the cache held)."""
+        return self.prompt_tokens - self.reused_tokens
+
+
+def check_fixed_call(choice: dict, error: type) -> tuple[str, dict]:
+    """``{"name": <tool>, "arguments": {...}}`` as (name, arguments), or ``error`` saying what is wrong."""
+    name, arguments = choice.get("name"), choice.get("arguments", {})
+    if set(choice) - {"name", "arguments"} or not isinstance(name, str) or not name or not isinstance(arguments, dict):
+        raise error("LocalModel tool_choice as a dict must be {'name': <tool name>, 'arguments': {<argument>: "
+                    f"<fixed value>, ...}}}}, got {choice!r}")
+    return name, arguments
+
+
+def fixed_call(choice: dict, request: ModelRequest) -> ToolSpec:
+    """The offered tool ``choice`` names, its schema narrowed so the given arguments are fixed (``const``,
+    required): the grammar then writes them as given and the model fills in the rest. The prompt still
+    lists the tool as offered (the prompt stays a prefix of the next request)."""
+    name, arguments = check_fixed_call(choice, ModelError)
+    tool = next((t for t in request.tools if t.name == name), None)
+    if tool is None:
+        raise ModelError(f"LocalModel tool_choice {name!r} is not one of the tools offered to {request.agent_id} "
+                         f"({', '.join(request.tool_names)})")
+    schema = dict(tool.parameters or {"type": "object"})
+    properties = dict(schema.get("properties") or {})
+    unknown = [key for key in arguments if key not in properties]
+    if unknown:
+        raise ModelError(f"LocalModel tool_choice fixes {', '.join(map(repr, unknown))}, which the {name} tool "
+                         f"does not take ({', '.join(properties) or 'no arguments'})")
+    for key, value in arguments.items():
+        properties[key] = {"const": value}
+    schema["properties"] = properties
+    schema["required"] = list(dict.fromkeys([*schema.get("required", []), *arguments]))
+    return ToolSpec(tool.name, tool.description, schema)
+
+
+#: how many requests ``LocalModel.cache_log`` keeps (the oldest are dropped)
+CACHE_LOG_SIZE = 1000
+
+
 class LocalModel:
     """A real LLM in-process through llama.cpp: offline, no server, no key (extra ``local``).
 
@@ -105,8 +179,11 @@ class LocalModel:
         seed: the sampling seed.
         temperature: the sampling temperature (0: greedy).
         max_tokens: the completion limit when a request sets none.
-        tool_choice: ``"auto"``, ``"required"``, ``"none"``, a tool name, or a function of the
-            ``ModelRequest`` returning one of those.
+        tool_choice: ``"auto"``, ``"required"``, ``"none"``, a tool name, ``{"name": <tool>, "arguments":
+            {...}}`` (that tool with those arguments fixed), or a function of the ``ModelRequest`` returning
+            one of those. The offered tools are listed in every prompt whatever
+            it says (so each request extends the previous one and the KV cache is reused); the grammar
+            enforces it.
         chat_format: a llama-cpp-python chat format name, instead of the GGUF's own chat template.
         on_delta: ``on_delta(agent_id, text)`` (sync or async), called with each generated text delta.
         max_string_chars: the longest string a tool call's arguments may hold when the tool's schema sets
@@ -131,7 +208,9 @@ class LocalModel:
             check_count(value, f"LocalModel {name}", minimum=least)
         check_count(n_threads, "LocalModel n_threads", none="")
         check_number(temperature, "LocalModel temperature", unit="", none=None, maximum=MAX_COUNT)
-        if not (callable(tool_choice) or (isinstance(tool_choice, str) and tool_choice)):
+        if isinstance(tool_choice, dict):
+            check_fixed_call(tool_choice, UsageError)
+        elif not (callable(tool_choice) or (isinstance(tool_choice, str) and tool_choice)):
             raise UsageError("LocalModel tool_choice must be 'auto', 'none', 'required', a tool name or a function "
                              f"of the request returning one of those, got {tool_choice!r}")
         if chat_format is not None and (not isinstance(chat_format, str) or not chat_format):
@@ -149,6 +228,9 @@ class LocalModel:
         self.max_string_chars = max_string_chars
         self.extra_buffers = bool(extra_buffers)
         self._deltas = DeltaSink("LocalModel")
+        #: the prompt-cache use of this model's last requests (:class:`CacheUse`, oldest first, at most
+        #: ``CACHE_LOG_SIZE``): how many prompt tokens each request found already evaluated
+        self.cache_log: collections.deque[CacheUse] = collections.deque(maxlen=CACHE_LOG_SIZE)
 
     def __repr__(self) -> str:
         name = self.model_path.name if self.model_path is not None else "SmolLM2-135M-Instruct (bundled)"
@@ -176,6 +258,8 @@ class LocalModel:
         choice = self.tool_choice(request) if callable(self.tool_choice) else self.tool_choice
         if not request.tools:
             return "none", []
+        if isinstance(choice, dict):
+            return "required", [fixed_call(choice, request)]
         if choice in ("auto", "required"):
             return choice, list(request.tools)
         if choice == "none":
@@ -187,7 +271,7 @@ class LocalModel:
             raise ModelError(f"LocalModel tool_choice {choice!r} is not one of the tools offered to "
                              f"{request.agent_id} ({', '.join(request.tool_names)})")
         raise ModelError(f"LocalModel tool_choice function returned {choice!r}; expected 'auto', 'none', "
-                         "'required' or a tool name")
+                         "'required', a tool name or {'name': <tool>, 'arguments': {...}}")
 
     # -- the call --------------------------------------------------------------------------------
 
@@ -203,7 +287,7 @@ class LocalModel:
 
         max_tokens = request.max_tokens or self.max_tokens
         job = Generation(
-            messages=chat_messages(request, show_tools=mode != "none"),
+            messages=chat_messages(request, show_tools=True),  # whatever the mode: the prompt stays a prefix
             max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
             cancel=threading.Event(), mode=mode,
             call_tools=tools, max_string_chars=string_bound(tools, max_tokens, self.max_string_chars),
@@ -219,6 +303,8 @@ class LocalModel:
             job.cancel.set()  # the worker stops at its next token or prompt chunk
             raise
         usage = Usage(done.prompt_tokens, done.completion_tokens)
+        self.cache_log.append(CacheUse(request.agent_id, request.turn, request.step, done.prompt_tokens,
+                                       done.reused_tokens, done.prefill_seconds))
         if done.finish == "length":
             return ModelResponse(text=done.text, usage=usage, stop_reason="max_tokens")
         if done.call_body is not None:

@@ -125,6 +125,9 @@ class Completion:
     finish: str  # "stop" | "length" | "cancelled"
     prompt_tokens: int
     completion_tokens: int
+    #: prompt tokens found in the KV cache (a prefix of what was evaluated before), not evaluated again
+    reused_tokens: int = 0
+    prefill_seconds: float = 0.0  # time spent evaluating the rest of the prompt
 
 
 class Engine:
@@ -142,6 +145,7 @@ class Engine:
         self._formatter: Any = None
         self._add_bos = False
         self.running: threading.Event | None = None  # the cancel flag of the generation under way
+        self._reuse: tuple[int, float] = (0, 0.0)  # (reused tokens, prefill seconds) of the last prefill
 
     # -- loading (in the worker thread) -----------------------------------------------------------
 
@@ -207,21 +211,22 @@ class Engine:
             prompt_tokens = len(self._tokens(prompt))
             from .local_grammar import auto_grammar, call_grammar, text_grammar
 
+            self._reuse = (0, 0.0)
             if job.mode == "none":  # text that cannot contain chat markup (a small model writes calls as prose)
                 _, text, finish, used = self._run(prompt, job, grammar=text_grammar(), stream=True)
-                return Completion(text, None, finish, prompt_tokens, used)
+                return Completion(text, None, finish, prompt_tokens, used, *self._reuse)
             if job.mode == "required":  # the call's opening tag is part of the prompt
                 body, _, finish, used = self._run(prompt + CALL_OPEN + "\n", job, stream=False,
                                                   grammar=call_grammar(job.call_tools, job.max_string_chars))
-                return Completion("", body if finish == "stop" else None, finish, prompt_tokens, used)
+                return Completion("", body if finish == "stop" else None, finish, prompt_tokens, used, *self._reuse)
             # "auto": one grammar with two branches, a valid call or text without markup; the model's
             # first tokens choose (the text branch is streamed as soon as it cannot be a call)
             raw, text, finish, used = self._run(prompt, job, stream=True,
                                                 grammar=auto_grammar(job.call_tools, job.max_string_chars))
             if raw.startswith(CALL_OPEN):
                 body = raw[len(CALL_OPEN):].lstrip("\n")
-                return Completion("", body if finish == "stop" else None, finish, prompt_tokens, used)
-            return Completion(text, None, finish, prompt_tokens, used)
+                return Completion("", body if finish == "stop" else None, finish, prompt_tokens, used, *self._reuse)
+            return Completion(text, None, finish, prompt_tokens, used, *self._reuse)
         finally:
             self.running = None
 
@@ -246,7 +251,7 @@ class Engine:
                              f"(n_ctx={self.n_ctx}); raise n_ctx or shorten the conversation")
         budget = min(job.max_tokens, room)
         if not self._prefill(tokens, job.cancel):
-            return "", "cancelled", 0
+            return "", "", "cancelled", 0
         llama.set_seed(job.seed)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         markup = MarkupFilter() if stream else None
@@ -283,26 +288,37 @@ class Engine:
             show(markup.feed(rest) + markup.flush())
         return raw, "".join(shown), finish, count
 
-    def _prefill(self, tokens: list[int], cancel: threading.Event) -> bool:
-        """Evaluate all but the last prompt token in chunks, reusing the cached prefix; False if stopped."""
+    def cached_prefix(self, tokens: list[int]) -> int:
+        """How many leading ``tokens`` the KV cache already holds: the common prefix of ``tokens`` and
+        what was evaluated last (llama-cpp-python's public ``Llama.input_ids[:Llama.n_tokens]``)."""
         llama = self.llama
-        cached = llama.input_ids[: llama.n_tokens]
         same = 0
-        for a, b in zip(cached, tokens):
+        for a, b in zip(llama.input_ids[: llama.n_tokens], tokens):
             if a != b:
                 break
             same += 1
+        return same
+
+    def _prefill(self, tokens: list[int], cancel: threading.Event) -> bool:
+        """Evaluate all but the last prompt token in chunks, reusing the cached prefix; False if stopped."""
+        import time
+
+        llama = self.llama
         target = len(tokens) - 1
-        same = min(same, target)
+        same = min(self.cached_prefix(tokens), target)
+        started = time.perf_counter()
         if same == 0:
             llama.reset()
         else:
             llama.n_tokens = same  # eval() drops the cache beyond this point
-        for start in range(same, target, PREFILL_CHUNK):
-            if cancel.is_set():
-                return False
-            llama.eval(tokens[start:min(start + PREFILL_CHUNK, target)])
-        return not cancel.is_set()
+        try:
+            for start in range(same, target, PREFILL_CHUNK):
+                if cancel.is_set():
+                    return False
+                llama.eval(tokens[start:min(start + PREFILL_CHUNK, target)])
+            return not cancel.is_set()
+        finally:
+            self._reuse = (same, time.perf_counter() - started)
 
 
 _engines: dict[tuple, Engine] = {}

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from ..core.content import ToolCall
 from ..core.model import ModelRequest, ToolSpec
-from .markup import result_message
+from .markup import notice_text, result_message
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
@@ -81,7 +81,7 @@ def chat_messages(request: ModelRequest, *, show_tools: bool) -> list[dict]:
             parts.extend(render_call(call) for call in message.tool_calls)
             messages.append({"role": "assistant", "content": "\n".join(parts)})
         else:
-            messages.append({"role": "user", "content": message.text})
+            messages.append({"role": "user", "content": notice_text(message.text, message.source)})
     flush()
     return messages
 

@@ -107,7 +107,7 @@ from ..core.errors import ModelError, UsageError
 from ..core.model import ModelRequest, ModelResponse
 from .deltas import DeltaSink
 from .partial_json import is_cut_json
-from .markup import MarkupFilter, result_message, strip_markup
+from .markup import MarkupFilter, notice_text, result_message, strip_markup
 from .profiles import DeltaUnescaper, bounded_schema, resolve_profile, unescape_html, unescape_values
 from .tool_choice import ToolChoice, check_tool_choice, resolve_tool_choice
 
@@ -388,7 +388,8 @@ class OpenAIChatModel:
             elif message.role == "tool":
                 messages.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text})
             else:
-                messages.append({"role": "user", "content": message.text})
+                text = notice_text(message.text, message.source) if as_text else message.text
+                messages.append({"role": "user", "content": text})
         if results:
             messages.append({"role": "user", "content": result_message(results)})
         params: dict[str, Any] = {"model": self.model, "messages": messages}

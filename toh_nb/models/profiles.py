@@ -10,7 +10,9 @@ Fields (what the adapter does differently when the field says so):
 - ``tool_results_as_text`` — tool results are sent as a ``user`` message ("Here is the answer of the
   subagent: … Using it, reply to my request in your own words.", consecutive results of one step merged
   into one message, :func:`toh_nb.models.markup.result_message`) instead of ``role: "tool"``
-  messages, for chat templates that drop the content of tool messages. The assistant's tool-call turn
+  messages, for chat templates that drop the content of tool messages. Worded for small models, a
+  background subagent start and a job's completion notice also name the ``job_output`` call with the
+  job's exact id (:func:`toh_nb.models.markup.notice_text`). The assistant's tool-call turn
   keeps its structured ``tool_calls``: those templates render it in the model's own call syntax, so the
   conversation reads "I called X" → "X returned …" (rendering the call as prose would teach the model
   to describe calls instead of making them).
@@ -61,10 +63,12 @@ The rows, and how each quirk was verified:
   ``max_tokens`` holds), and a forced call cut by ``max_tokens`` still says
   ``finish_reason: "tool_calls"`` (the adapter turns cut arguments into a ``max_tokens`` stop). The
   input side of the HTML escaping cannot be undone either: the model reads ``I&#39;m`` in earlier
-  turns; nor can the prompt cache across a ``"none"`` step: the adapter sends the tools with
-  ``tool_choice="none"`` as on every server, but that template renders a ``"none"`` request without
-  its functions block and without the ``message:`` prefixes of earlier answers (read in
-  ``chatml_function_calling``), so that request shares only the system text with a forced one. llama.cpp's own ``llama-server --jinja`` accepts null content, tool messages and
+  turns (``python -m toh_nb serve-model`` renders without escaping); nor can the prompt cache across a
+  ``"none"`` step on a plain server: the adapter sends the tools with ``tool_choice="none"`` as on every
+  server, but that template renders a ``"none"`` request without its functions block and without the
+  ``message:`` prefixes of earlier answers (read in ``chatml_function_calling``), so that request
+  shares only the system text with a forced one. ``serve-model`` renders it with both
+  (``toh_nb.models.serve.none_keeps_tools``), so each request extends the previous one there. llama.cpp's own ``llama-server --jinja`` accepts null content, tool messages and
   ``max_completion_tokens`` (measured in the 2026-11-30 report): use ``"openai"`` there.
   Measured on 2026-12-01 (``--chat_format chatml-function-calling --n_ctx 4096``; that build needed
   ``--n_batch 1 --n_ubatch 1``, it crashed on multi-token batches): null assistant content → HTTP 500

@@ -4,7 +4,7 @@ Why a launcher of our own: plain ``python -m llama_cpp.server`` (and ``Llama.cre
 in a notebook) crashed with a segmentation fault (exit 139) on this project's machine, a CPU with
 Intel AMX: llama.cpp's AMX matmul path (an "extra buffer type") fails on the bundled SmolLM2 Q4_1
 GGUF (llama-cpp-python 0.3.36), and the server has no option to turn it off. This launcher runs the
-same server in the same process with three changes, each undoable only here (in its own process — a
+same server in the same process with these changes, each undoable only here (in its own process — a
 library never patches the user's):
 
 - models are loaded without extra buffer types (``local_engine.extra_buffers_off``, as LocalModel does);
@@ -12,12 +12,23 @@ library never patches the user's):
   in earlier turns (the ``chatml-function-calling`` template escapes them, and small models parrot it);
 - every generation is bounded: a completion asked with no ``max_tokens`` (llama-cpp-python's
   ``"auto"`` tool mode asks so for the tool arguments and the text) gets ``--max-tokens-cap`` (1024);
+- a ``tool_choice="none"`` request that offers tools is rendered with its tool list and the
+  ``message:`` prefixes, as the template renders a forced or ``"auto"`` request (llama-cpp-python's
+  ``chatml-function-calling`` drops both for ``"none"``), and generates its text after ``message:``
+  under LocalModel's markup-free text grammar: each request of an agent then extends the previous one
+  as an exact prefix and the server's KV cache is reused across a ``"none"`` step
+  (``bench/prompt_cache.py --backend server``: the figures);
+- each completion prints how much of its prompt the cache held (``serve-model cache: prompt N tokens,
+  R reused, E evaluated``) to the server's log;
 - llama.cpp's OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set), as LocalModel's
   do: with spinning threads the server made 0.5-2 tokens/s on the shared two-core machine while
   LocalModel made ~15 (measured side by side).
 
 And the settings toh_nb's ``profile="llama.cpp"`` is measured with: ``--chat_format
-chatml-function-calling`` (the format that gives small GGUF models tool calls), 127.0.0.1,
+chatml-function-calling`` (the format that gives small GGUF models tool calls), llama-cpp-python's RAM
+prompt cache (``--cache``, ``--prompt-cache-mb``, 1024 MB: the server's context holds one sequence, so a
+child's request evicts its parent's prompt; with the cache the parent's next step loads its saved state
+instead of evaluating its prompt again), 127.0.0.1,
 ``--n_ctx 8192``, ``--interrupt_requests False`` (with it, a second request cut a running stream short
 with no finish_reason), the bundled SmolLM2 GGUF unless ``--model`` names another. Any other
 ``llama_cpp.server`` option is passed through unchanged after ``--``::
@@ -50,6 +61,10 @@ from ..core.errors import ModelError, UsageError
 
 #: a generation asked with no limit gets this many tokens at most
 MAX_TOKENS_CAP = 1024
+#: megabytes of saved model states (llama-cpp-python's RAM prompt cache); 0 turns it off
+PROMPT_CACHE_MB = 1024
+#: the llama-cpp-python chat format the launcher serves (tool calls for small GGUF models)
+FUNCTION_CALLING = "chatml-function-calling"
 START_TIMEOUT = 120.0
 
 
@@ -58,11 +73,14 @@ def default_threads() -> int:
 
 
 def server_argv(model: str, *, host: str = "127.0.0.1", port: int = 8000, n_ctx: int = 8192,
-                n_threads: int | None = None, seed: int = 0, extra: Sequence[str] = ()) -> list[str]:
+                n_threads: int | None = None, seed: int = 0, prompt_cache_mb: int = PROMPT_CACHE_MB,
+                extra: Sequence[str] = ()) -> list[str]:
     """The ``llama_cpp.server`` arguments of the safe settings (see the module docstring)."""
-    return ["--model", str(model), "--chat_format", "chatml-function-calling", "--host", host, "--port", str(port),
+    cache = ["--cache", "True", "--cache_type", "ram", "--cache_size", str(prompt_cache_mb << 20)] \
+        if prompt_cache_mb > 0 else []
+    return ["--model", str(model), "--chat_format", FUNCTION_CALLING, "--host", host, "--port", str(port),
             "--n_ctx", str(n_ctx), "--n_threads", str(n_threads or default_threads()), "--seed", str(seed),
-            "--interrupt_requests", "False", *extra]
+            "--interrupt_requests", "False", *cache, *extra]
 
 
 def capped(max_tokens: Any, cap: int) -> Any:
@@ -73,7 +91,8 @@ def capped(max_tokens: Any, cap: int) -> Any:
 @contextlib.contextmanager
 def safe_server_settings(cap: int = MAX_TOKENS_CAP) -> Iterator[None]:
     """Inside this block, in this process: no extra buffer types, no HTML autoescape in chat templates,
-    every completion bounded by ``cap``. For the launcher's own process only."""
+    every completion bounded by ``cap``, ``"none"`` requests keep their tool list (:func:`none_keeps_tools`).
+    For the launcher's own process only."""
     import llama_cpp
     from llama_cpp import llama_chat_format
 
@@ -91,16 +110,133 @@ def safe_server_settings(cap: int = MAX_TOKENS_CAP) -> Iterator[None]:
     @functools.wraps(create_completion)
     def bounded(self: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs["max_tokens"] = capped(kwargs.get("max_tokens"), cap)
+        report_cache_use(self, kwargs["prompt"] if "prompt" in kwargs else args[0] if args else None)
         return create_completion(self, *args, **kwargs)
 
+    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()
+    function_calling = registry.get_chat_completion_handler_by_name(FUNCTION_CALLING)
     llama_chat_format.ImmutableSandboxedEnvironment = Unescaped
     llama_cpp.Llama.create_completion = bounded
+    registry.register_chat_completion_handler(FUNCTION_CALLING, none_keeps_tools(function_calling), overwrite=True)
     try:
         with extra_buffers_off():
             yield
     finally:
         llama_chat_format.ImmutableSandboxedEnvironment = environment
         llama_cpp.Llama.create_completion = create_completion
+        registry.register_chat_completion_handler(FUNCTION_CALLING, function_calling, overwrite=True)
+
+
+#: the line the launcher prints for every completion (to its log): how much of the prompt the KV cache held
+CACHE_LINE = "serve-model cache: prompt {prompt} tokens, {reused} reused, {evaluated} evaluated"
+CACHE_LINE_PATTERN = r"^serve-model cache: prompt (\d+) tokens, (\d+) reused, (\d+) evaluated$"
+
+
+def reused_tokens(cached: Sequence[int], tokens: Sequence[int]) -> int:
+    """The tokens of a new prompt the KV cache holds: its common prefix with what was evaluated last,
+    at most all but its last token (llama-cpp-python's ``Llama.generate`` evaluates that one again)."""
+    same = 0
+    for a, b in zip(cached, tokens):
+        if a != b:
+            break
+        same += 1
+    return min(same, max(len(tokens) - 1, 0))
+
+
+def report_cache_use(llama: Any, prompt: Any) -> None:
+    """Print :data:`CACHE_LINE` for a completion about to run on ``llama`` (the server's model).
+
+    The cache is llama-cpp-python's public state: ``Llama.input_ids[:Llama.n_tokens]`` are the tokens
+    whose keys and values the context holds; the prompt is tokenized as ``create_completion`` does."""
+    try:
+        tokens = list(prompt) if isinstance(prompt, list) else llama.tokenize(str(prompt).encode("utf-8"),
+                                                                             special=True)
+        reused = reused_tokens(llama.input_ids[: llama.n_tokens], tokens)
+    except Exception:  # never fail a completion over a log line (a prompt of another shape, a stand-in)
+        return
+    saved = getattr(llama, "cache", None)  # --cache: a saved state with a longer prefix is loaded first
+    if saved:
+        try:
+            reused = max(reused, reused_tokens(saved[tokens].input_ids.tolist(), tokens))
+        except (KeyError, AttributeError, TypeError):
+            pass
+    print(CACHE_LINE.format(prompt=len(tokens), reused=reused, evaluated=len(tokens) - reused),
+          file=sys.stderr, flush=True)
+
+
+class _Prompt(Exception):
+    """Carries the prompt a chat handler was about to complete (see :func:`none_keeps_tools`)."""
+
+    def __init__(self, prompt: Any) -> None:
+        super().__init__("prompt captured")
+        self.prompt = prompt
+
+
+class _PromptOnly:
+    """A ``Llama`` stand-in whose ``create_completion`` hands back its prompt instead of generating."""
+
+    def __init__(self, llama: Any) -> None:
+        self._llama = llama
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llama, name)
+
+    def create_completion(self, prompt: Any, **kwargs: Any) -> Any:
+        raise _Prompt(prompt)
+
+
+#: what opens a text answer in ``chatml-function-calling`` once tools are listed
+MESSAGE_OPEN = "message:\n"
+
+
+def none_keeps_tools(handler: Any) -> Any:
+    """``chatml-function-calling`` whose ``tool_choice="none"`` keeps the tool list in the prompt.
+
+    Why: llama-cpp-python renders a ``"none"`` request without its functions block and without the
+    ``message:`` prefix of earlier answers, so the request after a forced call shares only the system
+    text with it and the server evaluates the whole prompt again (the tool list alone is ~1,700 tokens
+    with toh_nb's tools). Here such a request is rendered the way the handler renders a call forced to
+    the first tool (the handler itself renders it, so the text is the template's own), the call's
+    opening ``functions.<name>:`` is replaced with ``message:``, and plain text is generated after it
+    with llama-cpp-python's public chat-formatter handler, which stops at ``<|im_end|>`` as ``"none"``
+    does, under LocalModel's markup-free text grammar (``local_grammar.text_grammar``: shown the call
+    format in the system message, SmolLM2 otherwise answered ``<response>`` tags and call-shaped JSON).
+    Requests with another ``tool_choice``, or without tools, go to the handler unchanged.
+    """
+    from llama_cpp import llama_chat_format
+
+    def handler_keeping_tools(**kwargs: Any) -> Any:
+        tools = kwargs.get("tools")
+        if kwargs.get("tool_choice") != "none" or not tools:
+            return handler(**kwargs)
+        first = tools[0]["function"]["name"]
+        forced = {**kwargs, "llama": _PromptOnly(kwargs["llama"]), "stream": False,
+                  "tool_choice": {"type": "function", "function": {"name": first}}}
+        try:
+            handler(**forced)
+        except _Prompt as captured:
+            prompt = captured.prompt
+        else:  # the handler generated without asking create_completion: keep its own "none"
+            return handler(**kwargs)
+        call_open = f"functions.{first}:\n"
+        if not isinstance(prompt, str) or not prompt.endswith(call_open):
+            return handler(**kwargs)
+        text_prompt = prompt[: -len(call_open)] + MESSAGE_OPEN
+
+        def formatter(**_: Any) -> Any:
+            return llama_chat_format.ChatFormatterResponse(prompt=text_prompt, stop=["<|im_end|>"])
+
+        if kwargs.get("grammar") is None and kwargs.get("response_format") is None:
+            # shown the call format, SmolLM2 answered '<response>\n{ "arg1": "Paris", …': text without markup,
+            # the grammar of LocalModel's "none" steps
+            from llama_cpp import LlamaGrammar
+
+            from .local_grammar import text_grammar
+
+            kwargs = {**kwargs, "grammar": LlamaGrammar.from_string(text_grammar(), verbose=False)}
+        return llama_chat_format.chat_formatter_to_chat_completion_handler(formatter)(**kwargs)
+
+    return handler_keeping_tools
 
 
 def parser() -> argparse.ArgumentParser:
@@ -116,6 +252,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     p.add_argument("--max-tokens-cap", type=int, default=MAX_TOKENS_CAP,
                    help="tokens of a completion asked with no limit (default: %(default)s)")
+    p.add_argument("--prompt-cache-mb", type=int, default=PROMPT_CACHE_MB,
+                   help="megabytes of model states kept after each completion, so a prompt that extends an "
+                        "earlier one (an agent's next step after a child's request) is not evaluated again; "
+                        "0: off (default: %(default)s)")
     return p
 
 
@@ -129,6 +269,8 @@ def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(argv)
     if args.max_tokens_cap < 1:
         parser().error("--max-tokens-cap must be >= 1")
+    if args.prompt_cache_mb < 0:
+        parser().error("--prompt-cache-mb must be >= 0")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when llama.cpp loads: before the import
     try:
         import llama_cpp.server  # noqa: F401  (the server extra: fastapi, uvicorn, sse-starlette)
@@ -141,7 +283,8 @@ def main(argv: Sequence[str]) -> int:
     import runpy
 
     sys.argv = ["llama_cpp.server", *server_argv(model, host=args.host, port=args.port, n_ctx=args.n_ctx,
-                                                 n_threads=args.n_threads, seed=args.seed, extra=extra)]
+                                                 n_threads=args.n_threads, seed=args.seed,
+                                                 prompt_cache_mb=args.prompt_cache_mb, extra=extra)]
     with safe_server_settings(args.max_tokens_cap):
         runpy.run_module("llama_cpp.server", run_name="__main__")
     return 0
@@ -195,13 +338,13 @@ class ModelServer:
 
 def start_model_server(model: str | Path | None = None, *, port: int | None = None, n_ctx: int = 8192,
                        n_threads: int | None = None, seed: int = 0, max_tokens_cap: int = MAX_TOKENS_CAP,
-                       extra: Sequence[str] = (), log_path: str | Path | None = None,
-                       timeout: float = START_TIMEOUT) -> ModelServer:
+                       prompt_cache_mb: int = PROMPT_CACHE_MB, extra: Sequence[str] = (),
+                       log_path: str | Path | None = None, timeout: float = START_TIMEOUT) -> ModelServer:
     """Start ``python -m toh_nb serve-model`` on 127.0.0.1 and wait until it answers (see the module
     docstring); its output goes to ``log_path`` (a temporary file by default)."""
     port = port or free_port()
     command = [sys.executable, "-m", "toh_nb", "serve-model", "--port", str(port), "--n-ctx", str(n_ctx),
-               "--seed", str(seed), "--max-tokens-cap", str(max_tokens_cap)]
+               "--seed", str(seed), "--max-tokens-cap", str(max_tokens_cap), "--prompt-cache-mb", str(prompt_cache_mb)]
     if model is not None:
         command += ["--model", str(model)]
     if n_threads is not None:
