@@ -35,33 +35,7 @@ if REPO not in sys.path:  # run from a checkout without installing: the package 
     sys.path.insert(0, REPO)
 
 import toh_nb as tn  # noqa: E402
-
-
-class Recorder:
-    """Stands in for the widget comm's ``send``: counts what would go to the page."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-        self.messages = 0
-
-    def __call__(self, data=None, metadata=None, buffers=None, **_: object) -> None:
-        self.bytes += len(json.dumps(data, default=str, separators=(",", ":")))
-        self.bytes += sum(len(memoryview(b)) for b in buffers or ())
-        self.messages += 1
-
-    def take(self) -> tuple[int, int]:
-        out = (self.bytes, self.messages)
-        self.bytes = self.messages = 0
-        return out
-
-
-def quiet(tree, seconds: float = 0.6) -> None:
-    """Wait until no refresh is pending and ``seconds`` passed (coalesced refreshes have flushed)."""
-    time.sleep(seconds)
-    deadline = time.monotonic() + 10
-    while tree.refresh_pending and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.2)
+from _tree_sync import Recorder, quiet  # noqa: E402
 
 
 def busy_root(hub, seconds: float) -> float:
@@ -100,30 +74,30 @@ def measure(n: int, busy_s: float, run_s: float) -> dict:
         tree = hub.tree()
         recorder = Recorder()
         tree.comm.send = recorder
-        quiet(tree)
+        quiet(tree, hub)
         refresh = []
         for _ in range(5):
             t0 = time.perf_counter()
             tree.refresh()
             refresh.append((time.perf_counter() - t0) * 1000)
-        quiet(tree)
+        quiet(tree, hub)
         recorder.take()
 
         kid.send("again")
         kid.wait(timeout=60)
-        quiet(tree)
+        quiet(tree, hub)
         change_bytes, change_messages = recorder.take()
 
         kid.send("sleep")
         time.sleep(0.2)
         kid.wait(timeout=run_s + 60)
-        quiet(tree)
+        quiet(tree, hub)
         running_bytes, running_messages = recorder.take()
 
         before_loop = getattr(tree, "busy_seconds", None)  # engine-thread time of its refreshes (if kept)
         with_tree = busy_root(hub, busy_s)
         after_loop = getattr(tree, "busy_seconds", None)
-        quiet(tree)
+        quiet(tree, hub)
         recorder.take()
         tree.close()
         without_again = busy_root(hub, busy_s)
