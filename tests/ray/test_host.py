@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from ray import cloudpickle
 
-import toh_nb as tn
-from toh_nb.core.content import Message, Text
-from toh_nb.core.events import ALL_KINDS
-from toh_nb.providers.ray.host import Host, pack, unpack
+from .conftest import NO_RAY
+
+cloudpickle = pytest.importorskip("ray.cloudpickle", reason=NO_RAY)  # module level: before the imports below
+
+import toh_nb as tn  # noqa: E402
+from toh_nb.core.content import Message, Text  # noqa: E402
+from toh_nb.core.events import ALL_KINDS  # noqa: E402
+from toh_nb.providers.ray.host import Host, pack, unpack  # noqa: E402
 
 
 class Instant:
