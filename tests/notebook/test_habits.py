@@ -30,7 +30,7 @@ async def reply(request: tn.ModelRequest):
     return f"{label or 'root'}: {request.last_user_text}"
 
 
-def interrupt_when(predicate, timeout: float = 10.0) -> threading.Thread:
+def interrupt_when(predicate, timeout: float = 30.0) -> threading.Thread:
     """A helper thread that raises KeyboardInterrupt in the main thread once ``predicate()`` holds
     (what the kernel's ■ does)."""
 
