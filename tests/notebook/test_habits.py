@@ -7,6 +7,7 @@ import asyncio
 import functools
 import gc
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -28,6 +29,16 @@ async def reply(request: tn.ModelRequest):
     if label.startswith("hold") or (not label and "hold" in request.last_user_text):
         await asyncio.sleep(60)
     return f"{label or 'root'}: {request.last_user_text}"
+
+
+@pytest.fixture(autouse=True)
+def _sigint_raises():
+    """A process started in the background by a shell (``cmd &``) inherits SIGINT ignored, and Python then
+    leaves it ignored: ``_thread.interrupt_main()`` does nothing there. A kernel's ■ relies on Python's own
+    handler, so these tests install it (and put back what was there)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 def interrupt_when(predicate, timeout: float = 30.0) -> threading.Thread:
