@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from . import gc_policy
 from .model import ToolSpec
@@ -113,15 +113,8 @@ class Runtime:
             self._views_version = self.tools.version
         view = self._views.get(key)
         if view is None:
-            visible: dict[str, Tool] = {}
-            allow = tool_filter.get("allow") if tool_filter else None
-            deny = set(tool_filter.get("deny") or ()) if tool_filter else set()
-            for tool in self.tools:
-                if allow is not None and tool.name not in allow:
-                    continue
-                if tool.name in deny:
-                    continue
-                visible[tool.name] = tool
+            passes = _passes(tool_filter)
+            visible: dict[str, Tool] = {tool.name: tool for tool in self.tools if passes(tool.name)}
             for tool in extra:
                 visible[tool.name] = tool
             specs = [ToolSpec(t.name, t.description, t.parameters) for t in visible.values()]
@@ -139,10 +132,9 @@ class Runtime:
         MCP server's new tool list does to the agents that use it."""
         gone = set(removed)
         tools = {name: tool for name, tool in agent.tools.items() if name not in gone}
-        allow = agent.tool_filter.get("allow") if agent.tool_filter else None
-        deny = set(agent.tool_filter.get("deny") or ()) if agent.tool_filter else set()
+        passes = _passes(agent.tool_filter)
         for tool in added:
-            if (allow is None or tool.name in allow) and tool.name not in deny:
+            if passes(tool.name):
                 tools[tool.name] = agent.wrap_tool(tool) if agent.wrap_tool is not None else tool
         agent.tools = tools  # a new dict: tool views are shared between agents of one shape
         agent.tool_specs = [ToolSpec(t.name, t.description, t.parameters) for t in tools.values()]
@@ -243,6 +235,14 @@ class RuntimeObserver:
     def on_turn_end(self, agent: Agent, outcome: TurnOutcome) -> None: ...
 
     def on_unregistered(self, agent: Agent) -> None: ...
+
+
+def _passes(tool_filter: dict | None) -> Callable[[str], bool]:
+    """Whether a tool name gets through ``tool_filter`` (``allow`` list, if any, then ``deny``): one rule for
+    the tool views and for tools that change later (an MCP server's new list)."""
+    allow = tool_filter.get("allow") if tool_filter else None
+    deny = set(tool_filter.get("deny") or ()) if tool_filter else set()
+    return lambda name: (allow is None or name in allow) and name not in deny
 
 
 def _filter_key(tool_filter: dict | None) -> tuple | None:
