@@ -20,7 +20,6 @@ import logging
 import tempfile
 from typing import Any, Callable
 
-import anyio
 
 from ..core.errors import ToolError, describe
 from ..core.tools import ToolResult
@@ -182,6 +181,7 @@ class MCPConnection:
         ``subscriptions/listen`` stream, held open here for the session's life (an older server sends
         ``notifications/tools/list_changed`` unasked). Either way they reach :meth:`_message`. A server
         that refuses or never acknowledges (within ``connect_timeout``) is used without."""
+        import anyio  # the SDK's dependency: the ``mcp`` extra; never imported by a hub without MCP servers
         from mcp.client.subscriptions import ListenNotSupportedError
 
         async with contextlib.AsyncExitStack() as stack:
