@@ -15,7 +15,8 @@ Issue 32.4: does ``"auto"`` delegate, and which forced recipe works? For each se
 
 Recipes: ``auto`` (``tool_choice="auto"`` everywhere) and ``forced`` (the root's first step forced to
 ``subagent``, then ``"none"``; in the background scenario ``job_output`` is forced right after a
-background start and at the first step of a turn a job's notice opened: ``background_steps``). Backends:
+background start and at the first step of a turn a job's notice opened: ``background_steps``); on request
+``forced-auto`` (foreground: the forced first call, then ``"auto"``: does the model call again?). Backends:
 ``local`` (``tn.LocalModel``) and ``server`` (``python -m toh_nb serve-model`` + ``OpenAIChatModel(
 profile="llama.cpp")``). Also counted: root answers containing "Paris" (foreground/background).
 
@@ -45,6 +46,9 @@ SCENARIOS = ("foreground", "background", "recall")
 MAX_DEPTH = 1
 MAX_STEPS = 4
 RECIPES = ("auto", "forced")
+#: also measurable (``--recipes forced-auto``): the forced first call, then ``"auto"`` at every other step
+#: (the tool list stays in every prompt: does the model answer, or call again and again?)
+EXTRA_RECIPES = ("forced-auto",)
 #: the completion limit of a background child (the root's answers keep ``--max-tokens``)
 BACKGROUND_CHILD_TOKENS = 160
 
@@ -84,8 +88,10 @@ def recipe(name: str, scenario: str):
     if scenario == "background":
         return background_steps
 
+    otherwise = "auto" if name == "forced-auto" else "none"
+
     def forced(request):
-        return "subagent" if request.depth == 0 and request.step == 1 else "none"
+        return "subagent" if request.depth == 0 and request.step == 1 else otherwise
     return forced
 
 
@@ -130,8 +136,8 @@ def clean(text: str) -> bool:
     return bool(text.strip()) and not DIRTY.search(text)
 
 
-async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
-    """(success, the root's answer names Paris)."""
+async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool, int]:
+    """(success, the root's answer names Paris, the root's subagent calls)."""
     if scenario == "recall":
         async with tn.AsyncHub(tn.FunctionModel(recorder.request), ids="sequential") as hub:
             kid = await hub.start(REMEMBER, label="helper")
@@ -139,7 +145,7 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
             await kid.send(RECALL)
             await kid.wait(timeout=300)
             answers = [r.text for q, r in recorder.log if q.label == "helper"]
-        return len(answers) >= 2 and "apple" in answers[-1].lower(), False
+        return len(answers) >= 2 and "apple" in answers[-1].lower(), False, 0
     # a background child cut by max_tokens is a failed job, and job_output gives the root nothing of it (the
     # reference's rule): the background recipe gives children room to finish (SmolLM2 hit 64 tokens often)
     tools = [tn.SubagentTool(enable_run_in_background=True, max_tokens=BACKGROUND_CHILD_TOKENS)
@@ -154,9 +160,14 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
     kids = [r for q, r in recorder.log if q.depth == 1]
     named = "paris" in result.text.lower()
     ended = result.stop_reason in ("completed", "max-tokens") and clean(result.text)
+    delegations = sum(c.name == "subagent" for c in calls)
     if scenario == "foreground":
         delegated = any(c.name == "subagent" and not c.arguments.get("run_in_background") for c in calls)
-        return delegated and any(k.text.strip() for k in kids) and ended, named
+        answered = any(k.text.strip() for k in kids)
+        if not (delegated and answered and ended):
+            print(f"    why: root subagent calls {delegations}, a child answered {answered}, the root ended "
+                  f"{result.stop_reason} with {result.text[:60]!r}", flush=True)
+        return delegated and answered and ended, named, delegations
     started = any(c.name == "subagent" and c.arguments.get("run_in_background") is True for c in calls)
     results = [m for q, _ in root for m in q.messages if m.role == "tool" and m.tool_name == "job_output"]
     read = any(not m.is_error and any(k.text.strip() and k.text.strip()[:40] in m.text for k in kids)
@@ -170,7 +181,8 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool]:
               f"{[c.arguments.get('run_in_background') for c in calls if c.name == 'subagent']}; job_output "
               f"{outputs} -> {[m.text[:60] for m in results]}; last answer {final.text[:60] if final else None!r}",
               flush=True)
-    return started and read and answered, named or (final is not None and "paris" in final.text.lower())
+    return (started and read and answered, named or (final is not None and "paris" in final.text.lower()),
+            delegations)
 
 
 async def measure(backend: str, seeds: int, temperature: float, max_tokens: int, url: str | None, table: dict,
@@ -181,16 +193,17 @@ async def measure(backend: str, seeds: int, temperature: float, max_tokens: int,
                 recorder = Recorder(make_model(backend, recipe(name, scenario), seed, temperature, max_tokens, url))
                 started = time.perf_counter()
                 try:
-                    ok, named = await asyncio.wait_for(run_one(scenario, recorder), 600)
+                    ok, named, delegations = await asyncio.wait_for(run_one(scenario, recorder), 600)
                     error = None
                 except Exception as exc:  # a failed run is a failure of the scenario, counted and named
-                    ok, named, error = False, False, f"{type(exc).__name__}: {exc}"[:120]
+                    ok, named, delegations, error = False, False, 0, f"{type(exc).__name__}: {exc}"[:120]
                 row = table[(backend, name, scenario)]
                 row["runs"] += 1
                 row["ok"] += ok
                 row["paris"] += named
                 row["seconds"] += time.perf_counter() - started
                 row["requests"] += len(recorder.log)
+                row["delegations"] += delegations
                 if error:
                     row["errors"].append(error)
                 print(f"  {backend:6} {name:6} {scenario:10} seed {seed:2}: {'ok' if ok else 'FAIL'}"
@@ -200,15 +213,15 @@ async def measure(backend: str, seeds: int, temperature: float, max_tokens: int,
 
 def print_table(table: dict) -> None:
     print(flush=True)
-    print("| backend | recipe | scenario | success | answer names Paris | requests/run | s/run |")
-    print("|---|---|---|---|---|---|---|")
+    print("| backend | recipe | scenario | success | answer names Paris | root's subagent calls/run | requests/run | s/run |")
+    print("|---|---|---|---|---|---|---|---|")
     for (backend, name, scenario), row in sorted(table.items()):
         if not row["runs"]:
             continue
         runs = row["runs"] or 1
         paris = f"{row['paris']}/{row['runs']}" if scenario != "recall" else "-"
         print(f"| {backend} | {name} | {scenario} | {row['ok']}/{row['runs']} | {paris} | "
-              f"{row['requests'] / runs:.1f} | {row['seconds'] / runs:.1f} |")
+              f"{row['delegations'] / runs:.1f} | {row['requests'] / runs:.1f} | {row['seconds'] / runs:.1f} |")
 
 
 def main() -> None:
@@ -217,11 +230,12 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.3)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--backend", choices=("local", "server", "both"), default="both")
-    parser.add_argument("--recipes", nargs="+", choices=RECIPES, default=list(RECIPES))
+    parser.add_argument("--recipes", nargs="+", choices=RECIPES + EXTRA_RECIPES, default=list(RECIPES))
     parser.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     args = parser.parse_args()
     chosen = {"recipes": args.recipes, "scenarios": args.scenarios}
-    table: dict = defaultdict(lambda: {"runs": 0, "ok": 0, "paris": 0, "seconds": 0.0, "requests": 0, "errors": []})
+    table: dict = defaultdict(lambda: {"runs": 0, "ok": 0, "paris": 0, "seconds": 0.0, "requests": 0, "delegations": 0,
+                                        "errors": []})
     if args.backend in ("local", "both"):
         asyncio.run(measure("local", args.seeds, args.temperature, args.max_tokens, None, table, **chosen))
     if args.backend in ("server", "both"):

@@ -42,7 +42,7 @@ from .jobs import JobRegistry, make_job_tools
 from .jobs import texts as job_texts
 from .jobs.registry import Job
 from .mcp.config import MCPServer
-from .mcp.mounts import MCPMounts
+from .mcp.mounts import MCPMounts, connection_of
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
 from .activations import activation_rows
 from .conversation import CONVERSATION_COLUMNS, conversation_rows
@@ -722,7 +722,7 @@ class AsyncHub:
         for agent in list(runtime.agents.values()):
             if agent.disposed:
                 continue
-            if shared or any(getattr(tool, "connection", None) in connections for tool in agent.tools.values()):
+            if shared or any(connection_of(tool) in connections for tool in agent.tools.values()):
                 runtime.retool(agent, removed, new)
 
     @staticmethod
@@ -757,8 +757,8 @@ class AsyncHub:
         """A finished one-shot child lets go of its own MCP servers' sessions (``held``): each stops
         unless another child holds it or a live agent still has one of its tools (a continuable child
         given the same server object); a later use starts it again."""
-        in_use = {id(getattr(tool, "connection", None)) for agent in list(self._runtime.agents.values())
-                  if not agent.disposed for tool in agent.tools.values() if getattr(tool, "connection", None) is not None}
+        in_use = {id(connection) for agent in list(self._runtime.agents.values()) if not agent.disposed
+                  for connection in map(connection_of, agent.tools.values()) if connection is not None}
         await self._mcp.release(held, in_use)
 
     async def _child_tools(self, servers: tuple) -> tuple[tuple, tuple]:

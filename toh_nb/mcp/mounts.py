@@ -124,6 +124,11 @@ class MountGroup:
         self.tools: list[MCPTool] = []
 
 
+def connection_of(tool: Tool) -> MCPConnection | None:
+    """The MCP session ``tool`` calls through; None for a tool that is not an MCP server's."""
+    return tool.connection if isinstance(tool, MCPTool) else None
+
+
 class MCPMounts:
     """The sessions of one hub's MCP servers (keyed by server object) and their tools.
 
