@@ -19,9 +19,9 @@ def test_server_arguments_are_the_measured_safe_settings():
     assert serve.server_argv("m.gguf", port=8123, n_threads=2) == [
         "--model", "m.gguf", "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", "8123",
         "--n_ctx", "8192", "--n_threads", "2", "--seed", "0", "--interrupt_requests", "False",
-        "--cache", "True", "--cache_type", "ram", "--cache_size", str(1024 << 20)]
+        "--logits_all", "False"]  # no --cache: the launcher's SavedStates is the prompt cache
     assert serve.server_argv("m.gguf", extra=["--n_batch", "64"])[-2:] == ["--n_batch", "64"]
-    assert "--cache" not in serve.server_argv("m.gguf", prompt_cache_mb=0)
+    assert serve.server_argv("m.gguf", extra=["--logits_all", "True"])[-2:] == ["--logits_all", "True"]  # last wins
 
 
 @pytest.mark.parametrize("asked, sent", [(None, 1024), (0, 1024), (-1, 1024), (5, 5), (4000, 4000)])

@@ -31,7 +31,9 @@ Tool calls: ``tool_choice`` decides per request —
   ``{"name": "subagent", "arguments": {"run_in_background": True}}`` (a small model left to choose
   set it false 12 runs of 13, ``bench/delegation_success.py``);
 - a callable ``(ModelRequest) -> one of the above``, e.g. force a delegation at the root's first step:
-  ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
+  ``tool_choice=lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none"`` (with ``"auto"``
+  after the forced call SmolLM2 called ``subagent`` again at every step until ``max_steps`` in 7 runs of
+  20, ``bench/delegation_success.py --recipes forced-auto``).
 
 The offered tools are listed in every request, whatever the mode: each request of an agent then
 extends the previous one as an exact prefix (SPEC §8: prompt caching), so a ``"none"`` step after a

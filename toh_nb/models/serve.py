@@ -24,11 +24,16 @@ library never patches the user's):
   do: with spinning threads the server made 0.5-2 tokens/s on the shared two-core machine while
   LocalModel made ~15 (measured side by side).
 
+- the prompt cache is :class:`~toh_nb.models.saved_states.SavedStates` (``--prompt-cache-mb``, 1024 MB;
+  0: off): the server's context holds one sequence, so a child's request evicts its parent's prompt; with
+  the cache the parent's next step loads its saved state instead of evaluating its prompt again. Its
+  budget counts whole states: llama-cpp-python's own ``--cache`` counts only their key/value bytes, and a
+  server using it grew by ~360 MB per distinct prompt until the OOM killer ended it.
+
 And the settings toh_nb's ``profile="llama.cpp"`` is measured with: ``--chat_format
-chatml-function-calling`` (the format that gives small GGUF models tool calls), llama-cpp-python's RAM
-prompt cache (``--cache``, ``--prompt-cache-mb``, 1024 MB: the server's context holds one sequence, so a
-child's request evicts its parent's prompt; with the cache the parent's next step loads its saved state
-instead of evaluating its prompt again), 127.0.0.1,
+chatml-function-calling`` (the format that gives small GGUF models tool calls), ``--logits_all False``
+(the server's default keeps the logits of every prompt token, ~190 KB a token with SmolLM2, in the
+model and in each saved state; only ``logprobs`` need them: pass ``-- --logits_all True`` for those), 127.0.0.1,
 ``--n_ctx 8192``, ``--interrupt_requests False`` (with it, a second request cut a running stream short
 with no finish_reason), the bundled SmolLM2 GGUF unless ``--model`` names another. Any other
 ``llama_cpp.server`` option is passed through unchanged after ``--``::
@@ -58,6 +63,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..core.errors import ModelError, UsageError
+from .saved_states import SavedStates, common_prefix
 
 #: a generation asked with no limit gets this many tokens at most
 MAX_TOKENS_CAP = 1024
@@ -73,14 +79,14 @@ def default_threads() -> int:
 
 
 def server_argv(model: str, *, host: str = "127.0.0.1", port: int = 8000, n_ctx: int = 8192,
-                n_threads: int | None = None, seed: int = 0, prompt_cache_mb: int = PROMPT_CACHE_MB,
-                extra: Sequence[str] = ()) -> list[str]:
+                n_threads: int | None = None, seed: int = 0, extra: Sequence[str] = ()) -> list[str]:
     """The ``llama_cpp.server`` arguments of the safe settings (see the module docstring)."""
-    cache = ["--cache", "True", "--cache_type", "ram", "--cache_size", str(prompt_cache_mb << 20)] \
-        if prompt_cache_mb > 0 else []
+    # no --cache: the prompt cache is safe_server_settings' SavedStates, whose budget counts whole states;
+    # --logits_all False: a state then holds the logits of one batch, not of every prompt token (logprobs,
+    # which need them, are refused unless `-- --logits_all True` is passed)
     return ["--model", str(model), "--chat_format", FUNCTION_CALLING, "--host", host, "--port", str(port),
             "--n_ctx", str(n_ctx), "--n_threads", str(n_threads or default_threads()), "--seed", str(seed),
-            "--interrupt_requests", "False", *cache, *extra]
+            "--interrupt_requests", "False", "--logits_all", "False", *extra]
 
 
 def capped(max_tokens: Any, cap: int) -> Any:
@@ -89,10 +95,11 @@ def capped(max_tokens: Any, cap: int) -> Any:
 
 
 @contextlib.contextmanager
-def safe_server_settings(cap: int = MAX_TOKENS_CAP) -> Iterator[None]:
+def safe_server_settings(cap: int = MAX_TOKENS_CAP, cache_bytes: int = 0) -> Iterator[None]:
     """Inside this block, in this process: no extra buffer types, no HTML autoescape in chat templates,
-    every completion bounded by ``cap``, ``"none"`` requests keep their tool list (:func:`none_keeps_tools`).
-    For the launcher's own process only."""
+    every completion bounded by ``cap``, ``"none"`` requests keep their tool list (:func:`none_keeps_tools`),
+    and a model's first completion gives it a :class:`~toh_nb.models.saved_states.SavedStates` prompt
+    cache of ``cache_bytes`` (0: none). For the launcher's own process only."""
     import llama_cpp
     from llama_cpp import llama_chat_format
 
@@ -110,6 +117,8 @@ def safe_server_settings(cap: int = MAX_TOKENS_CAP) -> Iterator[None]:
     @functools.wraps(create_completion)
     def bounded(self: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs["max_tokens"] = capped(kwargs.get("max_tokens"), cap)
+        if cache_bytes and not isinstance(self.cache, SavedStates):
+            self.set_cache(SavedStates(cache_bytes))
         report_cache_use(self, kwargs["prompt"] if "prompt" in kwargs else args[0] if args else None)
         return create_completion(self, *args, **kwargs)
 
@@ -135,12 +144,7 @@ CACHE_LINE_PATTERN = r"^serve-model cache: prompt (\d+) tokens, (\d+) reused, (\
 def reused_tokens(cached: Sequence[int], tokens: Sequence[int]) -> int:
     """The tokens of a new prompt the KV cache holds: its common prefix with what was evaluated last,
     at most all but its last token (llama-cpp-python's ``Llama.generate`` evaluates that one again)."""
-    same = 0
-    for a, b in zip(cached, tokens):
-        if a != b:
-            break
-        same += 1
-    return min(same, max(len(tokens) - 1, 0))
+    return min(common_prefix(cached, tokens), max(len(tokens) - 1, 0))
 
 
 def report_cache_use(llama: Any, prompt: Any) -> None:
@@ -154,7 +158,7 @@ def report_cache_use(llama: Any, prompt: Any) -> None:
         reused = reused_tokens(llama.input_ids[: llama.n_tokens], tokens)
     except Exception:  # never fail a completion over a log line (a prompt of another shape, a stand-in)
         return
-    saved = getattr(llama, "cache", None)  # --cache: a saved state with a longer prefix is loaded first
+    saved = getattr(llama, "cache", None)  # a saved state with a longer prefix is loaded first
     if saved:
         try:
             reused = max(reused, reused_tokens(saved[tokens].input_ids.tolist(), tokens))
@@ -284,8 +288,8 @@ def main(argv: Sequence[str]) -> int:
 
     sys.argv = ["llama_cpp.server", *server_argv(model, host=args.host, port=args.port, n_ctx=args.n_ctx,
                                                  n_threads=args.n_threads, seed=args.seed,
-                                                 prompt_cache_mb=args.prompt_cache_mb, extra=extra)]
-    with safe_server_settings(args.max_tokens_cap):
+                                                 extra=extra)]
+    with safe_server_settings(args.max_tokens_cap, args.prompt_cache_mb << 20):
         runpy.run_module("llama_cpp.server", run_name="__main__")
     return 0
 

@@ -8,7 +8,8 @@ to call a tool at a given step. Accepted values:
 - a tool name, sent as ``{"type": "function", "function": {"name": ...}}`` (that form is accepted too);
 - ``None``: never send the field (the server's default applies);
 - a callable ``(ModelRequest) -> one of the above``, asked at every request, e.g.
-  ``lambda r: "subagent" if r.depth == 0 and r.step == 1 else "auto"``.
+  ``lambda r: "subagent" if r.depth == 0 and r.step == 1 else "none"`` (``"none"`` after it, not
+  ``"auto"``: a small model shown the tools may call again at every step, docs/guides/local-models.md).
 
 The field is only sent when the request offers tools. A forced tool that the request does not offer
 (a child whose tool filter or depth removed it) is a ModelError naming the tool and those offered.
