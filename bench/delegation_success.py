@@ -49,6 +49,9 @@ RECIPES = ("auto", "forced")
 #: also measurable (``--recipes forced-auto``): the forced first call, then ``"auto"`` at every other step
 #: (the tool list stays in every prompt: does the model answer, or call again and again?)
 EXTRA_RECIPES = ("forced-auto",)
+#: seconds a background run may take to settle (under the server's "auto" every notice's turn started more
+#: background children: a run never settled by itself)
+SETTLE_SECONDS = 180.0
 #: the completion limit of a background child (the root's answers keep ``--max-tokens``)
 BACKGROUND_CHILD_TOKENS = 160
 
@@ -139,7 +142,7 @@ def clean(text: str) -> bool:
 async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool, int]:
     """(success, the root's answer names Paris, the root's subagent calls)."""
     if scenario == "recall":
-        async with tn.AsyncHub(tn.FunctionModel(recorder.request), ids="sequential") as hub:
+        async with tn.AsyncHub(tn.FunctionModel(recorder.request), ids="sequential", max_steps=MAX_STEPS) as hub:
             kid = await hub.start(REMEMBER, label="helper")
             await kid.wait(timeout=300)
             await kid.send(RECALL)
@@ -154,12 +157,14 @@ async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool, int]:
                            max_depth=MAX_DEPTH, delegation_tools=tools) as hub:
         result = await hub.run(DELEGATE if scenario == "foreground" else BACKGROUND)
         if scenario == "background":
-            await settle(hub)  # the notice's turn, if the job's notice woke the root
+            await settle(hub, SETTLE_SECONDS)  # the notice's turn, if the job's notice woke the root
     root = [(q, r) for q, r in recorder.log if q.depth == 0]
     calls = [c for _, r in root for c in r.tool_calls]
     kids = [r for q, r in recorder.log if q.depth == 1]
     named = "paris" in result.text.lower()
     ended = result.stop_reason in ("completed", "max-tokens") and clean(result.text)
+    if result.stop_reason == "error":  # a failed backend is not the model's failure: say it, loudly
+        raise RuntimeError(f"the root's turn ended error: {result.diagnostic}")
     delegations = sum(c.name == "subagent" for c in calls)
     if scenario == "foreground":
         delegated = any(c.name == "subagent" and not c.arguments.get("run_in_background") for c in calls)

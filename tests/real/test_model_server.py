@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 import urllib.request
 
 import pytest
@@ -130,3 +135,36 @@ def test_a_none_request_extends_the_forced_one_and_the_next_turn_reuses_the_cach
     # llama-cpp-python says the same: its prefix match covers what the launcher counted
     for (_, _, lines, hits) in seen[1:]:
         assert hits and hits[-1] >= lines[0][1] - 1, seen
+
+
+def test_a_server_started_from_python_ends_with_the_process_that_started_it(tmp_path):
+    """A notebook kernel restarted (SIGKILL) must not leave its 1-2 GB model server behind: the server
+    reads its standard input, a pipe only its parent holds, and stops when it closes."""
+    code = ("import sys, time\n"
+            "from toh_nb.models.serve import start_model_server\n"
+            "server = start_model_server(timeout=300)\n"
+            "print(server.pid, flush=True)\n"
+            "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+    finally:
+        parent.send_signal(signal.SIGKILL)  # no atexit, no finally: what a kernel restart does
+        parent.wait()
+        parent.stdout.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _running(pid):
+        time.sleep(0.2)
+    alive = _running(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"serve-model (pid {pid}) outlived the process that started it by 60 s"
+
+
+def _running(pid: int) -> bool:
+    """``pid`` runs (a zombie, reaped by init later, does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

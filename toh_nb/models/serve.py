@@ -53,10 +53,12 @@ import argparse
 import contextlib
 import functools
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -256,6 +258,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     p.add_argument("--max-tokens-cap", type=int, default=MAX_TOKENS_CAP,
                    help="tokens of a completion asked with no limit (default: %(default)s)")
+    p.add_argument("--exit-with-stdin", action="store_true",
+                   help="stop when standard input closes (start_model_server's child ends with the process that "
+                        "started it, even one killed with SIGKILL: a restarted kernel)")
     p.add_argument("--prompt-cache-mb", type=int, default=PROMPT_CACHE_MB,
                    help="megabytes of model states kept after each completion, so a prompt that extends an "
                         "earlier one (an agent's next step after a child's request) is not evaluated again; "
@@ -275,6 +280,8 @@ def main(argv: Sequence[str]) -> int:
         parser().error("--max-tokens-cap must be >= 1")
     if args.prompt_cache_mb < 0:
         parser().error("--prompt-cache-mb must be >= 0")
+    if args.exit_with_stdin:
+        threading.Thread(target=exit_when_stdin_closes, name="serve-model stdin watch", daemon=True).start()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when llama.cpp loads: before the import
     try:
         import llama_cpp.server  # noqa: F401  (the server extra: fastapi, uvicorn, sse-starlette)
@@ -295,6 +302,26 @@ def main(argv: Sequence[str]) -> int:
 
 
 # -- as a child process -----------------------------------------------------------------------------------
+
+#: seconds the server may take to shut down after its parent went before it is ended outright
+PARENT_GONE_GRACE = 10.0
+
+
+def exit_when_stdin_closes(grace: float = PARENT_GONE_GRACE) -> None:
+    """Read standard input to its end (the parent holds the pipe's other end: it closes when the parent
+    exits, however it exits), then stop this server: SIGTERM (uvicorn's graceful shutdown), and after
+    ``grace`` seconds (a generation still running) exit outright."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):  # no usable stdin: treated as closed
+        pass
+    print("serve-model: standard input closed (the process that started it is gone); stopping",
+          file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(grace)
+    os._exit(1)
+
 
 
 def free_port() -> int:
@@ -328,6 +355,8 @@ class ModelServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
         self._log.close()
 
     def __enter__(self) -> "ModelServer":
@@ -347,7 +376,7 @@ def start_model_server(model: str | Path | None = None, *, port: int | None = No
     """Start ``python -m toh_nb serve-model`` on 127.0.0.1 and wait until it answers (see the module
     docstring); its output goes to ``log_path`` (a temporary file by default)."""
     port = port or free_port()
-    command = [sys.executable, "-m", "toh_nb", "serve-model", "--port", str(port), "--n-ctx", str(n_ctx),
+    command = [sys.executable, "-m", "toh_nb", "serve-model", "--exit-with-stdin", "--port", str(port), "--n-ctx", str(n_ctx),
                "--seed", str(seed), "--max-tokens-cap", str(max_tokens_cap), "--prompt-cache-mb", str(prompt_cache_mb)]
     if model is not None:
         command += ["--model", str(model)]
@@ -362,8 +391,10 @@ def start_model_server(model: str | Path | None = None, *, port: int | None = No
     log_path = Path(log_path)
     log = open(log_path, "w")  # a pipe nobody reads would fill up and block the server
     # unbuffered: the log shows each request as it happens (the server's own prints are Python prints)
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    # stdin: a pipe only this process holds (close_fds: no other child inherits it), so the server stops
+    # when this process goes, even killed (--exit-with-stdin); stop() ends it first
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"}, close_fds=True)
     server = ModelServer(process, f"http://127.0.0.1:{port}/v1", log_path, log)
     deadline = time.monotonic() + timeout
     while True:
