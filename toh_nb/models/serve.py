@@ -311,10 +311,10 @@ def exit_when_stdin_closes(grace: float = PARENT_GONE_GRACE) -> None:
     """Read standard input to its end (the parent holds the pipe's other end: it closes when the parent
     exits, however it exits), then stop this server: SIGTERM (uvicorn's graceful shutdown), and after
     ``grace`` seconds (a generation still running) exit outright."""
-    try:
-        while sys.stdin.buffer.read(4096):
+    try:  # the file descriptor, not sys.stdin: a daemon thread blocked in a buffered read aborts shutdown
+        while os.read(0, 4096):
             pass
-    except (OSError, ValueError):  # no usable stdin: treated as closed
+    except OSError:  # no usable stdin: treated as closed
         pass
     print("serve-model: standard input closed (the process that started it is gone); stopping",
           file=sys.stderr, flush=True)
