@@ -142,7 +142,8 @@ def clean(text: str) -> bool:
 async def run_one(scenario: str, recorder: Recorder) -> tuple[bool, bool, int]:
     """(success, the root's answer names Paris, the root's subagent calls)."""
     if scenario == "recall":
-        async with tn.AsyncHub(tn.FunctionModel(recorder.request), ids="sequential", max_steps=MAX_STEPS) as hub:
+        async with tn.AsyncHub(tn.FunctionModel(recorder.request), ids="sequential", max_steps=MAX_STEPS,
+                               max_depth=MAX_DEPTH) as hub:  # the helper answers; it may not delegate
             kid = await hub.start(REMEMBER, label="helper")
             await kid.wait(timeout=300)
             await kid.send(RECALL)
