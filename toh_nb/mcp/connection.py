@@ -20,7 +20,6 @@ import logging
 import tempfile
 from typing import Any, Callable
 
-
 from ..core.errors import ToolError, describe
 from ..core.tools import ToolResult
 from . import texts

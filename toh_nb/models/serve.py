@@ -22,8 +22,7 @@ library never patches the user's):
   R reused, E evaluated``) to the server's log;
 - llama.cpp's OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set), as LocalModel's
   do: with spinning threads the server made 0.5-2 tokens/s on the shared two-core machine while
-  LocalModel made ~15 (measured side by side).
-
+  LocalModel made ~15 (measured side by side);
 - the prompt cache is :class:`~toh_nb.models.saved_states.SavedStates` (``--prompt-cache-mb``, 1024 MB;
   0: off): the server's context holds one sequence, so a child's request evicts its parent's prompt; with
   the cache the parent's next step loads its saved state instead of evaluating its prompt again. Its
@@ -44,7 +43,8 @@ with no finish_reason), the bundled SmolLM2 GGUF unless ``--model`` names anothe
 From Python (a notebook, a test, a benchmark), :func:`start_model_server` starts it as a child process
 bound to 127.0.0.1 on a free port, waits until it answers and returns a handle whose ``url`` is the
 ``base_url`` of ``tn.OpenAIChatModel(..., profile="llama.cpp")``; ``stop()`` (or the ``with`` block)
-ends exactly that process.
+ends exactly that process, and it ends by itself when the process that started it goes, however it
+goes (``--exit-with-stdin``: it reads a pipe only its parent holds).
 """
 
 from __future__ import annotations
