@@ -62,7 +62,8 @@ def test_children_on_two_nodes_survive_losing_one(two_nodes, tmp_path):
                     "the driver sent it SIGTERM")
 
     # placed on both nodes: one host actor each (spread), children on both
-    assert sorted(seen["hosts"].values()) == sorted([seen["head"], seen["second"]])
+    assert sorted(seen["hosts"].values()) == sorted([seen["head"], seen["second"]]), json.dumps(
+        {key: seen[key] for key in ("head", "second", "hosts", "nodes")}, indent=1)
     assert set(seen["placed"].values()) == {seen["head"], seen["second"]}
     assert seen["first"] == [f"k{i}: hello {i}" for i in range(4)]
 

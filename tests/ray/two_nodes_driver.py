@@ -29,6 +29,12 @@ from .scripts import Script, marks_of, where
 WAIT = 120.0
 
 
+def cluster() -> dict:
+    """Every node Ray lists (alive or not) with its resources and address: what a failure report needs."""
+    return {n["NodeID"]: {"alive": n["Alive"], "address": n.get("NodeManagerAddress"),
+                          "port": n.get("NodeManagerPort"), "resources": n["Resources"]} for n in ray.nodes()}
+
+
 def node_of(provider, child_id: str) -> str:
     return provider._pool.placement[f"{child_id}@1"].node_id
 
@@ -46,10 +52,12 @@ async def drive(address: str, second_pid: int, store: str, marks: str) -> dict:
             sent[kids[-1].id] = [f"hello {i}"]
         first = [await kid.wait(timeout=WAIT) for kid in kids]
         hosts = {h.name: h.node_id for h in provider._pool.hosts}
+        nodes = cluster()  # when the hosts were placed
         placed = {kid.id: node_of(provider, kid.id) for kid in kids}
         victims = [kid for kid in kids if placed[kid.id] == second]
         if not victims:  # the test reports where the hosts went
-            return {"head": head, "second": second, "hosts": hosts, "placed": placed, "first": first}
+            return {"head": head, "second": second, "hosts": hosts, "placed": placed, "first": first,
+                    "nodes": cluster()}
         for kid in victims:  # mid-turn on the second node: the model blocks until the node goes
             await hub.send(kid.id, "block until the node stops")
             sent[kid.id].append("block until the node stops")
@@ -71,7 +79,7 @@ async def drive(address: str, second_pid: int, store: str, marks: str) -> dict:
             rows = await reopened.transcript(child_id)
             logged[child_id] = [row["text"] for row in rows if row["role"] == "user"]
             ends[child_id] = [row["text"] for row in rows if row["role"] == "turn"]
-    return {"head": head, "second": second, "hosts": hosts, "placed": placed, "first": first,
+    return {"head": head, "second": second, "hosts": hosts, "placed": placed, "first": first, "nodes": nodes,
             "victims": [kid.id for kid in victims], "victim_hosts": victim_hosts, "settled": settled,
             "resumed": resumed, "resumed_node": resumed_node, "survivors": {str(k): v for k, v in survivors.items()},
             "sent": sent, "logged": logged, "ends": ends}
