@@ -57,7 +57,7 @@ async def drive(address: str, second_pid: int, store: str, marks: str) -> dict:
         victims = [kid for kid in kids if placed[kid.id] == second]
         if not victims:  # the test reports where the hosts went
             return {"head": head, "second": second, "hosts": hosts, "placed": placed, "first": first,
-                    "nodes": cluster()}
+                    "nodes": nodes}
         for kid in victims:  # mid-turn on the second node: the model blocks until the node goes
             await hub.send(kid.id, "block until the node stops")
             sent[kid.id].append("block until the node stops")
