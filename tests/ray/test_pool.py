@@ -55,15 +55,23 @@ def test_spread_puts_each_new_host_on_the_node_with_the_fewest():
 
     a, b, c = ("a" * 56), ("b" * 56), ("c" * 56)  # node ids: 28 bytes in hex
 
+    d = "d" * 56
+
     class Cluster:
         @staticmethod
         def nodes():
-            return [{"NodeID": b, "Alive": True}, {"NodeID": a, "Alive": True}, {"NodeID": c, "Alive": False}]
+            return [{"NodeID": b, "Alive": True, "Resources": {"CPU": 2.0, "gpu_box": 1.0}},
+                    {"NodeID": a, "Alive": True, "Resources": {"CPU": 1.0, "gpu_box": 1.0}},
+                    {"NodeID": c, "Alive": False, "Resources": {"CPU": 8.0, "gpu_box": 1.0}},
+                    {"NodeID": d, "Alive": True, "Resources": {"CPU": 8.0}}]
 
-    pool = HostPool(size=4, address=None, init_options={}, actor_options={}, spread=True)
+    pool = HostPool(size=4, address=None, init_options={}, actor_options={"resources": {"gpu_box": 1}}, spread=True)
     pool.hosts = [HostRecord("h1", None, node_id=a)]
     nodes = pool._spread_over(Cluster)
-    assert nodes == {a: 1, b: 0}  # a dead node gets none
+    assert nodes == {a: 1, b: 0}  # a dead node gets none, nor one without the resources a host reserves
     chosen = [pool._next_node(Cluster, nodes) for _ in range(3)]
     assert [strategy.node_id for strategy in chosen] == [b, a, b]
-    assert all(strategy.soft for strategy in chosen)  # a node that cannot take it lets Ray place it elsewhere
+    # hard: the node can hold it (with a soft affinity Ray at times put a host beside the previous one)
+    assert not any(strategy.soft for strategy in chosen)
+    greedy = HostPool(size=4, address=None, init_options={}, actor_options={"num_cpus": 2}, spread=True)
+    assert greedy._spread_over(Cluster) == {b: 0, d: 0}  # 2 CPUs a host: not the 1-CPU node

@@ -129,8 +129,8 @@ class RayProvider:
         max_concurrency: calls one host actor runs at once.
         init_options: keyword arguments for ``ray.init`` when the provider connects or starts a cluster.
         spread: place the host actors over the cluster's live nodes, each new host on the node with the
-            fewest (a soft node affinity: a node that lacks ``num_cpus``/``resources`` lets Ray place it
-            elsewhere), instead of wherever Ray packs them. Children go to the least-loaded live host, so
+            fewest (a node affinity; nodes whose resources cannot hold a host's ``num_cpus``/``resources``
+            are left out, and if none can, Ray places it), instead of wherever Ray packs them. Children go to the least-loaded live host, so
             with ``host_actors`` at least the number of nodes every node runs children; the children of a
             node that leaves continue on the other nodes' hosts at their next turn.
         child_resources: what each *user tool call* of a child reserves: a dict of Ray task options
