@@ -85,10 +85,11 @@ def parser(description: str, default_n: list[int], *, store: bool = False) -> ar
 # -- figures ---------------------------------------------------------------------------------------
 
 
-def proc_status_kb(field: str) -> int | None:
-    """A ``/proc/self/status`` field in kB (``VmRSS``, ``VmHWM``); None where there is no procfs."""
+def proc_status_kb(field: str, pid: int | str = "self") -> int | None:
+    """A ``/proc/<pid>/status`` field in kB (``VmRSS``, ``VmHWM``; this process by default); None where
+    there is no procfs."""
     try:
-        with open("/proc/self/status") as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])

@@ -18,19 +18,15 @@ import urllib.request
 
 from toh_nb.models.serve import PROMPT_CACHE_MB, start_model_server
 
+import _common as c
+
 #: a long shared preamble (a system prompt's size) and a distinct ending per request
 PREAMBLE = " ".join(f"Rule {i}: answer briefly and cite the step you took." for i in range(120))
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
     """(VmRSS, VmHWM) of ``pid`` in MB."""
-    fields = {}
-    with open(f"/proc/{pid}/status", encoding="utf-8") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = int(value.split()[0]) / 1024
-    return fields["VmRSS"], fields["VmHWM"]
+    return c.proc_status_kb("VmRSS", pid) / 1024, c.proc_status_kb("VmHWM", pid) / 1024
 
 
 def complete(url: str, prompt: str) -> None:

@@ -13,31 +13,27 @@ import importlib.abc
 import importlib.metadata as metadata
 import io
 import pathlib
-import re
 import sys
 import tempfile
 
 from packaging.requirements import Requirement
-
-
-def _key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+from packaging.utils import canonicalize_name
 
 
 def base_closure() -> set[str]:
     """The distributions a base install of toh_nb brings (its requirements without extras, recursively)."""
-    roots = [Requirement(line) for line in metadata.distribution("toh_nb").requires or ()]
     seen: set[str] = set()
-    todo = [req for req in roots if req.marker is None or req.marker.evaluate({"extra": ""})]
+    todo = [Requirement(line) for line in metadata.distribution("toh_nb").requires or ()]
     while todo:
         req = todo.pop()
-        if _key(req.name) in seen or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
-            continue
+        name = canonicalize_name(req.name)
+        if name in seen or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue  # seen, or only with an extra (or on another platform)
         try:
             dist = metadata.distribution(req.name)
         except metadata.PackageNotFoundError:
             continue
-        seen.add(_key(req.name))
+        seen.add(name)
         todo += [Requirement(line) for line in dist.requires or ()]
     return seen
 
@@ -45,7 +41,7 @@ def base_closure() -> set[str]:
 def blocked_modules() -> set[str]:
     allowed = base_closure()
     return {module for module, dists in metadata.packages_distributions().items()
-            if module != "toh_nb" and not any(_key(dist) in allowed for dist in dists)}
+            if module != "toh_nb" and not any(canonicalize_name(dist) in allowed for dist in dists)}
 
 
 class _Blocker(importlib.abc.MetaPathFinder):

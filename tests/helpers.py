@@ -74,3 +74,12 @@ async def until(predicate, what: str = "condition", timeout: float = 2.0) -> Non
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.001)
 
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie nobody reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")

@@ -25,7 +25,7 @@ import urllib.request
 import pytest
 
 import toh_nb as tn
-from tests.helpers import until
+from tests.helpers import alive, until
 from tests.real.conftest import HAVE_LOCAL, NO_LOCAL
 from toh_nb.core.content import Message, Text
 from toh_nb.core.model import ModelRequest
@@ -153,18 +153,9 @@ def test_a_server_started_from_python_ends_with_the_process_that_started_it(tmp_
         parent.wait()
         parent.stdout.close()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and _running(pid):
+    while time.monotonic() < deadline and alive(pid):
         time.sleep(0.2)
-    alive = _running(pid)
-    if alive:
+    outlived = alive(pid)
+    if outlived:
         os.kill(pid, signal.SIGKILL)
-    assert not alive, f"serve-model (pid {pid}) outlived the process that started it by 60 s"
-
-
-def _running(pid: int) -> bool:
-    """``pid`` runs (a zombie, reaped by init later, does not count)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert not outlived, f"serve-model (pid {pid}) outlived the process that started it by 60 s"

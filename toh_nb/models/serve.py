@@ -268,6 +268,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+#: seconds the server may take to shut down after its parent went before it is ended outright
+PARENT_GONE_GRACE = 10.0
+
+
+def exit_when_stdin_closes(grace: float = PARENT_GONE_GRACE) -> None:
+    """Read standard input to its end (the parent holds the pipe's other end: it closes when the parent
+    exits, however it exits), then stop this server: SIGTERM (uvicorn's graceful shutdown), and after
+    ``grace`` seconds (a generation still running) exit outright."""
+    try:  # the file descriptor, not sys.stdin: a daemon thread blocked in a buffered read aborts shutdown
+        while os.read(0, 4096):
+            pass
+    except OSError:  # no usable stdin: treated as closed
+        pass
+    print("serve-model: standard input closed (the process that started it is gone); stopping",
+          file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(grace)
+    os._exit(1)
+
+
 def main(argv: Sequence[str]) -> int:
     """Run the server in this process until it is stopped (Ctrl-C, SIGTERM)."""
     argv = list(argv)
@@ -302,26 +322,6 @@ def main(argv: Sequence[str]) -> int:
 
 
 # -- as a child process -----------------------------------------------------------------------------------
-
-#: seconds the server may take to shut down after its parent went before it is ended outright
-PARENT_GONE_GRACE = 10.0
-
-
-def exit_when_stdin_closes(grace: float = PARENT_GONE_GRACE) -> None:
-    """Read standard input to its end (the parent holds the pipe's other end: it closes when the parent
-    exits, however it exits), then stop this server: SIGTERM (uvicorn's graceful shutdown), and after
-    ``grace`` seconds (a generation still running) exit outright."""
-    try:  # the file descriptor, not sys.stdin: a daemon thread blocked in a buffered read aborts shutdown
-        while os.read(0, 4096):
-            pass
-    except OSError:  # no usable stdin: treated as closed
-        pass
-    print("serve-model: standard input closed (the process that started it is gone); stopping",
-          file=sys.stderr, flush=True)
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(grace)
-    os._exit(1)
-
 
 
 def free_port() -> int:
@@ -376,8 +376,9 @@ def start_model_server(model: str | Path | None = None, *, port: int | None = No
     """Start ``python -m toh_nb serve-model`` on 127.0.0.1 and wait until it answers (see the module
     docstring); its output goes to ``log_path`` (a temporary file by default)."""
     port = port or free_port()
-    command = [sys.executable, "-m", "toh_nb", "serve-model", "--exit-with-stdin", "--port", str(port), "--n-ctx", str(n_ctx),
-               "--seed", str(seed), "--max-tokens-cap", str(max_tokens_cap), "--prompt-cache-mb", str(prompt_cache_mb)]
+    command = [sys.executable, "-m", "toh_nb", "serve-model", "--exit-with-stdin", "--port", str(port),
+               "--n-ctx", str(n_ctx), "--seed", str(seed), "--max-tokens-cap", str(max_tokens_cap),
+               "--prompt-cache-mb", str(prompt_cache_mb)]
     if model is not None:
         command += ["--model", str(model)]
     if n_threads is not None:

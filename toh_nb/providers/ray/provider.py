@@ -130,9 +130,10 @@ class RayProvider:
         init_options: keyword arguments for ``ray.init`` when the provider connects or starts a cluster.
         spread: place the host actors over the cluster's live nodes, each new host on the node with the
             fewest (a node affinity; nodes whose resources cannot hold a host's ``num_cpus``/``resources``
-            are left out, and if none can, Ray places it), instead of wherever Ray packs them. Children go to the least-loaded live host, so
-            with ``host_actors`` at least the number of nodes every node runs children; the children of a
-            node that leaves continue on the other nodes' hosts at their next turn.
+            are left out, and if none can, Ray places it), instead of wherever Ray packs them. Children go
+            to the least-loaded live host, so with ``host_actors`` at least the number of nodes every node
+            runs children; the children of a node that leaves continue on the other nodes' hosts at their
+            next turn.
         child_resources: what each *user tool call* of a child reserves: a dict of Ray task options
             (``{"num_cpus": 1}``, ``num_gpus``, ``memory``, ``resources``), or a function of the child's
             ``ChildInfo`` returning one or ``None``; such calls run as Ray tasks scheduled wherever those
