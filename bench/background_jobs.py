@@ -31,6 +31,7 @@ def _job_output(job_number: int) -> object:
 async def engine(n: int, batch: int | None) -> float:
     from toh_nb.core.session import TOOL_RESULT
     from toh_nb.hub import AsyncHub
+    from toh_nb.testing import engine_of
 
     size = n if batch is None else batch
     rounds = -(-n // size)
@@ -52,7 +53,7 @@ async def engine(n: int, batch: int | None) -> float:
         start = c.now()
         result = await hub.run("start background jobs and collect them")
         seconds = c.now() - start
-        results = [e.message for e in hub.root_agent.session.events if e.kind == TOOL_RESULT]
+        results = [e.message for e in engine_of(hub).root.session.events if e.kind == TOOL_RESULT]
     started = [m for m in results if m.text.startswith("started background subagent job")]
     collected = [m for m in results if m.text.startswith("ok") and "[status: completed]" in m.text]
     if result.stop_reason != "completed" or len(started) != n or len(collected) != n:

@@ -33,6 +33,7 @@ import time
 from collections import defaultdict
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 DELEGATE = "Find out what the capital of France is. Delegate it to a subagent and wait for its answer."
 BACKGROUND = ("Find out what the capital of France is. Start a subagent in the background for it, then read "
@@ -104,7 +105,7 @@ async def settle(hub, seconds: float = 300.0) -> None:
     quiet = 0
     while time.monotonic() < deadline:
         busy = any(job["status"] in ("running", "stopping") for job in await hub.jobs())
-        quiet = 0 if busy or hub.root_agent.status != "idle" else quiet + 1
+        quiet = 0 if busy or engine_of(hub).root.status != "idle" else quiet + 1
         if quiet >= 3:
             return
         await asyncio.sleep(0.2)

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toh_nb as tn  # noqa: E402
+from toh_nb.testing import engine_of  # noqa: E402
 from toh_nb.core.content import Message, Text  # noqa: E402
 from toh_nb.core.model import ModelRequest  # noqa: E402
 
@@ -59,7 +60,7 @@ async def measure(threads: int | None) -> list[dict]:
         started = time.perf_counter()
         result = await hub.run(DELEGATE)
         seconds = time.perf_counter() - started
-        agents = [header.id for header in hub._runtime.store.headers()]
+        agents = [header.id for header in engine_of(hub).runtime.store.headers()]
         assert len(agents) == 2, agents
         figures.append({"name": "local_delegation", "agents": len(agents), "model_calls": 3,
                         "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,

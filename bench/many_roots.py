@@ -35,12 +35,13 @@ async def engine_roots(n: int) -> dict:
     from toh_nb.core.content import user_message
     from toh_nb.core.session import SessionHeader
     from toh_nb.hub import AsyncHub
+    from toh_nb.testing import engine_of
 
     hub = AsyncHub(c.model(_reply), ids="sequential")
     try:
         start = c.now()
-        runtime = hub._runtime  # the bench builds roots the way the hub does: engine internals
-        roots = [hub.root_agent]
+        runtime = engine_of(hub).runtime  # the bench builds roots the way the hub does: engine internals
+        roots = [engine_of(hub).root]
         for i in range(1, n):
             session = runtime.store.create(SessionHeader(f"root-{i}", time.time(), origin="root"))
             roots.append(runtime.create_agent(session, label=None, depth=0, parent=None, mode="root"))

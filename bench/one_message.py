@@ -22,6 +22,7 @@ TARGET = 2000  # SPEC §8: >= 2,000/s for 1,000 delegations issued in one assist
 async def engine(n: int, pool: int) -> float:
     from toh_nb.core.session import TOOL_RESULT
     from toh_nb.hub import AsyncHub
+    from toh_nb.testing import engine_of
 
     def reply(request):
         if request.depth == 0:
@@ -32,7 +33,7 @@ async def engine(n: int, pool: int) -> float:
         start = c.now()
         result = await hub.run("delegate everything at once")
         seconds = c.now() - start
-        results = [e for e in hub.root_agent.session.events if e.kind == TOOL_RESULT]
+        results = [e for e in engine_of(hub).root.session.events if e.kind == TOOL_RESULT]
     if result.stop_reason != "completed" or len(results) != n or any(e.message.text != "ok" for e in results):
         raise SystemExit(f"one_message: run ended {result.stop_reason} with {len(results)} results")
     return seconds

@@ -25,6 +25,7 @@ TARGET_JSONL = 500  # SPEC §8: >= 500/s with the JSONL store
 async def engine(n: int, store: str | None = None, fsync: str | None = None) -> dict:
     from toh_nb.core.session import TOOL_RESULT
     from toh_nb.hub import AsyncHub
+    from toh_nb.testing import engine_of
 
     def reply(request):
         if request.depth == 0:
@@ -37,7 +38,7 @@ async def engine(n: int, store: str | None = None, fsync: str | None = None) -> 
             start = c.now()
             result = await hub.run("delegate, one child at a time")
             seconds = c.now() - start
-        results = [e for e in hub.root_agent.session.events if e.kind == TOOL_RESULT]
+        results = [e for e in engine_of(hub).root.session.events if e.kind == TOOL_RESULT]
     finally:
         closing = c.now()
         await hub.close()

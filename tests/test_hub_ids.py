@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.errors import UsageError
 
 GRAMMAR = "letters, digits, '-', '_', '.', ':' (no '..'), starting with a letter or digit, at most 128 characters"
@@ -76,7 +77,7 @@ def test_a_tool_call_with_an_id_that_is_no_id_never_reaches_the_store(tmp_path, 
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path / "s")) as hub:
             opened = []
-            monkeypatch.setattr(hub._store, "open", lambda session_id: opened.append(session_id))
+            monkeypatch.setattr(engine_of(hub).store, "open", lambda session_id: opened.append(session_id))
             text = (await hub.call_tool("send_message", subagent_id="x/../../victim", message="x")).text
             return text, opened
 

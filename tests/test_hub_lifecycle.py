@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 
 def test_close_with_work_in_flight_leaves_no_tasks_and_consistent_logs(no_leftover_tasks):
@@ -25,14 +26,14 @@ def test_close_with_work_in_flight_leaves_no_tasks_and_consistent_logs(no_leftov
         result = await foreground
         assert result.stop_reason == "aborted"
         assert [j.status for j in jobs] == ["killed"] * 3
-        for header in hub._store.headers():
-            events = hub._store.open(header.id).events
+        for header in engine_of(hub).store.headers():
+            events = engine_of(hub).store.open(header.id).events
             starts = sum(e.kind == "turn/start" for e in events)
             ends = [e.data["reason"] for e in events if e.kind == "turn/end"]
             assert len(ends) == starts  # every started turn has its end
             if header.origin == "subagent":
                 assert ends == ["aborted"]
-        assert hub._runtime.agents == {}
+        assert engine_of(hub).runtime.agents == {}
         assert [k.status for k in kids] == ["ready"] * 3  # stored, resumable by a new hub on a store
         with pytest.raises(tn.ClosedError, match="this hub is closed"):
             await hub.spawn("again")
@@ -53,7 +54,7 @@ def test_concurrent_runs_are_separate_fifo_turns():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             results = await asyncio.gather(*(hub.run(f"q{i}") for i in range(4)))
             assert [r.text for r in results] == [f"answer to q{i}" for i in range(4)]
-            assert hub.root_agent.turns == 4
+            assert engine_of(hub).root.turns == 4
 
     asyncio.run(main())
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 
 def test_user_tools_are_seen_by_children_and_sync_ones_do_not_stall_other_agents():
@@ -48,7 +49,7 @@ def test_user_tools_are_seen_by_children_and_sync_ones_do_not_stall_other_agents
     async def main():
         tools = [slow_lookup, tn.Tool(shout, name="loud", concurrency_safe=True)]
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", tools=tools) as hub:
-            spec = {t.name: t for t in hub.root_agent.tool_specs}
+            spec = {t.name: t for t in engine_of(hub).root.tool_specs}
             assert spec["slow_lookup"].parameters["properties"]["city"]["type"] == "string"
             assert spec["loud"].description == "Upper-case a text."
             weather, ticker = await asyncio.gather(hub.spawn("w", label="weather"), hub.spawn("t", label="ticker"))

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 
@@ -21,7 +22,7 @@ def test_acp_prompts_under_a_budget_run_together_and_reserve_nothing(tmp_path):
     async def main():
         agent = tn.AcpAgent(fake(), cwd=str(tmp_path), eof_grace=2.0)
         async with tn.AsyncHub(ids="sequential", providers={"coder": agent}, token_budget=1000) as hub:
-            root = hub.root_agent
+            root = engine_of(hub).root
             kids = [await hub.start(f"SLOW {n}", label=n, provider="coder") for n in ("one", "two")]
 
             def working(kid):

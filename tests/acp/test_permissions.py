@@ -9,6 +9,7 @@ import os
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 from toh_nb.core.asks import PermissionDesk
@@ -187,10 +188,10 @@ def test_a_refused_permission_is_said_to_the_delegating_model_the_notice_and_the
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", providers={"acp": agent},
                                tools=[tn.SubagentTool(name="coder", provider="acp")]) as h:
             assert (await h.run("go")).text == "root done"
-            seen = seen_by_model(h._runtime.store.open("root"))
+            seen = seen_by_model(engine_of(h).runtime.store.open("root"))
             kid = await h.start(f"QUIET {target} y", label="bg", provider="acp")
             closing = await kid.wait(timeout=30)
-            rows = {row["id"]: row for row in agent_rows(h._runtime, "root")}
+            rows = {row["id"]: row for row in agent_rows(engine_of(h).runtime, "root")}
             return seen, closing, rows
 
     seen, closing, rows = asyncio.run(main())

@@ -9,6 +9,7 @@ import os
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 from toh_nb.core.content import ToolCall
@@ -64,7 +65,7 @@ def test_the_model_delegates_through_a_subagent_tool_and_reads_the_usual_result_
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", providers={"acp": agent},
                                tools=[tn.SubagentTool(name="coder", provider="acp")]) as h:
             assert (await h.run("go")).text == "root done"
-            return seen_by_model(h._runtime.store.open("root"))
+            return seen_by_model(engine_of(h).runtime.store.open("root"))
 
     seen = asyncio.run(main())
     assert seen[1] == "TOOL-RESULT c1: echo: fix the bug"

@@ -8,6 +8,7 @@ import random
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core import budget
 from toh_nb.core.content import ToolCall
 
@@ -38,7 +39,7 @@ def test_max_steps_ends_a_runaway_root_turn_with_its_own_reason():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), max_steps=3) as hub:
             result = await hub.run("go")
-            assert _results_answer_every_call(hub.root_agent.session)
+            assert _results_answer_every_call(engine_of(hub).root.session)
             # the next turn gets a fresh step count
             assert (await hub.run("again")).stop_reason == "max-steps"
             return result
@@ -72,7 +73,7 @@ def test_a_child_hitting_max_steps_reports_it_to_its_parent():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", max_steps=4) as hub:
             assert (await hub.run("go")).text == "root saw it"
-            return seen_by_model(hub._runtime.store.open("root"))
+            return seen_by_model(engine_of(hub).runtime.store.open("root"))
 
     assert asyncio.run(main())[1] == (
         "TOOL-RESULT c1 (isError): Error: subagent run hit its step limit before finishing\n"
@@ -87,7 +88,7 @@ def test_per_child_max_steps_and_the_continuable_notice():
             result = await hub.spawn("loop", label="one", max_steps=2)
             kid = await hub.start("loop", label="two", max_steps=3)
             await kid.wait(timeout=5)
-            notices = [[b.text for b in m.content] for m in hub.root_agent.next_step_inbox]
+            notices = [[b.text for b in m.content] for m in engine_of(hub).root.next_step_inbox]
             return result, notices
 
     result, notices = asyncio.run(main())
@@ -104,7 +105,7 @@ def test_root_token_budget_stops_the_turn_before_the_call_that_would_exceed_it()
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), token_budget=100) as hub:
             result = await hub.run("go")
-            assert _results_answer_every_call(hub.root_agent.session)
+            assert _results_answer_every_call(engine_of(hub).root.session)
             rows = await hub.agents()
             return result, rows
 
@@ -131,7 +132,7 @@ def test_a_grandchild_spends_its_ancestors_budget():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=200) as hub:
             result = await hub.run("go")
             rows = {r["id"]: r for r in await hub.agents()}
-            return result, rows, seen_by_model(hub._runtime.store.open("agent-1"))
+            return result, rows, seen_by_model(engine_of(hub).runtime.store.open("agent-1"))
 
     result, rows, child_seen = asyncio.run(main())
     # root 10 + child 10 + grandchild 30 per step: the grandchild stops once the tree has used 200
@@ -174,7 +175,7 @@ def test_turn_timeout_ends_the_turn_and_queued_messages_still_run():
             kid = await hub.start("hang", label="slow", turn_timeout=0.2)
             await hub.send(kid.id, "next")
             closing = await kid.wait(timeout=5)
-            return closing, [e.data for e in hub._runtime.store.open(kid.id).events if e.kind == "turn/end"]
+            return closing, [e.data for e in engine_of(hub).runtime.store.open(kid.id).events if e.kind == "turn/end"]
 
     closing, ends = asyncio.run(main())
     assert closing == "answered next"
@@ -208,7 +209,7 @@ def test_delegation_tool_budgets_bound_the_children_it_starts():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", delegation_tools=tools) as hub:
             await hub.run("go")
-            return seen_by_model(hub._runtime.store.open("root"))[1]
+            return seen_by_model(engine_of(hub).runtime.store.open("root"))[1]
 
     assert asyncio.run(main()).startswith("TOOL-RESULT c1 (isError): Error: subagent run hit its step limit")
 
@@ -272,7 +273,7 @@ def test_a_resumed_child_keeps_its_budget_in_process():
             assert kid.status == "ready"
             await hub.send(kid.id, "b")  # cold resume in the same process
             await until(lambda: kid.status == "ready", "the resumed child to settle")
-            return [e.data.get("error") for e in hub._runtime.store.open(kid.id).events if e.kind == "turn/end"]
+            return [e.data.get("error") for e in engine_of(hub).runtime.store.open(kid.id).events if e.kind == "turn/end"]
 
     assert asyncio.run(main()) == ["the turn reached its step limit of 2 model calls (max_steps=2)"] * 2
 
@@ -306,7 +307,7 @@ def test_fifty_parallel_children_cannot_overshoot_the_roots_budget():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=1000,
                                max_parallel_tool_calls=50) as hub:
             result = await hub.run("go")
-            return result, hub.root_agent, await hub.agents(), results_of(hub.root_agent.session)
+            return result, engine_of(hub).root, await hub.agents(), results_of(engine_of(hub).root.session)
 
     result, root, rows, results = asyncio.run(main())
     # no max_tokens anywhere: each call reserves what is left, so they run one at a time
@@ -348,7 +349,7 @@ def run_fan_out(count: int, token_budget: int, **options):
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=token_budget,
                                max_parallel_tool_calls=count, **options) as hub:
             result = await hub.run("go")
-            return result, hub.root_agent, results_of(hub.root_agent.session)
+            return result, engine_of(hub).root, results_of(engine_of(hub).root.session)
 
     return (*asyncio.run(main()), seen)
 
@@ -405,8 +406,8 @@ def test_a_depth_three_chain_and_a_delegation_tools_budget_bound_their_subtrees(
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=1000, delegation_tools=tools,
                                max_parallel_tool_calls=20) as hub:
             result = await hub.run("go")
-            child = hub._runtime.agents.get("agent-1")
-            return result, hub.root_agent, results_of(hub._runtime.store.open("agent-1")), child
+            child = engine_of(hub).runtime.agents.get("agent-1")
+            return result, engine_of(hub).root, results_of(engine_of(hub).runtime.store.open("agent-1")), child
 
     result, root, child_results, child = asyncio.run(main())
     assert len(grandchildren) == 5 and root.subtree_tokens == 500 and root.reserved_tokens == 0
@@ -440,7 +441,7 @@ def test_an_interrupted_call_releases_its_reservation_and_the_waiting_call_runs(
     async def main():
         model = Holding()
         async with tn.AsyncHub(model, ids="sequential", token_budget=1000) as hub:
-            model.root = root = hub.root_agent
+            model.root = root = engine_of(hub).root
             holder = await hub.start("hold", label="holder")
             await until(lambda: model.calls == ["hold"], "the holder's call")
             held = root.reserved_tokens
@@ -464,13 +465,13 @@ def test_a_call_waiting_for_room_ends_with_its_turn_timeout_and_holds_nothing():
     async def main():
         model = Holding()
         async with tn.AsyncHub(model, ids="sequential", token_budget=1000) as hub:
-            model.root = root = hub.root_agent
+            model.root = root = engine_of(hub).root
             holder = await hub.start("hold", label="holder")
             await until(lambda: model.calls == ["hold"], "the holder's call")
             held = root.reserved_tokens
             waiter = await hub.start("next", label="waiter", turn_timeout=0.2)
             await waiter.wait(timeout=5)
-            ends = [e.data for e in hub._runtime.store.open(waiter.id).events if e.kind == "turn/end"]
+            ends = [e.data for e in engine_of(hub).runtime.store.open(waiter.id).events if e.kind == "turn/end"]
             assert root.reserved_tokens == held  # the timed-out waiter never reserved
             model.release.set()
             assert await holder.wait(timeout=5) == "answered hold"
@@ -491,7 +492,7 @@ def test_a_model_that_reports_no_usage_reserves_nothing_but_a_spent_budget_still
     async def main():
         model = Unreported()
         async with tn.AsyncHub(model, ids="sequential", token_budget=1000) as hub:
-            model.root = root = hub.root_agent
+            model.root = root = engine_of(hub).root
             first = await hub.start("hold one", label="one")
             second = await hub.start("hold two", label="two")
             await until(lambda: len(model.calls) == 2, "both calls to run at once")
@@ -529,9 +530,9 @@ def test_a_call_reserves_its_prompt_estimate_plus_the_effective_max_tokens(hub_m
     async def main():
         model = Bounded()
         async with tn.AsyncHub(model, token_budget=10_000, max_tokens=hub_max_tokens) as hub:
-            model.root = hub.root_agent
+            model.root = engine_of(hub).root
             await hub.run("go")
-            return model.seen, hub.root_agent
+            return model.seen, engine_of(hub).root
 
     seen, root = asyncio.run(main())
     (first, system, tools, messages), (second, *_, later) = seen
@@ -596,7 +597,7 @@ def test_a_response_that_breaks_the_turn_after_the_call_still_gives_its_reservat
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), token_budget=1000) as hub:
             hub.view.subscribe(lambda event: None)  # the stream reads the usage too
-            return await hub.run("go"), hub.root_agent
+            return await hub.run("go"), engine_of(hub).root
 
     result, root = asyncio.run(main())
     assert result.stop_reason == "error" and (root.reserved_tokens, root.subtree_tokens) == (0, 0)

@@ -10,6 +10,7 @@ from typing import ClassVar
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core import events as ev
 from toh_nb.core.content import ToolCall
 
@@ -71,7 +72,7 @@ def test_subtree_filter_follows_children_started_later_and_kinds_narrow_it():
                 await gate.wait()
                 return _tree_model(req)
 
-            hub._runtime.model = tn.FunctionModel(slow)
+            engine_of(hub).runtime.model = tn.FunctionModel(slow)
             kid = await hub.start("go a", label="a")
             sub, sub_task = await _collect(hub, agent=kid)
             ends, ends_task = await _collect(hub, kinds=["turn/end"])
@@ -92,7 +93,7 @@ def test_history_is_bounded_and_only_lifecycle_events_are_kept():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), ids="sequential", history=5) as hub:
             for n in range(6):
                 await hub.spawn(f"task {n}", label=f"t{n}")
-            return list(hub._runtime.bus.history), await hub.events()
+            return list(engine_of(hub).runtime.bus.history), await hub.events()
 
     history, rows = asyncio.run(main())
     assert len(history) == 5 and all(e.lifecycle for e in history)
@@ -232,7 +233,7 @@ def test_a_hubs_history_lists_its_childrens_lifecycle_in_order():
             children = [await hub.start(f"task {n}", label=f"t{n}") for n in range(3)]
             for child in children:
                 await child.wait()
-            return list(hub._runtime.bus.history), await hub.events()
+            return list(engine_of(hub).runtime.bus.history), await hub.events()
 
     history, rows = asyncio.run(main())
     # the starts in start order, then the ends: their order is the order the sync model's threads finish in

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core import threads as threads_module
 from toh_nb.core.events import ToolAbandoned
 
@@ -60,7 +61,7 @@ def test_stuck_sync_tools_leave_the_hub_and_other_hubs_working():
                                          f"to finish on its own ({STUCK} abandoned in this hub)")
             assert [r for r in await hub.events() if r["kind"] == "tool/abandoned"][0]["detail"] == events[0].detail
             release.set()
-            await _until(lambda: not hub._runtime.user_threads.abandoned())
+            await _until(lambda: not engine_of(hub).runtime.user_threads.abandoned())
             assert [row["abandoned_tools"] for row in await hub.agents()] == [0] * (STUCK + 1)
 
     try:
@@ -92,7 +93,7 @@ def test_past_the_cap_a_sync_tool_fails_fast_naming_the_stuck_ones(monkeypatch):
             assert run.stop_reason == "error"
             assert run.diagnostic.startswith("no thread for model function answer: 2 sync calls of this hub")
             release.set()
-            await _until(lambda: not hub._runtime.user_threads.abandoned())
+            await _until(lambda: not engine_of(hub).runtime.user_threads.abandoned())
             assert (await hub.run("hello")).text == "hello back"
 
     try:
@@ -111,9 +112,9 @@ def test_close_does_not_wait_for_an_abandoned_thread():
         await _until(lambda: started)
         await asyncio.wait_for(hub.close(), 10)  # disposes the turn; the thread is left running
         assert job.status == "killed"
-        assert hub._runtime.user_threads.abandoned() == [("agent-1", 'tool "wait_forever"')]
+        assert engine_of(hub).runtime.user_threads.abandoned() == [("agent-1", 'tool "wait_forever"')]
         with pytest.raises(tn.UsageError, match="this hub is closed"):
-            await hub._runtime.user_threads.run(print, name="x")
+            await engine_of(hub).runtime.user_threads.run(print, name="x")
 
     try:
         asyncio.run(main())

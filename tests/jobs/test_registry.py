@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.content import user_message
 from toh_nb.core.errors import JobError
 from toh_nb.jobs import JobOutcome
@@ -26,7 +27,7 @@ def hub():
 def test_ids_are_per_kind_and_the_owner_cap_is_ten():
     async def main():
         async with hub() as h:
-            jobs, root = h._jobs, h.root_agent
+            jobs, root = engine_of(h).jobs, engine_of(h).root
             run = await sleeper(10)
             ids = [jobs.start(kind, "label", root, run).id for kind in ("bash", "bash", "subagent", "workflow")]
             assert ids == ["bash-1", "bash-2", "subagent-1", "workflow-1"]
@@ -52,7 +53,7 @@ def test_ids_are_per_kind_and_the_owner_cap_is_ten():
 def test_owner_fence_unknown_ids_and_wait_timeouts():
     async def main():
         async with hub() as h:
-            jobs, root = h._jobs, h.root_agent
+            jobs, root = engine_of(h).jobs, engine_of(h).root
             job = jobs.start("subagent", "slow", root, await sleeper(10))
             stranger = type("Stranger", (), {"id": "other"})()
             with pytest.raises(JobError, match="^job subagent-1 belongs to another session$"):
@@ -73,7 +74,7 @@ def test_owner_fence_unknown_ids_and_wait_timeouts():
 def test_crashing_and_malformed_jobs_fail_without_hurting_the_registry():
     async def main():
         async with hub() as h:
-            jobs, root = h._jobs, h.root_agent
+            jobs, root = engine_of(h).jobs, engine_of(h).root
 
             async def boom(job):
                 raise RuntimeError("transport exploded")
@@ -93,7 +94,7 @@ def test_crashing_and_malformed_jobs_fail_without_hurting_the_registry():
 def test_completion_notices_wake_three_times_then_inject_and_refill_on_user_input():
     async def main():
         async with hub() as h:
-            jobs, root = h._jobs, h.root_agent
+            jobs, root = engine_of(h).jobs, engine_of(h).root
             turns_before = root.turns
             for i in range(4):
                 jobs.start("subagent", f"j{i}", root, await sleeper(0))
@@ -121,9 +122,9 @@ def test_user_started_jobs_never_wake_the_root():
             job = await h.spawn("bg", label="bg", background=True)
             assert await job.output(wait=True, timeout=5) == "ok"
             await asyncio.sleep(0.01)
-            assert h.root_agent.turns == 0 and h.root_agent.status == "idle"
+            assert engine_of(h).root.turns == 0 and engine_of(h).root.status == "idle"
             # the notice waits, unread, for the root's next turn (it is context for the root's model)
-            assert [m.text for m in h.root_agent.next_step_inbox] == [
+            assert [m.text for m in engine_of(h).root.next_step_inbox] == [
                 "background job subagent-1 (subagent: bg) finished [status: completed]. Read its output with job_output."]
 
     asyncio.run(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 
 def test_job_tools_texts_and_bad_input_keep_the_table_consistent():
@@ -52,7 +53,7 @@ def test_job_tools_texts_and_bad_input_keep_the_table_consistent():
             assert "description: Input should be a valid string" in bad["bad description"].text
             assert "run_in_background: Input should be a valid boolean" in bad["bad background"].text
             assert "model: unexpected argument" in bad["extra subagent"].text
-            assert list(hub._jobs.jobs) == ["subagent-1"]  # nothing half-started
-            assert len(hub._runtime.agents) == 1
+            assert list(engine_of(hub).jobs.jobs) == ["subagent-1"]  # nothing half-started
+            assert len(engine_of(hub).runtime.agents) == 1
 
     asyncio.run(main())

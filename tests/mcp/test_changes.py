@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.mcp.config import name_hash
 
 from .helpers import HERE
@@ -102,7 +103,7 @@ def test_a_real_servers_long_and_dotted_names_are_mapped_and_called_by_their_ser
         async with tn.AsyncHub(model, tools=[tn.MCPServer(CHANGING, name="ch")], ids="sequential") as hub:
             await hub.run("go")
             rows = await hub.transcript(hub.root, raw=True)
-            return [r["text"] for r in rows if r["kind"] == "tool/result"], sorted(hub.root_agent.tools)
+            return [r["text"] for r in rows if r["kind"] == "tool/result"], sorted(engine_of(hub).root.tools)
 
     results, names = asyncio.run(main())
     assert results == ["summary", "2 notes"]

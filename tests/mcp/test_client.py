@@ -10,6 +10,7 @@ import os
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.mcp import texts
 from toh_nb.mcp.mounts import MCPTool
 
@@ -100,7 +101,7 @@ def test_two_servers_offering_the_same_tool_are_prefixed_with_their_names():
                                tools=[tn.MCPServer(hostile(), name="a"), tn.MCPServer(hostile(), name="b"),
                                       tn.MCPServer(hostile(), name="c", prefix=True)]) as hub:
             await hub.run("go")
-            return hub.root_agent.tools, await hub.transcript(hub.root, raw=True)
+            return engine_of(hub).root.tools, await hub.transcript(hub.root, raw=True)
 
     tools, rows = run(main())
     mcp_tools = [name for name, tool in tools.items() if isinstance(tool, MCPTool)]
@@ -118,7 +119,7 @@ def test_a_name_clashing_with_a_hub_tool_is_prefixed():
     async def main():
         async with tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[echo, tn.MCPServer(hostile(), name="h")]) as hub:
             await hub.run("go")
-            return sorted(hub.root_agent.tools)
+            return sorted(engine_of(hub).root.tools)
 
     names = run(main())
     assert "echo" in names and "h_echo" in names and "pid" in names
@@ -231,7 +232,7 @@ def test_a_delegation_tools_servers_reach_the_children_it_starts():
         helper = tn.SubagentTool(name="helper", tools=(tn.MCPServer(hostile(), name="h"),))
         async with tn.AsyncHub(model, delegation_tools=[helper]) as hub:
             result = await hub.run("go")
-            return result, sorted(hub.root_agent.tools)
+            return result, sorted(engine_of(hub).root.tools)
 
     result, root_tools = run(main())
     assert result.text == "root: echo: via helper"

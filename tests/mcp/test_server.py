@@ -15,6 +15,7 @@ import time
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.mcp.server import DELEGATION_TOOLS, unknown_tool
 
 from ..real_parts import FAST_AGENT
@@ -44,7 +45,7 @@ def test_the_tools_are_the_hubs_delegation_tools_with_their_own_texts():
             listed = (await session.list_tools()).tools
             unknown = await session.call_tool("bash", {})
         async with tn.AsyncHub() as hub:
-            own = hub.root_agent.tools
+            own = engine_of(hub).root.tools
             return listed, unknown, {name: (own[name].description, own[name].parameters) for name in DELEGATION_TOOLS}
 
     listed, unknown, own = asyncio.run(main())

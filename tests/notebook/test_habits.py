@@ -18,6 +18,7 @@ import traceback
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.errors import StoreError, SubagentError, UsageError
 from toh_nb.notebook.display import SendReceipt
 from toh_nb.notebook.interrupts import Interrupted
@@ -222,7 +223,7 @@ def test_interrupting_hub_run_aborts_the_root_turn_and_says_what_still_runs():
     with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
         job = hub.spawn("x", label="hold-job", background=True)
         interrupt_when(lambda: waiting_in_portal(hub, hub.async_hub.run)
-                       and hub.async_hub.root_agent.status == "running")
+                       and engine_of(hub).root.status == "running")
         with pytest.raises(KeyboardInterrupt) as caught:
             hub.run("please hold")
         assert isinstance(caught.value, Interrupted)
@@ -237,7 +238,7 @@ def test_interrupting_hub_run_aborts_the_root_turn_and_says_what_still_runs():
 def test_interrupting_a_foreground_spawn_aborts_that_child():
     with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
         interrupt_when(lambda: waiting_in_portal(hub, hub.async_hub.spawn)
-                       and any(a.status == "running" for a in list(hub.async_hub._runtime.agents.values())))
+                       and any(a.status == "running" for a in list(engine_of(hub).runtime.agents.values())))
         with pytest.raises(Interrupted) as caught:
             hub.spawn("x", label="hold-fg")
         assert str(caught.value) == "foreground child 'hold-fg' aborted; nothing else is running"

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.errors import ClosedError, JobError, SubagentError, UsageError
 from toh_nb.notebook.display import AgentListing
 from toh_nb.snapshots import AGENT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, TRANSCRIPT_COLUMNS
@@ -48,7 +49,7 @@ def wait_until(predicate, timeout=5.0):
 def test_a_hub_with_no_arguments_works_offline():
     with tn.Hub() as hub:
         assert type(hub.model).__name__ == "DemoModel"
-        assert type(hub.async_hub._store).__name__ == "MemoryStore"
+        assert type(engine_of(hub).store).__name__ == "MemoryStore"
         result = hub.spawn("Summarise the meeting notes", label="summary")
         assert result.ok and result.text
         assert hub.loop == "portal"
@@ -57,7 +58,7 @@ def test_a_hub_with_no_arguments_works_offline():
 
 
 def test_the_async_hub_is_built_on_the_portal_thread(hub):
-    assert hub.portal.call(lambda: hub.async_hub._root.session is not None)
+    assert hub.portal.call(lambda: engine_of(hub).root.session is not None)
     assert hub.root == "root"
     assert "<b>toh_nb Hub</b>" in hub._repr_html_()
 

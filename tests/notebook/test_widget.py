@@ -18,6 +18,7 @@ import pytest
 import traitlets
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.events import StatusChanged
 from toh_nb.notebook.widget import AgentTree, visible_ids
 
@@ -373,8 +374,8 @@ def test_action_errors_are_shown_not_raised(tree, hub):
 
 
 def test_a_burst_of_1000_events_gives_at_most_a_few_refreshes(tree, hub):
-    runtime = hub.async_hub._runtime
-    root = hub.async_hub.root_agent
+    runtime = engine_of(hub).runtime
+    root = engine_of(hub).root
     time.sleep(0.3)  # let any refresh from construction settle
     before = tree.refresh_count
 
@@ -391,7 +392,7 @@ def test_a_burst_of_1000_events_gives_at_most_a_few_refreshes(tree, hub):
 
 
 def test_a_steady_stream_is_refreshed_at_most_ten_times_a_second(tree, hub):
-    runtime = hub.async_hub._runtime
+    runtime = engine_of(hub).runtime
     time.sleep(0.3)
     before = tree.refresh_count
 
@@ -434,7 +435,7 @@ def test_a_running_row_is_not_sent_again_while_only_its_time_moves(tree, hub):
 
 def test_close_unsubscribes(hub):
     tree = hub.tree()
-    runtime = hub.async_hub._runtime
+    runtime = engine_of(hub).runtime
     assert runtime.bus.listening
     tree.close()
     assert not runtime.bus.listening  # its one subscription to the event stream is gone

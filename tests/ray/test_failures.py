@@ -11,6 +11,7 @@ import threading
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.session import TOOL_CALL, TURN_END
 from toh_nb.providers.ray.pool import NAME_PREFIX
 
@@ -44,7 +45,7 @@ def test_a_host_killed_mid_turn_ends_the_turn_error_naming_the_node_and_loses_no
             host = placed(provider, kid.id)
             os.kill(host.pid, signal.SIGKILL)
             await kid.wait(timeout=WAIT)
-            session = hub._runtime.store.open(kid.id)
+            session = engine_of(hub).runtime.store.open(kid.id)
             ended = [e.data for e in session.events if e.kind == TURN_END]
             lines = render(session)
             await hub.send(kid.id, "again")  # the next turn runs on a fresh host
@@ -72,12 +73,12 @@ def test_a_host_killed_during_a_user_tool_fails_the_call_and_ends_the_turn_error
             job = await hub.spawn("stall", label="worker", background=True, provider="ray")
             await until(lambda: marks_of(marks) == ["tool started"], "the remote tool to start", WAIT)
             # records stream back in batches: kill once the driver has logged the call (what it lost is lost)
-            await until(lambda: any(e.kind == TOOL_CALL for e in hub._runtime.agents["agent-1"].session.events),
+            await until(lambda: any(e.kind == TOOL_CALL for e in engine_of(hub).runtime.agents["agent-1"].session.events),
                         "the driver to log the call", WAIT)
             host = placed(provider, "agent-1")
             os.kill(host.pid, signal.SIGKILL)
             await job.output(wait=True, timeout=WAIT)
-            session = hub._runtime.store.open("agent-1")
+            session = engine_of(hub).runtime.store.open("agent-1")
             return host, job.status, render(session), [e.data for e in session.events if e.kind == TURN_END]
 
     host, status, lines, ended = asyncio.run(main())
@@ -103,7 +104,7 @@ def test_a_ray_child_resumes_after_a_hub_restart_on_another_host(ray_cluster, tm
             listed = str(await hub.list_agents())
             sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
             closing = await hub.view.settled("agent-1", WAIT)
-            return (listed, sent.text, closing, render(hub._runtime.store.open("agent-1")),
+            return (listed, sent.text, closing, render(engine_of(hub).runtime.store.open("agent-1")),
                     placed(provider, "agent-1").pid, provider.messages_sent)
 
     closing, first_pid = asyncio.run(first())
@@ -183,8 +184,8 @@ def test_secrets_travel_in_the_runtime_env_never_in_logs_events_or_reprs(ray_clu
     async def main():
         async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}) as hub:
             result = await hub.spawn("secret", label="s", provider="ray")
-            logged = "\n".join(render(hub._runtime.store.open("agent-1")))
-            events = repr(hub._runtime.bus.history)
+            logged = "\n".join(render(engine_of(hub).runtime.store.open("agent-1")))
+            events = repr(engine_of(hub).runtime.bus.history)
             return result.text, logged + events + repr(provider)
 
     text, everything = asyncio.run(main())
@@ -213,7 +214,7 @@ def test_what_cannot_be_pickled_at_a_resume_after_a_restart_is_named(ray_cluster
         async with tn.AsyncHub(model, ids="sequential", store=store, tools=tools,
                                providers={"ray": tn.RayProvider()}) as hub:
             sent = await hub.call_tool("send_message", subagent_id="agent-1", message="second")
-            return sent.text, str(await hub.list_agents()), sorted(hub._runtime.agents)
+            return sent.text, str(await hub.list_agents()), sorted(engine_of(hub).runtime.agents)
 
     assert asyncio.run(first()) == "keeper: first"
     tool_text, listed, live = asyncio.run(resume(Script(), [guarded]))

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.events import ALL_KINDS
 from toh_nb.core.session import ASSISTANT_MESSAGE, TOOL_RESULT, TURN_END
 
@@ -72,13 +73,13 @@ def host_of(provider, child_id: str):
 
 
 def turn_ends(hub, agent_id: str) -> list[dict]:
-    return [e.data for e in hub._runtime.store.open(agent_id).events if e.kind == TURN_END]
+    return [e.data for e in engine_of(hub).runtime.store.open(agent_id).events if e.kind == TURN_END]
 
 
 def sessions(hub) -> dict[str, list[str]]:
     """Every session rendered, the provider's name being the expected difference."""
     return {row["id"]: [line.replace('"provider":"ray"', '"provider":"spawn"')
-                        for line in render(hub._runtime.store.open(row["id"]))] for row in hub.view.agents()}
+                        for line in render(engine_of(hub).runtime.store.open(row["id"]))] for row in hub.view.agents()}
 
 
 def socket_ports(pid: int) -> set[int]:
@@ -117,7 +118,7 @@ def test_a_ray_childs_turn_with_a_tool_call_runs_on_the_host_with_the_key_from_t
     async def main():
         async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}, tools=[add]) as hub:
             result = await hub.spawn("compute", label="calc", provider="ray")
-            seen = [render(hub._runtime.store.open("agent-1")), repr(hub._runtime.bus.history), repr(hub),
+            seen = [render(engine_of(hub).runtime.store.open("agent-1")), repr(engine_of(hub).runtime.bus.history), repr(hub),
                     repr(provider), str(await hub.list_agents()), repr(await hub.agents()), repr(await hub.events()),
                     repr(await hub.transcript("agent-1"))]
             return result, seen
@@ -160,7 +161,7 @@ def test_a_server_message_quoting_the_key_is_redacted_on_the_host_as_in_process(
         provider = tn.RayProvider(model=make, env_vars=["OPENAI_API_KEY"])
         async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
             await hub.spawn("leak", label="leaky", provider=name)
-            return turn_ends(hub, "agent-1"), sessions(hub), repr(hub._runtime.bus.history)
+            return turn_ends(hub, "agent-1"), sessions(hub), repr(engine_of(hub).runtime.bus.history)
 
     out = {name: asyncio.run(main(name)) for name in ("spawn", "ray")}
     assert out["ray"][0] == [{"reason": "error", "error": f"OpenAIChatModel('{MODEL}' at {server.url}): HTTP 400: "
@@ -198,7 +199,7 @@ def test_text_deltas_made_on_the_host_reach_astream_in_order(ray_cluster, server
                         return
 
             listener = asyncio.create_task(listen())
-            await until(lambda: hub._runtime.bus.listening, "the listener to subscribe", WAIT)
+            await until(lambda: engine_of(hub).runtime.bus.listening, "the listener to subscribe", WAIT)
             result = await hub.spawn("stream", label="talker", provider="ray")
             await asyncio.wait_for(listener, WAIT)
             return result, seen
@@ -229,7 +230,7 @@ def test_text_deltas_made_on_the_host_reach_the_notebook_hubs_stream(ray_cluster
     try:
         reader.start()
         deadline = time.monotonic() + WAIT
-        while not hub.async_hub._runtime.bus.listening and time.monotonic() < deadline:  # poll: the loop's thread
+        while not engine_of(hub).runtime.bus.listening and time.monotonic() < deadline:  # poll: the loop's thread
             time.sleep(0.01)
         kid = hub.start("stream", label="talker", provider="ray")
         reader.join(WAIT)
@@ -263,7 +264,7 @@ def test_interrupting_a_ray_child_mid_request_closes_the_hosts_http_request_with
             await hub.interrupt(kid)
             closing = await kid.wait(timeout=WAIT)
             await until(lambda: server.disconnects == gone + 1, "the server to see the client leave", WAIT)
-            return closing, held, turn_ends(hub, kid.id), sessions(hub), hub._runtime.bus.history
+            return closing, held, turn_ends(hub, kid.id), sessions(hub), engine_of(hub).runtime.bus.history
 
     for name in ("spawn", "ray"):
         provider = tn.RayProvider(model=functools.partial(built_model, server.url), env_vars=["OPENAI_API_KEY"])
@@ -288,7 +289,7 @@ def test_a_model_error_on_the_host_ends_the_turn_error_with_the_in_process_diagn
         provider = tn.RayProvider(model=make, env_vars=["OPENAI_API_KEY"])
         async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
             result = await hub.spawn("fail", label="unlucky", provider=name)
-            events = [(e.reason, e.error) for e in hub._runtime.bus.history if e.kind == "turn/end"]
+            events = [(e.reason, e.error) for e in engine_of(hub).runtime.bus.history if e.kind == "turn/end"]
             return result.text, result.stop_reason, turn_ends(hub, "agent-1"), sessions(hub), events
 
     out = {name: asyncio.run(main(name)) for name in ("spawn", "ray")}
@@ -377,7 +378,7 @@ def test_a_ray_child_calls_a_real_tool_through_a_real_llama_cpp_server(ray_clust
     async def main():
         async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}, tools=[add]) as hub:
             result = await hub.spawn("Use the add tool to add 2 and 3.", label="adder", provider="ray")
-            return result, hub._runtime.store.open("agent-1").events
+            return result, engine_of(hub).runtime.store.open("agent-1").events
 
     result, events = asyncio.run(main())
     # the turn ends in text: a 135M model may close briefly or ramble to its limit after reading the result

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.session import conversation_of
 from toh_nb.core.tools import ABORTED_BEFORE_DISPATCH, ABORTED_DURING_CALL
 
@@ -30,7 +31,7 @@ def test_five_tool_calling_steps_cost_one_ray_call_and_run_in_the_host_process(r
             await hub.spawn("warm", label="warm", provider="ray")
             before = provider.round_trips
             result = await hub.spawn("five steps", label="stepper", provider="ray")
-            lines = render(hub._runtime.store.open(result.agent_id))
+            lines = render(engine_of(hub).runtime.store.open(result.agent_id))
             return result, provider.round_trips - before, {h.pid for h in provider._pool.hosts}, lines
 
     result, round_trips, host_pids, lines = asyncio.run(main())
@@ -65,7 +66,7 @@ def test_interrupt_mid_loop_commits_the_in_process_abort_records(ray_cluster, tm
         kid = await hub.start("nap then add", label="napper", provider=provider)
         await until(lambda: any(m.startswith("nap started") for m in marks_of(marks)), "the nap to start", WAIT)
         if provider == "ray":  # the driver must have seen the call start (records stream back in batches)
-            await until(lambda: "TOOL-CALL n1 nap" in render(hub._runtime.agents[kid.id].session),
+            await until(lambda: "TOOL-CALL n1 nap" in render(engine_of(hub).runtime.agents[kid.id].session),
                         "the driver to log the call", WAIT)
         await hub.interrupt(kid.id)
         await kid.wait(timeout=WAIT)
@@ -143,7 +144,7 @@ def test_the_host_keeps_the_conversation_so_each_turn_sends_only_new_messages(ra
             before = provider.messages_sent
             await hub.send(kid.id, "four")
             closing = await kid.wait(timeout=WAIT)
-            conversation = conversation_of(hub._runtime.store.open(kid.id).events)
+            conversation = conversation_of(engine_of(hub).runtime.store.open(kid.id).events)
             return sent, provider.messages_sent - before, len(conversation), closing
 
     sent, after_cut, conversation, closing = asyncio.run(main())
@@ -211,7 +212,7 @@ def test_ray_children_fanned_out_at_once_share_the_roots_budget_as_in_process(ra
             async with tn.AsyncHub(Script(), ids="sequential", max_depth=1, providers=providers, token_budget=60,
                                    tools=[tn.SubagentTool(name="remote", provider=name)]) as hub:
                 result = await hub.run("fan out")
-                root = hub.root_agent
+                root = engine_of(hub).root
                 # which five children get the budget depends on how their calls interleave
                 return result.stop_reason, root.subtree_tokens, root.reserved_tokens, sorted(
                     re.sub(r"^s\d: spend$", "<child>: spend", e.message.text)
@@ -273,7 +274,7 @@ def test_a_budget_spent_by_a_sibling_mid_turn_stops_the_remote_loop_at_its_next_
         await holder.wait(timeout=WAIT)
         row = next(r for r in await hub.agents() if r["id"] == holder.id)
         grants = host_grants(ray_cluster) - before if provider == "ray" else 3
-        return spender.stop_reason, row["stop_reason"], grants, hub.root_agent.reserved_tokens
+        return spender.stop_reason, row["stop_reason"], grants, engine_of(hub).root.reserved_tokens
 
     out = both_ways(scenario, tmp_path, tools=[hold], token_budget=10)
     (spender, holder, grants, reserved), logs = out["ray"]

@@ -10,6 +10,7 @@ import os
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 from ..helpers import render, until
 from .scripts import Script, add, marks_of, where
@@ -21,7 +22,7 @@ WAIT = 60.0  # seconds: the machine is shared and a host may be starting
 def sessions(hub) -> dict[str, list[str]]:
     """Every session rendered; the descriptor's provider name (and the marks file a tool may be given) are
     the expected differences."""
-    store = hub._runtime.store
+    store = engine_of(hub).runtime.store
     ids = [row["id"] for row in hub.view.agents()]
     return {agent_id: [line.replace('"provider":"ray"', '"provider":"spawn"').replace("/ray.marks", "/spawn.marks")
                        for line in render(store.open(agent_id))] for agent_id in ids}

@@ -14,6 +14,7 @@ import re
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from tests.helpers import render, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -43,7 +44,7 @@ class Recorder:
 
 
 def turn_ends(hub, agent_id):
-    return [e.data["reason"] for e in hub._runtime.store.open(agent_id).events if e.kind == "turn/end"]
+    return [e.data["reason"] for e in engine_of(hub).runtime.store.open(agent_id).events if e.kind == "turn/end"]
 
 
 def test_root_delegates_reads_the_childs_answer_and_ends_its_turn(backend):
@@ -134,7 +135,7 @@ def test_recording_replays_identically_offline(backend, tmp_path):
     async def run(model):
         async with tn.AsyncHub(model, ids="sequential") as hub:
             result = await hub.run(DELEGATE)
-            logs = {header.id: render(hub._runtime.store.open(header.id)) for header in hub._runtime.store.headers()}
+            logs = {header.id: render(engine_of(hub).runtime.store.open(header.id)) for header in engine_of(hub).runtime.store.headers()}
             return result.text, result.stop_reason, logs
 
     recorded = asyncio.run(run(tn.RecordingModel(backend.make(delegate_first), path)))

@@ -23,6 +23,7 @@ import os
 import sys
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 
 async def _model(request):
@@ -32,7 +33,7 @@ async def _model(request):
 
 
 async def _idle(hub, child_id: str) -> None:
-    while hub._runtime.agents[child_id].status != "idle":
+    while engine_of(hub).runtime.agents[child_id].status != "idle":
         await asyncio.sleep(0.001)
 
 
@@ -58,10 +59,10 @@ async def main() -> None:
             ids = [await kid.send(f"block {name}") for name in "BCD"]
             await kid.interrupt()
             ids.append(await kid.send("block E"))
-            agent = hub._runtime.agents[kid.id]
+            agent = engine_of(hub).runtime.agents[kid.id]
             while not any(e.kind == "user/message" and e.message.id == ids[0] for e in agent.session.events):
                 await asyncio.sleep(0.001)
-            await hub._runtime.recorded(agent.session)
+            await engine_of(hub).runtime.recorded(agent.session)
             print("sent " + " ".join(ids), flush=True)
             os._exit(0)
         else:

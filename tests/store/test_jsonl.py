@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import toh_nb.store.jsonl as jsonl_module
+from toh_nb.testing import engine_of
 import toh_nb.store.writer as writer_module
 from toh_nb.core.content import Message, Source, Text, ToolCallBlock, ToolResultBlock, Usage, user_message
 from toh_nb.core.errors import StoreError, UsageError
@@ -991,7 +992,7 @@ def test_a_child_whose_start_returned_survives_a_kill_right_after_and_resumes(tm
                 prompts = {child_id: [row["text"] for row in await hub.transcript(child_id, raw=True)
                                       if row["kind"] in ("message/queued", "user/message")]
                            for child_id in started}
-                return listing, closing, [h.id for h in hub._store.headers()], prompts
+                return listing, closing, [h.id for h in engine_of(hub).store.headers()], prompts
 
         listing, closing, stored, prompts = asyncio.run(reopened())
         for number, child_id in enumerate(started, 1):

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.errors import StoreError
 from toh_nb.core.session import SessionHeader
 from toh_nb.store.jsonl import JsonlStore
@@ -131,7 +132,7 @@ def test_a_one_shot_child_killed_during_its_start_is_never_listed_corrupt(tmp_pa
 
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
-            assert hub._store.diagnostic("agent-1") == diagnostic
+            assert engine_of(hub).store.diagnostic("agent-1") == diagnostic
             return str(await hub.list_agents()), str(await hub.list_agents("descendants"))
 
     assert asyncio.run(main()) == ("(no subagents)", "(no subagents)")

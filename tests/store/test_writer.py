@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 import toh_nb.store.writer as writer_module
 from toh_nb.core.errors import StoreError
 from toh_nb.core.session import TURN_END, TURN_START, SessionHeader
@@ -156,11 +157,11 @@ def test_disk_full_ends_the_turn_a_send_started_with_the_store_error_and_recover
             disk.full = True
             assert await hub.send(kid.id, "second") == "msg-3"  # accepted into the inbox
             await kid.wait()
-            session = hub._store.open(kid.id)
+            session = engine_of(hub).store.open(kid.id)
             ends = [e.data for e in session.events if e.kind == TURN_END]
             assert ends == [{"reason": "completed"}, {"reason": "error", "error": expected_error}]
             # the user's root got the failure notice
-            notices = [m.text for m in hub.root_agent.next_step_inbox]
+            notices = [m.text for m in engine_of(hub).root.next_step_inbox]
             assert any(n.startswith(f"Background subagent {kid.id} failed before it finished.") for n in notices), notices
             disk.full = False  # space is freed: the next turn writes the backlog first
             await hub.send(kid.id, "third")
@@ -187,8 +188,8 @@ def test_disk_full_during_a_turn_in_flight_ends_it_error_and_a_later_run_works(t
 
         async with tn.AsyncHub(tn.FunctionModel(model), store=str(tmp_path), ids="sequential") as hub:
             run = asyncio.ensure_future(hub.run("slow"))
-            await until(lambda: len(hub.root_agent.session.events) >= 2, "the turn to start")
-            await hub._store.acknowledged(hub.root_agent.session)  # its start is on disk
+            await until(lambda: len(engine_of(hub).root.session.events) >= 2, "the turn to start")
+            await engine_of(hub).store.acknowledged(engine_of(hub).root.session)  # its start is on disk
             disk.full = True
             opened.set()
             result = await run

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.content import ToolCall
 
 from ..helpers import seen_by_model, until
@@ -42,13 +43,13 @@ def test_foreground_subagent_cancelled_by_run_timeout_reads_its_own_text():
         async with _hub(_delegating([ToolCall("subagent", SUB, id="c1")])) as hub:
             result = await hub.run("go", timeout=0.3)
             assert result.stop_reason == "aborted"
-            assert seen_by_model(hub._runtime.store.open(hub.root)) == [
+            assert seen_by_model(engine_of(hub).runtime.store.open(hub.root)) == [
                 "USER [user]: go",
                 "TOOL-RESULT c1 (isError): Error: subagent run was cancelled",
             ]
             # the next turn reads the same text (it stays in the conversation)
             assert (await hub.run("again")).text == "done"
-            assert "Error: subagent run was cancelled" in [m.text for m in hub.root_agent.conversation]
+            assert "Error: subagent run was cancelled" in [m.text for m in engine_of(hub).root.conversation]
 
     asyncio.run(main())
 
@@ -59,14 +60,14 @@ def test_parallel_subagent_calls_cancelled_by_root_cancel_each_read_their_own_te
     async def main():
         async with _hub(_delegating(calls)) as hub:
             run = asyncio.ensure_future(hub.run("go"))
-            await until(lambda: len(hub._runtime.agents) == 3, "both children to start")
-            hub.root_agent.cancel("user")
+            await until(lambda: len(engine_of(hub).runtime.agents) == 3, "both children to start")
+            engine_of(hub).root.cancel("user")
             assert (await run).stop_reason == "aborted"
-            assert seen_by_model(hub._runtime.store.open(hub.root))[1:] == [
+            assert seen_by_model(engine_of(hub).runtime.store.open(hub.root))[1:] == [
                 "TOOL-RESULT c1 (isError): Error: subagent run was cancelled",
                 "TOOL-RESULT c2 (isError): Error: subagent run was cancelled",
             ]
-            assert set(hub._runtime.agents) == {hub.root}  # both children disposed
+            assert set(engine_of(hub).runtime.agents) == {hub.root}  # both children disposed
 
     asyncio.run(main())
 
@@ -84,7 +85,7 @@ def test_partial_child_output_is_kept_in_the_cancelled_rendering():
     async def main():
         async with _hub(model) as hub:
             await hub.run("go", timeout=0.3)
-            assert seen_by_model(hub._runtime.store.open(hub.root))[1] == (
+            assert seen_by_model(engine_of(hub).runtime.store.open(hub.root))[1] == (
                 "TOOL-RESULT c1 (isError): Error: subagent run was cancelled\n"
                 "Partial output before the run ended:\nhalfway there")
 
@@ -105,7 +106,7 @@ def test_job_output_wait_cancelled_reads_wait_aborted():
     async def main():
         async with _hub(model) as hub:
             assert (await hub.run("go", timeout=0.3)).stop_reason == "aborted"
-            assert seen_by_model(hub._runtime.store.open(hub.root))[1:] == [
+            assert seen_by_model(engine_of(hub).runtime.store.open(hub.root))[1:] == [
                 "TOOL-RESULT c1: started background subagent job subagent-1",
                 "TOOL-RESULT c2 (isError): Error: wait aborted",
             ]
@@ -132,7 +133,7 @@ def test_tools_without_their_own_rendering_keep_the_generic_text():
     async def main():
         async with _hub(model, tools=[slow_tool]) as hub:
             await hub.run("go", timeout=0.2)
-            assert seen_by_model(hub._runtime.store.open(hub.root))[1:] == [
+            assert seen_by_model(engine_of(hub).runtime.store.open(hub.root))[1:] == [
                 "TOOL-RESULT t1 (isError): Error: tool call was aborted before it finished",
             ]
 

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.content import ToolCall
 from toh_nb.core.errors import SubagentError, UsageError
 
@@ -45,7 +46,7 @@ def test_followups_queue_behind_the_open_turn_in_call_order():
             while kid.status != "ready":
                 gates.setdefault(kid.id, asyncio.Event()).set()
                 await asyncio.sleep(0.001)
-            session = hub._runtime.store.open(kid.id)
+            session = engine_of(hub).runtime.store.open(kid.id)
             assert user_texts(session) == ["task"] + [f"m{i}" for i in range(10)]
             ends = [e.data["reason"] for e in session.events if e.kind == "turn/end"]
             assert ends == ["completed"] * 11  # each accepted message is exactly one turn
@@ -63,7 +64,7 @@ def test_interrupt_parks_queued_messages_until_the_next_send():
             await until(lambda: kid.id in gates, "child model call")
             await kid.interrupt()
             await asyncio.sleep(0.01)
-            session = hub._runtime.store.open(kid.id)
+            session = engine_of(hub).runtime.store.open(kid.id)
             assert [e.data["reason"] for e in session.events if e.kind == "turn/end"] == ["aborted"]
             assert kid.status == "idle"  # parked: resident, between turns, not settled
             await kid.send("D")
@@ -98,14 +99,14 @@ def test_interrupt_leaves_descendants_running_and_is_refused_for_strangers():
 
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=CONTINUABLE) as hub:
             parent = await hub.start("p", label="parent")
-            await until(lambda: "agent-2" in hub._runtime.agents, "grandchild")
+            await until(lambda: "agent-2" in engine_of(hub).runtime.agents, "grandchild")
             # the root (an ancestor two levels up) may interrupt the grandchild; the grandchild keeps its parent
             await hub.call_tool("interrupt_agent", agent_id=parent.id)
-            await until(lambda: hub._runtime.agents["agent-1"].status == "idle", "parent interrupted")
-            assert hub._runtime.agents["agent-2"].status == "running"  # descendants keep running
+            await until(lambda: engine_of(hub).runtime.agents["agent-1"].status == "idle", "parent interrupted")
+            assert engine_of(hub).runtime.agents["agent-2"].status == "running"  # descendants keep running
             sibling = await hub.start("s", label="sibling")
-            await until(lambda: hub._service.status_of(sibling.id) == "ready", "sibling settled")
-            results = [e.message.text for e in hub._runtime.store.open(sibling.id).events if e.kind == "tool/result"]
+            await until(lambda: engine_of(hub).service.status_of(sibling.id) == "ready", "sibling settled")
+            results = [e.message.text for e in engine_of(hub).runtime.store.open(sibling.id).events if e.kind == "tool/result"]
             assert results == [
                 'Error: subagent "agent-1" is not a live descendant of agent "agent-3"',
                 'Error: subagent "agent-1" belongs to another parent session',
@@ -119,16 +120,16 @@ def test_interrupt_leaves_descendants_running_and_is_refused_for_strangers():
 def test_stale_caller_and_self_are_refused():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "x"), ids="sequential") as hub:
-            service = hub._service
+            service = engine_of(hub).service
             with pytest.raises(SubagentError, match='agent "root" cannot interrupt itself') as info:
-                service.interrupt("root", hub.root_agent)
+                service.interrupt("root", engine_of(hub).root)
             assert info.value.code == "UNAUTHORIZED"
-            hub._runtime.agents.pop("root")  # the registry's entry is no longer this object: stale
+            engine_of(hub).runtime.agents.pop("root")  # the registry's entry is no longer this object: stale
             with pytest.raises(SubagentError, match='interrupting "x" requires the exact live ancestor agent'):
-                service.interrupt("x", hub.root_agent)
+                service.interrupt("x", engine_of(hub).root)
             with pytest.raises(SubagentError, match='subagent "x" delivery requires the exact live parent agent'):
-                await service.followup(hub.root_agent, "x", "hello")
-            hub._runtime.agents["root"] = hub.root_agent
+                await service.followup(engine_of(hub).root, "x", "hello")
+            engine_of(hub).runtime.agents["root"] = engine_of(hub).root
 
     asyncio.run(main())
 
@@ -160,7 +161,7 @@ def test_send_message_refuses_one_shot_and_job_ids_and_bad_input():
             assert "scope: Input should be 'children' or 'descendants'" in results["scope"].text
             assert results["interrupt empty"].text == "Error: agent_id must be a non-empty id"
             assert str(await hub.list_agents()) == "(no subagents)"  # nothing was created or queued
-            assert len(hub._runtime.agents) == 1
+            assert len(engine_of(hub).runtime.agents) == 1
 
     asyncio.run(main())
 
@@ -184,7 +185,7 @@ def test_settlement_notice_opening_lines(response, line, closing):
             kid = await hub.start("t", label="kid")
             await kid.wait(timeout=5)
             await hub.run("next")  # the user-started child's notice waits for the root's next turn
-            notices = [e.message for e in hub._runtime.store.open("root").events
+            notices = [e.message for e in engine_of(hub).runtime.store.open("root").events
                        if e.kind == "user/message" and e.message.source.kind == "subagent-settled"]
             assert len(notices) == 1
             assert [b.text for b in notices[0].content] == [f"Background subagent {kid.id} {line}"] + closing
@@ -211,9 +212,9 @@ def test_busy_parent_gets_two_notices_in_one_step_and_idle_parent_one_turn():
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=CONTINUABLE) as hub:
             await hub.run("start two")
             release.set()
-            await until(lambda: hub.root_agent.turns == 2 and hub.root_agent.status == "idle", "root woke")
+            await until(lambda: engine_of(hub).root.turns == 2 and engine_of(hub).root.status == "idle", "root woke")
             await asyncio.sleep(0.01)
-            assert hub.root_agent.turns == 2  # two notices arriving together cost one turn
+            assert engine_of(hub).root.turns == 2  # two notices arriving together cost one turn
             turn2 = [r for r in root_requests if r[0] == 2]
             assert len(turn2) == 1
             assert [t for t in turn2[0][2] if t.startswith("Background")] == [
@@ -232,7 +233,7 @@ def test_notice_is_delivered_before_ownership_is_released():
             return f"{req.label} turn {req.turn}"
 
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=CONTINUABLE) as hub:
-            service = hub._service
+            service = engine_of(hub).service
             original = service.continuable._release  # the continuable part of the composed service
 
             def release(child_id):
@@ -248,7 +249,7 @@ def test_notice_is_delivered_before_ownership_is_released():
             parent = await hub.start("p", label="parent")
             await parent.wait(timeout=5)
             assert seen == {"owned at release": True, "notice queued": True, "parent state": "running"}
-            log = render(hub._runtime.store.open("agent-1"))
+            log = render(engine_of(hub).runtime.store.open("agent-1"))
             assert log[-3:] == ['USER [subagent-settled notice from=agent-2]: 3 blocks ["Background subagent agent-2 '
                                 'finished and will do no further work unless you send it more.","Its closing message:",'
                                 '"kid turn 1"]', "ASSISTANT: parent turn 2", '-- turn 2 end: {"kind":"completed"}']
@@ -269,14 +270,14 @@ def test_report_goes_to_the_direct_parent_and_survives_an_empty_allow_filter():
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential") as hub:
             kid = await hub.start("look", label="kid", tool_filter={"allow": []})
             await kid.wait(timeout=5)
-            pending = [m for m in hub.root_agent.next_step_inbox]
+            pending = [m for m in engine_of(hub).root.next_step_inbox]
             kinds = [m.source.kind for m in pending]
             assert kinds == ["subagent-report", "subagent-settled"]  # the report arrives first
             assert [b.text for b in pending[0].content] == [f"Background subagent {kid.id} reported:", "found it"]
             root_report = await hub.call_tool("report", output="x")
             assert root_report.text == 'Error: unknown tool "report"'  # roots never get the tool
             with pytest.raises(SubagentError, match='agent "root" is not a live continuable subagent and cannot report'):
-                hub._service.report_from(hub.root_agent, "x")
+                engine_of(hub).service.report_from(engine_of(hub).root, "x")
 
     asyncio.run(main())
 
@@ -290,7 +291,7 @@ def test_tool_filter_deny_and_unknown_names():
                 await hub.spawn("t", tool_filter={"allow": ["nope"]})
             with pytest.raises(UsageError, match="names neither `allow` nor `deny`"):
                 await hub.spawn("t", tool_filter={})
-            assert len(hub._runtime.agents) == 1
+            assert len(engine_of(hub).runtime.agents) == 1
 
     asyncio.run(main())
 
@@ -312,7 +313,7 @@ def test_persona_lands_in_the_childs_system_prompt_and_is_reapplied_on_resume():
             assert len(systems) == 2 and all("You are a terse pirate." in s for s in systems)
             assert all("You are a delegated subagent." in s for s in systems)
             assert "report tool" in systems[0]
-            record = hub._runtime.store.open(kid.id).descriptor
+            record = engine_of(hub).runtime.store.open(kid.id).descriptor
             assert record == {"version": 2, "mode": "continuable", "provider": "spawn", "label": "kid",
                               "persona": "You are a terse pirate."}
 
@@ -330,7 +331,7 @@ def test_list_agents_omits_one_shot_children_but_traverses_them():
                  {"tool_name": "subagent_c", "provider": "spawn", "background_mode": "continuable"}]
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=tools) as hub:
             await hub.spawn("go", label="once")
-            await until(lambda: hub._service.activations == {}, "inner settled")
+            await until(lambda: engine_of(hub).service.activations == {}, "inner settled")
             assert str(await hub.list_agents()) == "(no subagents)"
             assert str(await hub.list_agents("descendants")) == "agent-2 [ready] parent=agent-1 depth=2 \u2014 inner"
             with pytest.raises(UsageError, match="scope must be"):

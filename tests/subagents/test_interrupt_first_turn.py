@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.content import ToolCall
 
 from ..helpers import render, until
@@ -36,9 +37,9 @@ def test_user_interrupt_right_after_start_aborts_the_first_turn_and_notifies():
             assert await kid.wait(timeout=2) is None
             assert kid.status == "ready"  # settled: the activation did not hang
             assert calls == []  # the model never ran for the aborted turn
-            assert render(hub._runtime.store.open(kid.id))[-3:] == [
+            assert render(engine_of(hub).runtime.store.open(kid.id))[-3:] == [
                 "-- turn 1 start", "USER [user]: first task", '-- turn 1 end: {"kind":"aborted"}']
-            assert _notices(hub.root_agent) == [STOPPED]
+            assert _notices(engine_of(hub).root) == [STOPPED]
             assert str(await hub.list_agents()) == "agent-1 [ready] \u2014 worker"
             # it resumes normally afterwards
             await hub.send(kid.id, "second task")
@@ -60,7 +61,7 @@ def test_model_that_starts_then_interrupts_in_one_message_gets_the_notice():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", background_mode="continuable") as hub:
             await hub.run("go")
-            root = hub.root_agent
+            root = engine_of(hub).root
             notice = "\n".join(STOPPED)
             # read in the same turn (a later step) or in a turn it wakes: either way the root sees it
             await until(lambda: root.status == "idle" and notice in [m.text for m in root.conversation],
@@ -81,10 +82,10 @@ def test_a_later_follow_up_interrupted_before_it_runs_stays_parked():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             kid = await hub.start("first", label="worker")
-            await until(lambda: hub._runtime.agents[kid.id]._in_turn, "the first turn to start")
+            await until(lambda: engine_of(hub).runtime.agents[kid.id]._in_turn, "the first turn to start")
             await hub.send(kid.id, "second")  # queued behind the running first turn
             await hub.interrupt(kid.id)  # aborts turn 1; "second" is parked, not run
-            agent = hub._runtime.agents[kid.id]
+            agent = engine_of(hub).runtime.agents[kid.id]
             await until(lambda: agent.status == "idle", "the child to stop")
             assert agent.parked and [m.text for m in agent._next_turn] == ["second"]
             assert kid.status == "idle"
@@ -104,9 +105,9 @@ def test_interrupting_a_cold_resumed_child_before_its_turn_starts_also_settles_i
             await hub.interrupt(kid.id)
             await kid.wait(timeout=2)
             assert kid.status == "ready"
-            notices = _notices(hub.root_agent)
+            notices = _notices(engine_of(hub).root)
             assert notices[-1] == STOPPED
-            assert render(hub._runtime.store.open(kid.id))[-2:] == [
+            assert render(engine_of(hub).runtime.store.open(kid.id))[-2:] == [
                 "USER [user]: resume me", '-- turn 2 end: {"kind":"aborted"}']
 
     asyncio.run(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 
 def test_waiting_settlement_notices_share_their_fixed_blocks_and_read_the_same():
@@ -14,7 +15,7 @@ def test_waiting_settlement_notices_share_their_fixed_blocks_and_read_the_same()
             for label in ("a", "b", "c"):
                 child = await hub.start("work", label=label)
                 await child.wait()
-            inbox = list(hub.root_agent._next_turn) + list(hub.root_agent.next_step_inbox)
+            inbox = list(engine_of(hub).root._next_turn) + list(engine_of(hub).root.next_step_inbox)
             notices = [m for m in inbox if m.source.kind == "subagent-settled"]
             assert [[b.text for b in m.content] for m in notices] == [
                 ["Background subagent agent-1 finished and will do no further work unless you send it more.",
@@ -40,7 +41,7 @@ def test_a_waiting_notice_is_rendered_only_when_its_content_is_read_and_reads_li
         async with tn.AsyncHub(tn.FunctionModel(lambda req: "line one\nline two"), ids="sequential") as hub:
             child = await hub.start("work", label="a")
             await child.wait()
-            (notice,) = list(hub.root_agent._next_turn) + list(hub.root_agent.next_step_inbox)
+            (notice,) = list(engine_of(hub).root._next_turn) + list(engine_of(hub).root.next_step_inbox)
             return notice
 
     notice = asyncio.run(main())
@@ -70,11 +71,11 @@ def test_the_live_registries_give_their_room_back_once_a_burst_of_children_settl
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda req: "ok"), ids="sequential") as hub:
             children = [await hub.start("work", label=f"w{i}") for i in range(2000)]
-            peak = sys.getsizeof(hub._runtime.agents), sys.getsizeof(hub._service.activations)
+            peak = sys.getsizeof(engine_of(hub).runtime.agents), sys.getsizeof(engine_of(hub).service.activations)
             for child in children:
                 await child.wait()
-            assert list(hub._runtime.agents) == [hub.root_agent.id] and hub._service.activations == {}
-            return peak, (sys.getsizeof(hub._runtime.agents), sys.getsizeof(hub._service.activations))
+            assert list(engine_of(hub).runtime.agents) == [engine_of(hub).root.id] and engine_of(hub).service.activations == {}
+            return peak, (sys.getsizeof(engine_of(hub).runtime.agents), sys.getsizeof(engine_of(hub).service.activations))
 
     (agents_peak, activations_peak), (agents, activations) = asyncio.run(main())
     assert agents * 4 < agents_peak and activations * 4 < activations_peak

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.session import MESSAGE_DISCARDED, MESSAGE_QUEUED, USER_MESSAGE, conversation_of
 
 from ..helpers import until
@@ -44,7 +45,7 @@ def test_each_follow_up_is_logged_when_accepted_and_consumed_once_by_its_turn_in
         async with tn.AsyncHub(blocking_model(gates), ids="sequential") as hub:
             kid = await hub.start("block task", label="worker")
             ids = await asyncio.gather(*(kid.send(f"m{i}") for i in range(3)))
-            session = hub._runtime.agents[kid.id].session
+            session = engine_of(hub).runtime.agents[kid.id].session
             # logged at acceptance, while the first turn still runs: before any of their turns
             # (the start's first prompt too: queued when the start accepted it, consumed by the first turn)
             first = [(MESSAGE_QUEUED, "msg-1"), (USER_MESSAGE, "msg-1")]
@@ -67,13 +68,13 @@ def test_a_kill_drops_queued_follow_ups_for_good_and_logs_it(tmp_path):
             b, c = await kid.send("B"), await kid.send("C")
             assert await kid.kill() is True
             await until(lambda: kid.status == "ready", "the killed child to settle")
-            session = hub._store.open(kid.id)
+            session = engine_of(hub).store.open(kid.id)
             assert kinds_and_ids(session)[-3:] == [(MESSAGE_QUEUED, b), (MESSAGE_QUEUED, c),
                                                    (MESSAGE_DISCARDED, (b, c))]
         async with tn.AsyncHub(blocking_model(), store=str(tmp_path), ids="sequential") as hub:
             d = await hub.send(kid.id, "D")  # a cold resume after a reopen: B and C stay dropped
             await (await hub.child(kid.id)).wait()
-            session = hub._store.open(kid.id)
+            session = engine_of(hub).store.open(kid.id)
             assert [e.message.text for e in session.events if e.kind == USER_MESSAGE] == ["block task", "D"]
             assert kinds_and_ids(session)[-1] == (USER_MESSAGE, d)
 
@@ -89,7 +90,7 @@ def test_follow_ups_waiting_when_the_hub_closes_run_first_on_the_next_send_after
             assert str(await hub.list_agents()) == f"{kid.id} [ready] \u2014 worker"
             d = await hub.send(kid.id, "D")
             await (await hub.child(kid.id)).wait()
-            session = hub._store.open(kid.id)
+            session = engine_of(hub).store.open(kid.id)
             ran = [(e.message.id, e.message.text) for e in session.events if e.kind == USER_MESSAGE]
             assert ran[1:] == [(b, "B"), (c, "C"), (d, "D")]
             assert [e.data["reason"] for e in session.events if e.kind == "turn/end"] == \
@@ -97,7 +98,7 @@ def test_follow_ups_waiting_when_the_hub_closes_run_first_on_the_next_send_after
         async with tn.AsyncHub(blocking_model(), store=str(tmp_path)) as hub:  # and never again
             e = await hub.send(kid.id, "E")
             await (await hub.child(kid.id)).wait()
-            session = hub._store.open(kid.id)
+            session = engine_of(hub).store.open(kid.id)
             assert [m.id for m in (x.message for x in session.events if x.kind == USER_MESSAGE)][-4:] == [b, c, d, e]
 
     asyncio.run(main())
@@ -111,8 +112,8 @@ def test_interrupt_parked_follow_ups_stay_pending_in_the_log_and_run_in_order_on
             b, c = await kid.send("B"), await kid.send("C")
             await until(lambda: kid.id in gates, "the first turn to block")
             await kid.interrupt()
-            await until(lambda: hub._runtime.agents[kid.id].status == "idle", "the interrupted turn to end")
-            session = hub._runtime.agents[kid.id].session
+            await until(lambda: engine_of(hub).runtime.agents[kid.id].status == "idle", "the interrupted turn to end")
+            session = engine_of(hub).runtime.agents[kid.id].session
             # parked, not consumed (the first turn started after both sends returned: no await in memory)
             parked = [(MESSAGE_QUEUED, "msg-1"), (MESSAGE_QUEUED, b), (MESSAGE_QUEUED, c), (USER_MESSAGE, "msg-1")]
             assert kinds_and_ids(session) == parked

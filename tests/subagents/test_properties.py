@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.errors import SubagentError
 
 OPS = st.lists(st.sampled_from(["send", "send", "interrupt", "release", "tick", "bogus", "grandchild"]),
@@ -57,25 +58,25 @@ async def scenario(ops):
         await kid.send("final")  # a waking send runs whatever an interrupt parked
         accepted.append("final")
         for _ in range(5000):
-            if not hub._service.activations:
+            if not engine_of(hub).service.activations:
                 break
             for gate in gates.values():
                 gate.set()
             await asyncio.sleep(0.0005)
-        assert not hub._service.activations, "the tree did not settle"
+        assert not engine_of(hub).service.activations, "the tree did not settle"
 
-        session = hub._runtime.store.open(kid.id)
+        session = engine_of(hub).runtime.store.open(kid.id)
         ran = [e.message.text for e in session.events
                if e.kind == "user/message" and e.message.source.kind in ("user", "coordinator")]
         assert ran == accepted  # each accepted message exactly once, in order
-        assert not set(refused) & {e.message.text for s in hub._runtime.store.headers()
-                                   for e in hub._runtime.store.open(s.id).events if e.message is not None}
-        history = hub._runtime.bus.history
-        for child_id in [h.id for h in hub._runtime.store.headers() if h.origin == "subagent"]:
+        assert not set(refused) & {e.message.text for s in engine_of(hub).runtime.store.headers()
+                                   for e in engine_of(hub).runtime.store.open(s.id).events if e.message is not None}
+        history = engine_of(hub).runtime.bus.history
+        for child_id in [h.id for h in engine_of(hub).runtime.store.headers() if h.origin == "subagent"]:
             starts = [e.run_id for e in history if e.kind == "subagent/start" and e.agent_id == child_id]
             ends = [e.run_id for e in history if e.kind == "subagent/end" and e.agent_id == child_id]
             assert starts == sorted(set(starts), key=starts.index) and sorted(starts) == sorted(ends)
-        notices = [m for m in list(hub.root_agent.next_step_inbox) + list(hub.root_agent._next_turn)
+        notices = [m for m in list(engine_of(hub).root.next_step_inbox) + list(engine_of(hub).root._next_turn)
                    if m.source.kind == "subagent-settled" and m.source.sender == kid.id]
         epochs = [e for e in history if e.kind == "subagent/end" and e.agent_id == kid.id]
         assert len(notices) == len(epochs) >= 1

@@ -12,6 +12,7 @@ import asyncio
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.content import ToolCall
 from toh_nb.core.tools import Tool
 
@@ -126,9 +127,9 @@ def test_the_model_can_delegate_through_a_mounted_subagent_tool():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", max_depth=0,
                                providers={"remote": remote},
                                tools=[tn.SubagentTool(name="coder", provider="remote")]) as hub:
-            assert {"subagent", "coder"} <= set(hub.root_agent.tools)
+            assert {"subagent", "coder"} <= set(engine_of(hub).root.tools)
             assert (await hub.run("go")).text == "root done"
-            return seen_by_model(hub._runtime.store.open("root"))
+            return seen_by_model(engine_of(hub).runtime.store.open("root"))
 
     # max_depth=0 forbids spawn children, but the provider manages its own depth: no cap is sent
     assert asyncio.run(main())[1] == "TOOL-RESULT c1: remote answer to: fix it"
@@ -226,7 +227,7 @@ def test_a_plan_can_run_user_tools_elsewhere_and_a_provider_is_closed_with_the_h
             result = await hub.spawn("sum", label="kid", provider="elsewhere")
             plain = await hub.spawn("sum", label="kid")
             assert provider.closed == 0
-            return result.text, plain.text, hub.root_agent.tools["add"]
+            return result.text, plain.text, engine_of(hub).root.tools["add"]
 
     text, plain, root_add = asyncio.run(main())
     assert (text, plain) == ("elsewhere 3", "3")

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.content import ToolCall
 from toh_nb.core.errors import SubagentError, UsageError
 from toh_nb.subagents import SpawnProvider, StartRequest
@@ -16,12 +17,12 @@ from toh_nb.providers.base import Capabilities
 def test_registry_refuses_duplicates_and_unknown_providers():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "x")) as hub:
-            service = hub._service
+            service = engine_of(hub).service
             with pytest.raises(SubagentError, match='a subagent provider named "spawn" is already registered') as info:
                 service.register_provider(SpawnProvider())
             assert info.value.code == "DUPLICATE_PROVIDER"
             with pytest.raises(SubagentError, match='no subagent provider registered for "acp"'):
-                await service.start("acp", StartRequest("p", hub.root_agent, "x"))
+                await service.start("acp", StartRequest("p", engine_of(hub).root, "x"))
 
             class Limited:
                 name = "limited"
@@ -32,9 +33,9 @@ def test_registry_refuses_duplicates_and_unknown_providers():
 
             remove = service.register_provider(Limited())
             with pytest.raises(SubagentError, match='does not support the "depthLimit" capability'):
-                await service.start("limited", StartRequest("p", hub.root_agent, "x"))
+                await service.start("limited", StartRequest("p", engine_of(hub).root, "x"))
             with pytest.raises(SubagentError, match="does not support continuable children"):
-                await service.start_continuable("limited", StartRequest("p", hub.root_agent, "x", max_depth=None))
+                await service.start_continuable("limited", StartRequest("p", engine_of(hub).root, "x", max_depth=None))
             with pytest.raises(UsageError, match="cannot enforce maxDepth"):
                 from toh_nb.subagents.tool import make_subagent_tool
                 make_subagent_tool(service, None, provider="limited")
@@ -66,9 +67,9 @@ def test_fork_child_sees_the_parents_completed_turns_and_continues_numbering():
             # the completed first turn is inherited, the in-flight second turn is not
             assert seen["messages"] == ["first question", "answer 1", "review it"]
             assert seen["turn"] == 2
-            child = hub._runtime.store.open("agent-1")
+            child = engine_of(hub).runtime.store.open("agent-1")
             assert child.header.seed_length == 4
-            assert hub._runtime.tools.get("fork").description.startswith("Hand a task to a subagent that starts from")
+            assert engine_of(hub).runtime.tools.get("fork").description.startswith("Hand a task to a subagent that starts from")
 
     asyncio.run(main())
 
@@ -77,7 +78,7 @@ def test_tool_configuration_errors():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "x")) as hub:
             from toh_nb.subagents.tool import make_subagent_tool
-            service = hub._service
+            service = engine_of(hub).service
             for bad in (-1, 1.5, "3", True, float("nan")):
                 with pytest.raises(UsageError, match='max_depth must be an integer from 0 to 9007199254740991 or "provider-managed", got '):
                     make_subagent_tool(service, None, max_depth=bad)
@@ -87,8 +88,8 @@ def test_tool_configuration_errors():
                 tn.AsyncHub(tn.FunctionModel(lambda r: "x"), delegation_tools=[{"tool_name": "job_list"}])
             tool = make_subagent_tool(service, None, tool_name="quiet", enable_run_in_background=False)
             assert list(tool.parameters["properties"]) == ["description", "prompt"]
-            hub._runtime.tools.add(tool)
-            hub.root_agent.tools["quiet"] = tool
+            engine_of(hub).runtime.tools.add(tool)
+            engine_of(hub).root.tools["quiet"] = tool
             refused = await hub.call_tool("quiet", description="d", prompt="p", run_in_background=True)
             assert refused.text == ("Error: run_in_background is disabled for this tool instance "
                                     "(enable_run_in_background=False)")

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 
 from ..helpers import until
 
@@ -23,7 +24,7 @@ def model(req):
 
 
 async def settled(hub):
-    await until(lambda: not hub._service.activations and hub.root_agent.status == "idle", "the tree to settle")
+    await until(lambda: not engine_of(hub).service.activations and engine_of(hub).root.status == "idle", "the tree to settle")
 
 
 def test_restart_round_trip(tmp_path):
@@ -177,7 +178,7 @@ def test_a_turn_cut_by_a_crash_is_closed_before_resuming(tmp_path):
             kid = await hub.start("t", label="kid")
             await settled(hub)
             # what a crash mid-turn leaves behind: a turn with an assistant message, one dispatched call
-            session = hub._store.open(kid.id)
+            session = engine_of(hub).store.open(kid.id)
             session.append(TURN_START, turn=2)
             session.append(USER_MESSAGE, turn=2, message=user_message("crash now"))
             session.append(ASSISTANT_MESSAGE, turn=2, message=Message("assistant", [
@@ -196,7 +197,7 @@ def test_a_turn_cut_by_a_crash_is_closed_before_resuming(tmp_path):
         async with tn.AsyncHub(tn.FunctionModel(model), store=str(tmp_path), ids="sequential") as hub:
             await hub.send(child_id, "go on")
             await settled(hub)
-            ends = [e.data["reason"] for e in hub._store.open(child_id).events if e.kind == "turn/end"]
+            ends = [e.data["reason"] for e in engine_of(hub).store.open(child_id).events if e.kind == "turn/end"]
             return ends
 
     child_id = asyncio.run(first())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.content import ToolCall
 
 from ..helpers import render, seen_by_model, until
@@ -86,8 +87,8 @@ def test_continuable_transcript():
 
             hub.view.subscribe(on_event)
             await hub.run("SCN:continuable")
-            await until(lambda: hub.root_agent.turns == 2 and hub.root_agent.status == "idle", "root turn 2")
-            assert seen_by_model(hub._runtime.store.open("root")) == [
+            await until(lambda: engine_of(hub).root.turns == 2 and engine_of(hub).root.status == "idle", "root turn 2")
+            assert seen_by_model(engine_of(hub).runtime.store.open("root")) == [
                 "USER [user]: SCN:continuable",
                 "TOOL-RESULT call_10: started subagent agent-1",
                 "TOOL-RESULT call_12: agent-1 [running] \u2014 research task",
@@ -104,7 +105,7 @@ def test_continuable_transcript():
                 'USER [subagent-settled notice from=agent-1]: 3 blocks ["Background subagent agent-1 finished and will '
                 'do no further work unless you send it more.","Its closing message:","child turn 2 result: topic B is fine"]',
             ]
-            child_log = render(hub._runtime.store.open("agent-1"))
+            child_log = render(engine_of(hub).runtime.store.open("agent-1"))
             assert child_log[0] == 'DESCRIPTOR {"version":2,"mode":"continuable","provider":"spawn","label":"research task"}'
             assert child_log[1] == "-- turn 1 start"
             assert "TOOL-RESULT call_11: report accepted by the agent that started you as message msg-3" in child_log
@@ -117,10 +118,10 @@ def test_continuable_transcript():
                 '-- turn 3 end: {"kind":"completed"}',
             ]
             assert child_log.count('DESCRIPTOR {"version":2,"mode":"continuable","provider":"spawn","label":"research task"}') == 1
-            grand = hub._runtime.store.open("agent-2")
+            grand = engine_of(hub).runtime.store.open("agent-2")
             assert grand.header.parent_session == "agent-1" and grand.header.delegation_depth == 2
             lifecycle = [(e.kind, e.agent_id, e.run_id, getattr(e, "stop_reason", None))
-                         for e in hub._runtime.bus.history if e.kind.startswith("subagent/")]
+                         for e in engine_of(hub).runtime.bus.history if e.kind.startswith("subagent/")]
             assert lifecycle == [("subagent/start", "agent-1", "run-1", None),
                                  ("subagent/start", "agent-2", "run-2", None),
                                  ("subagent/end", "agent-2", "run-2", "completed"),
@@ -174,8 +175,8 @@ def test_interrupt_transcript():
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", delegation_tools=TOOLS) as hub:
             await hub.run("SCN:interrupt")
-            await until(lambda: hub.root_agent.turns == 3 and hub.root_agent.status == "idle", "root turn 3")
-            assert render(hub._runtime.store.open("root")) == [
+            await until(lambda: engine_of(hub).root.turns == 3 and engine_of(hub).root.status == "idle", "root turn 3")
+            assert render(engine_of(hub).runtime.store.open("root")) == [
                 "-- turn 1 start",
                 "USER [user]: SCN:interrupt",
                 'ASSISTANT: <tool-call call_19 subagent_c {"description":"long running work","prompt":"CHILD:hang work forever"}>',
@@ -221,7 +222,7 @@ def test_interrupt_transcript():
                 "ASSISTANT: Parent: final (k=12).",
                 '-- turn 3 end: {"kind":"completed"}',
             ]
-            assert render(hub._runtime.store.open("agent-1")) == [
+            assert render(engine_of(hub).runtime.store.open("agent-1")) == [
                 'DESCRIPTOR {"version":2,"mode":"continuable","provider":"spawn","label":"long running work"}',
                 "-- turn 1 start",
                 "USER [user]: CHILD:hang work forever",
@@ -231,7 +232,7 @@ def test_interrupt_transcript():
                 "ASSISTANT: child resumed after interrupt and finished",
                 '-- turn 2 end: {"kind":"completed"}',
             ]
-            ends = [(e.run_id, e.stop_reason) for e in hub._runtime.bus.history if e.kind == "subagent/end"]
+            ends = [(e.run_id, e.stop_reason) for e in engine_of(hub).runtime.bus.history if e.kind == "subagent/end"]
             assert ends == [("run-1", "aborted"), ("run-2", "completed")]
 
     asyncio.run(main())

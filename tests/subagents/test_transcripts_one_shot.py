@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import toh_nb as tn
+from toh_nb.testing import engine_of
 from toh_nb.core.content import ToolCall
 
 from ..helpers import render, seen_by_model, until
@@ -20,7 +21,7 @@ def hub_for(fn, **kwargs):
 
 
 async def settle(hub, turns):
-    root = hub.root_agent
+    root = engine_of(hub).root
     await until(lambda: root.turns >= turns and root.status == "idle", f"root to reach turn {turns}", timeout=1.0)
 
 
@@ -37,13 +38,13 @@ def test_foreground():
         async with hub_for(lambda r: tn.ModelResponse(tool_calls=[m]) if isinstance(m := model(r), ToolCall) else m) as hub:
             result = await hub.run("SCN:foreground")
             assert result.text == "Parent final answer. The subagent said: 42"
-            assert seen_by_model(hub._runtime.store.open("root")) == [
+            assert seen_by_model(engine_of(hub).runtime.store.open("root")) == [
                 "USER [user]: SCN:foreground",
                 "TOOL-RESULT call_1: 42",
                 "TOOL-RESULT call_2: (no subagents)",
                 "TOOL-RESULT call_3: (no background jobs)",
             ]
-            child = hub._runtime.store.open("agent-1")
+            child = engine_of(hub).runtime.store.open("agent-1")
             # the descriptor is written with the header (atomically), so it precedes the first turn
             # (the reference appends it inside turn 1; a child killed there would look corrupt)
             assert render(child) == [
@@ -56,10 +57,10 @@ def test_foreground():
             header = child.header
             assert (header.parent_session, header.origin, header.delegation_depth) == ("root", "subagent", 1)
             lifecycle = [(e.kind, e.agent_id, getattr(e, "stop_reason", None), getattr(e, "last_assistant_message", None))
-                         for e in hub._runtime.bus.history]
+                         for e in engine_of(hub).runtime.bus.history]
             assert lifecycle == [("subagent/start", "agent-1", None, None),
                                  ("subagent/end", "agent-1", "completed", "42")]
-            assert "agent-1" not in hub._runtime.agents  # disposed after the foreground run
+            assert "agent-1" not in engine_of(hub).runtime.agents  # disposed after the foreground run
 
     asyncio.run(main())
 
@@ -100,7 +101,7 @@ def test_background_one_shot_wait():
     async def main():
         async with hub_for(model) as hub:
             await hub.run("SCN:background_one_shot_wait")
-            assert seen_by_model(hub._runtime.store.open("root")) == [
+            assert seen_by_model(engine_of(hub).runtime.store.open("root")) == [
                 "USER [user]: SCN:background_one_shot_wait",
                 "TOOL-RESULT call_4: started background subagent job subagent-1",
                 "TOOL-RESULT call_5: subagent-1 [subagent] running \u2014 background sum",
@@ -109,7 +110,7 @@ def test_background_one_shot_wait():
                 "[status: completed]. Read its output with job_output.",
                 "TOOL-RESULT call_7: the sum is 4\n[status: completed]",
             ]
-            assert hub.root_agent.turns == 1
+            assert engine_of(hub).root.turns == 1
 
     asyncio.run(main())
 
@@ -138,7 +139,7 @@ def test_background_one_shot_notice_wakes_the_idle_parent():
         async with hub_for(model) as hub:
             await hub.run("SCN:background_one_shot_notice")
             await settle(hub, 2)
-            assert render(hub._runtime.store.open("root")) == [
+            assert render(engine_of(hub).runtime.store.open("root")) == [
                 "-- turn 1 start",
                 "USER [user]: SCN:background_one_shot_notice",
                 'ASSISTANT: <tool-call call_8 subagent {"description":"background slow task",'
@@ -181,7 +182,7 @@ def test_killed_background_child(no_leftover_tasks):
     async def main():
         async with hub_for(model) as hub:
             await hub.run("SCN:killed_background_child")
-            assert seen_by_model(hub._runtime.store.open("root")) == [
+            assert seen_by_model(engine_of(hub).runtime.store.open("root")) == [
                 "USER [user]: SCN:killed_background_child",
                 "TOOL-RESULT call_49: started background subagent job subagent-1",
                 "TOOL-RESULT call_50: (no new output)\n[status: running]",
@@ -189,8 +190,8 @@ def test_killed_background_child(no_leftover_tasks):
                 "TOOL-RESULT call_52: (no new output)\n[status: killed]",
                 "TOOL-RESULT call_53: job subagent-1 had already finished [status: killed]",
             ]  # no completion notice after a kill
-            assert render(hub._runtime.store.open("agent-1"))[-1] == '-- turn 1 end: {"kind":"aborted"}'
-            ends = [e.stop_reason for e in hub._runtime.bus.history if e.kind == "subagent/end"]
+            assert render(engine_of(hub).runtime.store.open("agent-1"))[-1] == '-- turn 1 end: {"kind":"aborted"}'
+            ends = [e.stop_reason for e in engine_of(hub).runtime.bus.history if e.kind == "subagent/end"]
             assert ends == ["aborted"]
         no_leftover_tasks()
 
@@ -208,12 +209,12 @@ def test_failed_child_reports_headline_and_diagnostic():
         async with hub_for(lambda req: child(req) if req.label else root(req)) as hub:
             result = await hub.run("SCN:failed_child")
             # SPEC §5: the model's exception becomes the diagnostic (the reference printed only the headline)
-            assert seen_by_model(hub._runtime.store.open("root"))[1] == (
+            assert seen_by_model(engine_of(hub).runtime.store.open("root"))[1] == (
                 "TOOL-RESULT call_79 (isError): Error: subagent run failed\nDiagnostic: simulated provider failure")
             assert result.text == "parent after failure: Error: subagent run failed\nDiagnostic: simulated provider failure"
-            child_log = hub._runtime.store.open("agent-1")
+            child_log = engine_of(hub).runtime.store.open("agent-1")
             assert child_log.events[-1].data == {"reason": "error", "error": "simulated provider failure"}
-            assert [e.stop_reason for e in hub._runtime.bus.history if e.kind == "subagent/end"] == ["error"]
+            assert [e.stop_reason for e in engine_of(hub).runtime.bus.history if e.kind == "subagent/end"] == ["error"]
 
     asyncio.run(main())
 
@@ -244,7 +245,7 @@ def test_parallel_foreground_children_overlap_and_commit_in_model_order():
         async with hub_for(model) as hub:
             result = await hub.run("SCN:parallel_foreground (3 subagent calls in one assistant message)")
             assert finish_order == ["part 3", "part 2", "part 1"]
-            assert render(hub._runtime.store.open("root"))[3:9] == [
+            assert render(engine_of(hub).runtime.store.open("root"))[3:9] == [
                 "TOOL-CALL call_80 subagent", "TOOL-CALL call_81 subagent", "TOOL-CALL call_82 subagent",
                 "TOOL-RESULT call_80: done CHILD: part 1", "TOOL-RESULT call_81: done CHILD: part 2",
                 "TOOL-RESULT call_82: done CHILD: part 3"]
@@ -267,12 +268,12 @@ def test_max_depth_refuses_the_fourth_level():
             result = await hub.run("SCN:max_depth")
             expected = "depth 1 received: depth 2 received: depth 3 received: Error: subagent depth 4 exceeds maxDepth 3"
             assert result.text == "depth 0 received: " + expected
-            assert seen_by_model(hub._runtime.store.open("root"))[1].endswith(": " + expected)
-            deepest = hub._runtime.store.open("agent-3")
+            assert seen_by_model(engine_of(hub).runtime.store.open("root"))[1].endswith(": " + expected)
+            deepest = engine_of(hub).runtime.store.open("agent-3")
             assert deepest.header.delegation_depth == 3
             assert "TOOL-RESULT call-4 (isError): Error: subagent depth 4 exceeds maxDepth 3" in render(deepest)
-            starts = [e.agent_id for e in hub._runtime.bus.history if e.kind == "subagent/start"]
-            ends = [e.agent_id for e in hub._runtime.bus.history if e.kind == "subagent/end"]
+            starts = [e.agent_id for e in engine_of(hub).runtime.bus.history if e.kind == "subagent/start"]
+            ends = [e.agent_id for e in engine_of(hub).runtime.bus.history if e.kind == "subagent/end"]
             assert starts == ["agent-1", "agent-2", "agent-3"] and ends == ["agent-3", "agent-2", "agent-1"]
 
     asyncio.run(main())
@@ -309,12 +310,12 @@ def test_a_kill_before_the_job_task_runs_still_disposes_the_child(no_leftover_ta
         async with hub_for(model) as hub:
             started = await hub.call_tool("subagent", description="bg", prompt="p", run_in_background=True)
             assert started.text == "started background subagent job subagent-1"
-            assert "agent-1" in hub._runtime.agents  # the child exists as soon as the id is returned
+            assert "agent-1" in engine_of(hub).runtime.agents  # the child exists as soon as the id is returned
             killed = await hub.call_tool("job_kill", job_id="subagent-1")  # no await in between
             assert killed.text == "requested cancellation of job subagent-1"
             await asyncio.sleep(0.01)
-            assert hub._jobs.jobs["subagent-1"].status == "killed"
-            assert "agent-1" not in hub._runtime.agents
+            assert engine_of(hub).jobs.jobs["subagent-1"].status == "killed"
+            assert "agent-1" not in engine_of(hub).runtime.agents
         no_leftover_tasks()
 
     asyncio.run(main())

@@ -103,6 +103,17 @@ def check_text(value: Any, name: str) -> str:
     return value
 
 
+def job_id_of(value: Any, name: str = "job_id") -> str:
+    """A job id (``subagent-N``) from an id string or a Job handle (SPEC: handles are accepted wherever an
+    id is)."""
+    if isinstance(value, str):
+        return check_text(value, name)
+    job_id = getattr(value, "id", None)
+    if isinstance(job_id, str) and hasattr(value, "child_id"):  # a Job or AsyncJob (a Child has no child_id)
+        return check_text(job_id, name)
+    raise UsageError(f"{name} must be a string or a Job handle, got {type(value).__name__}")
+
+
 def agent_id_of(value: Any, name: str = "agent_id") -> str:
     """An agent id from an id string or a Child/Job handle (a job means the child doing its work).
 

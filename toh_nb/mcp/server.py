@@ -59,7 +59,8 @@ def build_server(hub: Any) -> Any:
 
     from .. import __version__
 
-    offered = {name: hub.root_agent.tools[name] for name in DELEGATION_TOOLS if name in hub.root_agent.tools}
+    
+    offered = hub.engine.root_port.tools(DELEGATION_TOOLS)
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return ListToolsResult(tools=[Tool(name=tool.name, description=tool.description, input_schema=tool.parameters)

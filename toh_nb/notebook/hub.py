@@ -39,14 +39,14 @@ import weakref
 from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, overload
 
 from ..core.budget import DEFAULT_MAX_STEPS
-from ..core.errors import ClosedError, TohError, UsageError
+from ..core.errors import ClosedError, UsageError
 from ..core.model import Model
 from ..core.tools import ToolResult
 from ..config import HubConfig
 from ..core.events import DEFAULT_HISTORY, HubClosed, HubEvent
-from ..core.checks import agent_id_of, check_flag, check_text, check_timeout
-from ..hub import (Activity, AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, SessionStore, ToolFilter,
-                   check_start_options, stored_root_id)
+from ..core.checks import agent_id_of, check_flag, check_text, check_timeout, job_id_of
+from ..engine import CLOSED_MESSAGE, check_start_options, stored_root_id
+from ..hub import Activity, AsyncChild, AsyncHub, AsyncJob, ChildFacts, JobFacts, SessionStore, ToolFilter
 from ..results import AgentListing, RunResult
 from . import portal as portals
 from .display import SendReceipt
@@ -55,6 +55,12 @@ from .progress import waiting
 from .tables import agents_frame, conversation_frame, events_frame, jobs_frame, transcript_frame
 
 LOOP_MODES = ("portal", "kernel")
+
+
+def _check_loop(loop: Any) -> None:
+    if loop not in LOOP_MODES:
+        raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
+
 _STREAM_END = object()  # astream ended (the hub closed)
 
 
@@ -66,7 +72,6 @@ class _StreamFailed:
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
-CLOSED_MESSAGE = "this hub is closed; create a new Hub to continue (a store= directory keeps its children)"
 
 
 def activity(async_hub: AsyncHub) -> str:
@@ -241,10 +246,23 @@ class Hub:
                  turn_timeout: float | None = None, providers: Mapping[str, Any] | None = None,
                  history: int = DEFAULT_HISTORY, prices: Mapping[str, tuple[float, float]] | None = None,
                  tracing: Any = None, gc: bool | None = None) -> None:
-        if loop not in LOOP_MODES:
-            raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
+        _check_loop(loop)
         # checked once, in the caller's thread, before any store is touched (or a previous hub closed for it)
-        config = HubConfig.of(locals())
+        self._open(HubConfig.of(locals()), loop)
+
+    @classmethod
+    def from_config(cls, config: HubConfig, *, loop: str = "portal") -> "Hub":
+        """A hub built from a :class:`~toh_nb.config.HubConfig` (the twin of ``tn.AsyncHub.from_config``;
+        ``loop`` as for ``tn.Hub``, the one keyword of the sync face that is no field of the config)."""
+        if not isinstance(config, HubConfig):
+            raise UsageError(f"from_config needs a toh_nb.HubConfig, got {type(config).__name__}")
+        _check_loop(loop)
+        hub = cls.__new__(cls)
+        cls._open(hub, config, loop)
+        return hub
+
+    def _open(self, config: HubConfig, loop: str) -> None:
+        store, root_id = config.store, config.root_id
         self._loop_mode = loop
         store_key = _store_key(store)
         _take_over(store_key, store)
@@ -322,6 +340,12 @@ class Hub:
     def activity(self) -> Activity:
         """What runs right now (:class:`~toh_nb.hub.Activity`); read without waiting for the loop."""
         return self._async.activity
+
+    @property
+    def engine(self) -> Any:
+        """The :class:`~toh_nb.engine.Engine` under this hub (:attr:`AsyncHub.engine`; act on it only on
+        :attr:`portal`'s loop)."""
+        return self._async.engine
 
     @property
     def async_hub(self) -> AsyncHub:
@@ -409,34 +433,9 @@ class Hub:
                   f"another label starts a second child)")
         return Child(self._call, value, self.transcript)
 
-    def _by_id(self, agent_id: str, fn: Any, *args: Any) -> Any:
-        """``self._call(fn, *args)`` for a call naming an agent by id; when it fails and ``agent_id`` is
-        an agent's label rather than an id, a UsageError saying so and listing the matching ids."""
-        try:
-            return self._call(fn, *args)
-        except TohError as error:
-            ids = self._call(self._ids_labelled, agent_id)
-            if not ids:
-                raise
-            raise UsageError(f'"{agent_id}" is a label, not an agent id; agents labelled "{agent_id}": '
-                             f'{", ".join(ids)} (use the Child handle, or hub.send("{ids[-1]}", ...))'
-                             ) from error
-
-    def _refuse_label(self, agent_id: str) -> None:
-        if self._ids_labelled(agent_id):
-            raise UsageError(agent_id)  # turned into the label message by _by_id
-
-    def _ids_labelled(self, label: str) -> list[str]:
-        """The ids of the agents labelled ``label`` when ``label`` is not an agent id itself (loop thread)."""
-        view = self._async.view
-        if view.has_agent(label):
-            return []
-        return [row["id"] for row in view.agents() if row.get("label") == label]
-
     def child(self, child_id: "str | Child") -> "Child":
         """A handle on an existing continuable child of the root (for example after a restart)."""
-        child_id = agent_id_of(child_id, "child_id")
-        return Child(self._call, self._by_id(child_id, self._async.child, child_id), self.transcript)
+        return Child(self._call, self._call(self._async.child, agent_id_of(child_id, "child_id")), self.transcript)
 
     def job(self, job_id: str) -> "Job":
         """A handle on one of the root's background jobs (``subagent-N``), also those its model started."""
@@ -447,25 +446,21 @@ class Hub:
         (a ``str`` that displays as ``sent message <id> to <agent>``)."""
         agent_id = agent_id_of(agent_id)
         check_text(message, "message")
-        return SendReceipt(self._by_id(agent_id, self._async.send, agent_id, message), agent_id)
+        return SendReceipt(self._call(self._async.send, agent_id, message), agent_id)
 
     def interrupt(self, agent_id: "str | Child") -> None:
         """Stop only the agent's current turn; its queued messages wait for the next ``send``."""
-        agent_id = agent_id_of(agent_id)
-        # interrupting an unknown id is a silent no-op (as for the tool): a label must not be one
-        self._by_id(agent_id, self._refuse_label, agent_id)
-        self._call(self._async.interrupt, agent_id)
+        # an unknown id is an accepted no-op (as for the tool); a label is refused with the ids it names
+        self._call(self._async.interrupt, agent_id_of(agent_id))
 
     def kill(self, agent_id: "str | Child") -> bool:
         """Stop a continuable child for good (its queue dropped; it settles and lists ``ready``)."""
-        agent_id = agent_id_of(agent_id)
-        return self._by_id(agent_id, self._async.kill, agent_id)
+        return self._call(self._async.kill, agent_id_of(agent_id))
 
     def kill_job(self, job_id: str, reason: str | None = None) -> str:
         """Ask any background job of the tree to stop, also one a descendant's model started (see
         :meth:`AsyncHub.kill_job`); the line the ``job_kill`` tool would return."""
-        check_text(job_id, "job_id")
-        return self._call(self._async.kill_job, job_id, reason)
+        return self._call(self._async.kill_job, job_id_of(job_id), reason)
 
     def list_agents(self, scope: str = "children") -> AgentListing:
         """The root's continuable children (``scope="descendants"``: the whole tree); ``str()`` is
@@ -566,16 +561,14 @@ class Hub:
         columns that say something (tools, tokens …) and names the rest under it; ``columns="all"``
         displays every column, a list of names gives exactly those (as in :meth:`agents`)."""
         check_flag(raw, "raw")
-        agent_id = agent_id_of(agent_id)
-        rows = self._by_id(agent_id, self._async.transcript, agent_id, raw)
+        rows = self._call(self._async.transcript, agent_id_of(agent_id), raw)
         return transcript_frame(rows, columns) if raw else conversation_frame(rows, columns)
 
     def activations(self, agent_id: "str | Child") -> list[dict]:
         """When the agent worked: one entry per turn (start, end, how it ended, tokens) with its model and
         tool calls as timed spans, as plain dicts (:meth:`toh_nb.AsyncHub.activations`; what the tree's
         Timeline draws)."""
-        agent_id = agent_id_of(agent_id)
-        return self._by_id(agent_id, self._async.activations, agent_id)
+        return self._call(self._async.activations, agent_id_of(agent_id))
 
     def events(self):
         """DataFrame of the lifecycle events (subagent/start|end, job/*), in order."""

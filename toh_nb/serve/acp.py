@@ -29,7 +29,6 @@ from ..core.session import (
     TOOL_CALL,
     TOOL_RESULT,
     Event,
-    conversation_of,
 )
 from ..tracing.context import receive
 from ..tracing.environment import provider_from_environment
@@ -162,16 +161,14 @@ class _Served:
         #: a session/cancel for the current prompt arrived (perhaps before its turn began)
         self.cancelled = False
         self.queue: asyncio.Queue = asyncio.Queue()
-        session = hub.root_agent.session
-        sink = session.sink
+        #: what this face drives of the root: its log as it is written, its conversation, cancelling it
+        self.root = hub.engine.root_port
 
-        def tee(log_session: Any, event: Event) -> None:
-            if sink is not None:
-                sink(log_session, event)
+        def note(event: Event) -> None:
             if self.turn is not None:
                 self.queue.put_nowait(event)
 
-        session.sink = tee
+        self.root.tap(note)
 
     def start(self, text: str) -> asyncio.Task:
         self.cancelled = False
@@ -186,7 +183,7 @@ class _Served:
     def cancel(self) -> None:
         if self.turn is not None and not self.turn.done():
             self.cancelled = True
-            self.hub.root_agent.cancel("user")
+            self.root.cancel("user")
 
 
 class HubAgent:
@@ -272,7 +269,7 @@ class HubAgent:
             served = _Served(session_id, self.make_hub(session_id, directory, servers), cwd, servers)
             self.sessions[session_id] = served
         # the history, replayed: the client's prompts and the root's answers (not notices or tool traffic)
-        for message in conversation_of(served.hub.root_agent.session.events):
+        for message in served.root.conversation():
             if message.role == "user" and message.text and (message.source is None or message.source.kind == "user"):
                 update = acp.update_user_message_text(message.text)
             elif message.role == "assistant" and message.text:
