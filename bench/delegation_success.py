@@ -246,7 +246,7 @@ def main() -> None:
     if args.backend in ("local", "both"):
         asyncio.run(measure("local", args.seeds, args.temperature, args.max_tokens, None, table, **chosen))
     if args.backend in ("server", "both"):
-        from toh_nb.models.serve import start_model_server
+        from toh_nb.serve.model import start_model_server
 
         with start_model_server() as server:
             asyncio.run(measure("server", args.seeds, args.temperature, args.max_tokens, server.url, table, **chosen))

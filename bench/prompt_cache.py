@@ -63,7 +63,7 @@ class Measured:
             use = self.inner.cache_log[-1]
             prompt, reused = use.prompt_tokens, use.reused_tokens
         else:
-            from toh_nb.models.serve import CACHE_LINE_PATTERN
+            from toh_nb.serve.model import CACHE_LINE_PATTERN
 
             # one line per completion (a forced or "none" request makes one; llama-cpp-python's "auto" several)
             lines = [tuple(map(int, m.groups())) for m in re.finditer(CACHE_LINE_PATTERN,
@@ -133,7 +133,7 @@ def main() -> None:
             for variant in ("before", "after"):
                 report(backend, variant, *run(backend, variant, None))
             continue
-        from toh_nb.models.serve import start_model_server
+        from toh_nb.serve.model import start_model_server
 
         options = {} if args.prompt_cache_mb is None else {"prompt_cache_mb": args.prompt_cache_mb}
         with start_model_server(**options) as server:

@@ -16,7 +16,7 @@ import argparse
 import json
 import urllib.request
 
-from toh_nb.models.serve import PROMPT_CACHE_MB, start_model_server
+from toh_nb.serve.model import PROMPT_CACHE_MB, start_model_server
 
 import _common as c
 

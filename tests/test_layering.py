@@ -216,3 +216,42 @@ def test_the_step_loop_never_imports_the_agent():
     assert _imported_packages("providers/acp/link.py", ast.parse("from ...core.errors import X\nfrom .. import base\n"
                                                                   "from ... import __version__\n")) == {
         "core", "providers", "__version__"}
+
+
+# -- the layers and the drawing of docs/architecture.md (issue #43) ------------------------------------
+
+def _architecture():
+    import importlib.util
+
+    path = ROOT.parent / "docs" / "architecture_graph.py"
+    spec = importlib.util.spec_from_file_location("architecture_graph", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_unit_sits_in_a_layer_and_imports_only_its_own_and_those_below():
+    """Layers: 1 core; 2 models, store, jobs, tracing, costs; 3 providers, subagents, mcp (the client);
+    4 engine, config, results, snapshots, conversation, activations, events, view; 5 faces (hub,
+    notebook, serve). No cycle between units, no arrow running back up."""
+    architecture = _architecture()
+    graph = architecture.imports()
+    assert {"core", "mcp", "tracing", "serve", "engine", "hub", "notebook"} <= set(graph)
+    assert architecture.problems(graph) == []
+
+
+def test_the_layer_check_sees_an_arrow_up_a_rule_and_a_cycle():
+    architecture = _architecture()
+    graph = {"core": {"hub": ["core/x.py"]}, "hub": {"core": ["hub.py"]}, "providers": {"subagents": ["providers/a.py"]},
+             "subagents": {}, "nowhere": {}}
+    assert architecture.problems(graph) == [
+        "nowhere: in no layer of docs/architecture_graph.py LAYERS",
+        "core (layer 1) imports hub (layer 5): core/x.py",
+        "providers must not import subagents: providers/a.py",
+        "cycle: core -> hub -> core"]
+
+
+def test_the_committed_drawing_is_the_scripts_output():
+    architecture = _architecture()
+    assert architecture.committed() == architecture.mermaid(architecture.imports()), (
+        "docs/architecture.md's package drawing is stale: run python docs/architecture_graph.py --write")

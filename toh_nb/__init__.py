@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401 - the package version, at its front door
 
 _EXPORTS = {
     "Hub": "toh_nb.notebook.hub",

@@ -8,10 +8,10 @@ text snapshot shows it), what ``list_agents`` returns to the root (only continua
 and the agents and jobs tables as a notebook displays them. No network, no key.
 
 ``acp`` serves a hub over stdio as an Agent Client Protocol agent (``toh_nb.serve.acp``); ``mcp`` serves
-one as an MCP server whose tools are the delegation surface (``toh_nb.mcp.server``).
+one as an MCP server whose tools are the delegation surface (``toh_nb.serve.mcp``).
 
 ``serve-model`` runs llama-cpp-python's OpenAI-compatible server the safe way for toh_nb's
-``profile="llama.cpp"`` (``toh_nb.models.serve``: no AMX extra buffers, no HTML escaping, bounded
+``profile="llama.cpp"`` (``toh_nb.serve.model``: no AMX extra buffers, no HTML escaping, bounded
 generations); its own options are listed by ``python -m toh_nb serve-model --help``.
 """
 
@@ -79,11 +79,11 @@ def _served_hub_options(command: argparse.ArgumentParser, store_help: str) -> No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from . import __version__
+    from .version import __version__
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve-model"]:  # its own parser: options after -- go to llama_cpp.server
-        from .models.serve import main as serve_model
+        from .serve.model import main as serve_model
 
         return serve_model(argv[1:])
 
@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "mcp":
             if args.http is not None and not 0 < args.http < 65536:
                 parser.error("--http must be a port from 1 to 65535")
-            from .mcp.server import main as serve_mcp
+            from .serve.mcp import main as serve_mcp
 
             return serve_mcp(args)
         from .serve.acp import main as serve_acp

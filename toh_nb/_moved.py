@@ -28,6 +28,9 @@ MOVED = {
     "toh_nb.ray.pool": "toh_nb.providers.ray.pool",
     "toh_nb.ray.provider": "toh_nb.providers.ray.provider",
     "toh_nb.ray.remote": "toh_nb.providers.ray.remote",
+    "toh_nb.mcp.server": "toh_nb.serve.mcp",
+    "toh_nb.models.serve": "toh_nb.serve.model",
+    "toh_nb.mcp.entries": "toh_nb.serve.mcp_entries",
     "toh_nb.subagents.provider": "toh_nb.providers.base",
     "toh_nb.subagents.providers": "toh_nb.providers.local",
 }

@@ -16,7 +16,7 @@ import pytest
 
 import toh_nb as tn
 from toh_nb.testing import engine_of
-from toh_nb.mcp.server import DELEGATION_TOOLS, unknown_tool
+from toh_nb.serve.mcp import DELEGATION_TOOLS, unknown_tool
 
 from ..real_parts import FAST_AGENT
 from .helpers import free_port

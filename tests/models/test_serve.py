@@ -12,7 +12,7 @@ import re
 import pytest
 
 from toh_nb.__main__ import main as cli
-from toh_nb.models import serve
+from toh_nb.serve import model as serve
 
 
 def test_server_arguments_are_the_measured_safe_settings():

@@ -33,7 +33,7 @@ def has_llama_profile() -> bool:
 def model_server():
     """``python -m toh_nb serve-model`` (the product's launcher of ``llama_cpp.server``) on 127.0.0.1 with
     the bundled GGUF; yields its handle (``url``, ``log_text()``), stopped by pid."""
-    from toh_nb.models.serve import start_model_server
+    from toh_nb.serve.model import start_model_server
 
     server = start_model_server(timeout=SERVER_START_TIMEOUT)
     try:

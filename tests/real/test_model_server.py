@@ -103,7 +103,7 @@ def test_a_none_request_extends_the_forced_one_and_the_next_turn_reuses_the_cach
     such a request with its tool list, so each request of the root extends the previous one: the server
     finds all of the previous prompt in its KV cache (its log: the launcher's ``serve-model cache:`` line
     per completion, and llama-cpp-python's own ``prefix-match hit`` line)."""
-    from toh_nb.models.serve import CACHE_LINE_PATTERN
+    from toh_nb.serve.model import CACHE_LINE_PATTERN
 
     model = tn.OpenAIChatModel("smollm2", base_url=model_server.url, profile="llama.cpp", temperature=0.0,
                                max_tokens=48, tool_choice=lambda r: "lookup" if r.step == 1 else "none",
@@ -141,7 +141,7 @@ def test_a_server_started_from_python_ends_with_the_process_that_started_it(tmp_
     """A notebook kernel restarted (SIGKILL) must not leave its 1-2 GB model server behind: the server
     reads its standard input, a pipe only its parent holds, and stops when it closes."""
     code = ("import sys, time\n"
-            "from toh_nb.models.serve import start_model_server\n"
+            "from toh_nb.serve.model import start_model_server\n"
             "server = start_model_server(timeout=300)\n"
             "print(server.pid, flush=True)\n"
             "time.sleep(600)\n")

@@ -140,7 +140,7 @@ class MCPConnection:
     async def _own(self, ready: asyncio.Future, stop: asyncio.Event, stderr: Any) -> None:
         """The owner task: enter the SDK client, hand it out, hold it until ``stop``, leave it."""
         mcp = sdk()
-        from .. import __version__
+        from ..version import __version__
 
         server = self.server
         try:

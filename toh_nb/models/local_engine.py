@@ -81,7 +81,7 @@ def default_model_path() -> Path:
 def extra_buffers_off(enabled: bool = True) -> Iterator[None]:
     """Models loaded inside this block use no llama.cpp extra buffer types (see the module docstring:
     AMX). llama-cpp-python exposes no option for it, so its default model parameters are wrapped for
-    the duration of the block (``python -m toh_nb serve-model``, ``toh_nb.models.serve``, runs the HTTP server inside one too)."""
+    the duration of the block (``python -m toh_nb serve-model``, ``toh_nb.serve.model``, runs the HTTP server inside one too)."""
     if not enabled:
         yield
         return

@@ -68,7 +68,7 @@ The rows, and how each quirk was verified:
   server, but that template renders a ``"none"`` request without its functions block and without the
   ``message:`` prefixes of earlier answers (read in ``chatml_function_calling``), so that request
   shares only the system text with a forced one. ``serve-model`` renders it with both
-  (``toh_nb.models.serve.none_keeps_tools``), so each request extends the previous one there. llama.cpp's own ``llama-server --jinja`` accepts null content, tool messages and
+  (``toh_nb.serve.model.none_keeps_tools``), so each request extends the previous one there. llama.cpp's own ``llama-server --jinja`` accepts null content, tool messages and
   ``max_completion_tokens`` (measured in the 2026-11-30 report): use ``"openai"`` there.
   Measured on 2026-12-01 (``--chat_format chatml-function-calling --n_ctx 4096``; that build needed
   ``--n_batch 1 --n_ubatch 1``, it crashed on multi-token batches): null assistant content → HTTP 500

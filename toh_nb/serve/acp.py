@@ -6,7 +6,7 @@ the root agent of its own hub (with ``--store``, its own directory ``DIR/<sessio
 starts, job tools, messages to children) are reported as ``tool_call`` / ``tool_call_update`` and its
 text as ``agent_message_chunk``; ``session/cancel`` aborts the turn; ``session/close`` ends the session.
 The ``mcpServers`` of ``session/new`` / ``session/load`` are mounted as tools of the session's hub
-(:func:`mcp_servers_of`, checked by :mod:`toh_nb.mcp.entries`) and stop with it.
+(:func:`mcp_servers_of`, checked by :mod:`toh_nb.serve.mcp_entries`) and stop with it.
 
 stdout carries only protocol messages (see :mod:`.server_io`, which also answers malformed lines). Every
 message is checked at this edge before anything touches the disk: a session id must match the store's id
@@ -132,7 +132,7 @@ def mcp_available() -> bool:
 
 def mcp_servers_of(entries: Any, cwd: str) -> list:
     """``mcpServers`` of ``session/new`` or ``session/load`` as ``tn.MCPServer`` objects (none started), each
-    entry checked as untrusted input (:mod:`toh_nb.mcp.entries`); a bad one is an invalid-params error
+    entry checked as untrusted input (:mod:`toh_nb.serve.mcp_entries`); a bad one is an invalid-params error
     naming its field. A stdio server runs in the session's ``cwd`` when that directory exists. Without the
     ``mcp`` extra the session runs without them, and stderr says so."""
     if not entries:
@@ -140,7 +140,7 @@ def mcp_servers_of(entries: Any, cwd: str) -> list:
     if not mcp_available():
         log.warning(NO_MCP_EXTRA, [getattr(entry, "name", "?") for entry in entries])
         return []
-    from ..mcp.entries import EntryError, servers_from_entries
+    from .mcp_entries import EntryError, servers_from_entries
 
     try:
         return servers_from_entries(entries, cwd if os.path.isdir(cwd) else None)
@@ -203,7 +203,7 @@ class HubAgent:
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> Any:
         acp = acp_sdk()
-        from .. import __version__
+        from ..version import __version__
 
         return acp.InitializeResponse(
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),

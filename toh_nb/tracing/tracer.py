@@ -43,7 +43,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
-from .. import __version__
+from ..version import __version__
 from ..core import events as ev
 from ..core.secrets import masked
 from . import context as carried

@@ -226,7 +226,7 @@ class AgentLink:
 
     async def _open(self) -> None:
         acp = acp_sdk()
-        from ... import __version__
+        from ...version import __version__
 
         self.process = process = AgentProcess(self.command, env=self.env, cwd=self.cwd, kill_grace=self.kill_grace)
         await process.start()  # its own bound: the launcher is ours, the step timeouts are the agent's
