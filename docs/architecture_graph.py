@@ -26,8 +26,8 @@ LAYERS = {
     1: ("the core", ("core", "version", "_moved")),
     2: ("parts", ("models", "store", "jobs", "tracing", "costs")),
     3: ("plug-ins", ("providers", "subagents", "mcp")),
-    4: ("the engine", ("engine", "config", "results", "snapshots", "conversation", "activations", "events", "view")),
-    5: ("faces", ("hub", "notebook", "serve", "testing", "__main__", "__init__", "acp", "ray")),
+    4: ("the engine", ("engine", "config", "results", "snapshots", "conversation", "timeline", "events", "view")),
+    5: ("faces", ("hub", "notebook", "serve", "testing", "__main__", "__init__", "acp", "ray", "activations")),
 }
 #: within a layer: unit -> the units of that layer it must never import
 NEVER_WITHIN = {
@@ -38,7 +38,7 @@ NEVER_WITHIN = {
     "models": {"store", "jobs", "tracing"},
 }
 #: units left out of the drawing: helpers every layer may name, and the old import paths kept one release
-NOT_DRAWN = {"version", "_moved", "acp", "ray", "__init__", "__main__"}
+NOT_DRAWN = {"version", "_moved", "acp", "ray", "activations", "__init__", "__main__"}
 #: drawn without their incoming arrows: every unit imports them (the page says so under the drawing)
 EVERYONE_IMPORTS = {"core"}
 

@@ -232,7 +232,7 @@ def _architecture():
 
 def test_every_unit_sits_in_a_layer_and_imports_only_its_own_and_those_below():
     """Layers: 1 core; 2 models, store, jobs, tracing, costs; 3 providers, subagents, mcp (the client);
-    4 engine, config, results, snapshots, conversation, activations, events, view; 5 faces (hub,
+    4 engine, config, results, snapshots, conversation, timeline, events, view; 5 faces (hub,
     notebook, serve). No cycle between units, no arrow running back up."""
     architecture = _architecture()
     graph = architecture.imports()

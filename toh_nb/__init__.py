@@ -41,7 +41,7 @@ _EXPORTS = {
     "ScriptedModel": "toh_nb.models.scripted",
     "DemoModel": "toh_nb.models.demo",
     "OpenAIChatModel": "toh_nb.models.openai_chat",
-    "LocalModel": "toh_nb.models.local",
+    "LocalModel": "toh_nb.models.local_model",
     "RecordingModel": "toh_nb.models.record",
     "ReplayModel": "toh_nb.models.record",
     "SubagentTool": "toh_nb.subagents.tool",

@@ -30,6 +30,8 @@ MOVED = {
     "toh_nb.ray.remote": "toh_nb.providers.ray.remote",
     "toh_nb.mcp.server": "toh_nb.serve.mcp",
     "toh_nb.models.serve": "toh_nb.serve.model",
+    "toh_nb.models.local": "toh_nb.models.local_model",
+    "toh_nb.activations": "toh_nb.timeline",
     "toh_nb.mcp.entries": "toh_nb.serve.mcp_entries",
     "toh_nb.subagents.provider": "toh_nb.providers.base",
     "toh_nb.subagents.providers": "toh_nb.providers.local",

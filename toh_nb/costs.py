@@ -19,21 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .core.errors import UsageError
+from .core.model import model_name
 
 PER = 1_000_000  # prices are per million tokens
-
-
-def model_name(model: Any) -> str | None:
-    """The name a price table knows a model by, or None."""
-    for _ in range(4):  # wrappers (RecordingModel) hold the real model in ``inner``
-        for attribute in ("model", "name"):
-            value = getattr(model, attribute, None)
-            if isinstance(value, str) and value:
-                return value
-        model = getattr(model, "inner", None)
-        if model is None:
-            return None
-    return None
 
 
 def check_prices(prices: Any) -> dict[str, tuple[float, float]]:

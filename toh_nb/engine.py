@@ -42,7 +42,7 @@ from .results import AgentListing, RunResult, run_result
 from .snapshots import AGENT_COLUMNS
 from .store import reserved_ids
 from .subagents import ForkProvider, SpawnProvider, SubagentService
-from .subagents.arguments import StartRequest, validate_max_depth, validate_tool_filter
+from .subagents.arguments import ChildOptions, StartRequest, validate_max_depth, validate_tool_filter
 from .subagents.control import make_control_tools
 from .subagents.report import make_report_tool
 from .subagents.texts import not_a_provider
@@ -336,17 +336,12 @@ class Engine:
         check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         # a provider that manages depth itself (an external harness) gets no cap from this hub
         capped = self.service.registered_provider(provider).capabilities.depth_limit
-        options = {}
         if model is not None:
-            options["model"] = model
             self._child_models.append(model)  # closed with the hub (their HTTP pools)
-        if max_tokens is not None:
-            options["max_tokens"] = max_tokens
         limits = self.runtime.limits.for_child(**budgets)
-        if limits is not None:
-            options["limits"] = limits
+        options = ChildOptions(model, max_tokens, limits) if (model, max_tokens, limits) != (None, None, None) else None
         return StartRequest(prompt=prompt, parent=self.root, label=label or default_label(prompt),
-                            agent_options=options or None, persona=persona,
+                            options=options, persona=persona,
                             tool_filter=validate_tool_filter(tool_filter),
                             max_depth=self.max_depth if capped else None, by_user=True)
 

@@ -530,7 +530,7 @@ class AsyncHub:
 
     async def activations(self, agent_id: "str | AsyncChild") -> list[dict]:
         """When the agent worked: one entry per turn (start, end, how it ended, tokens) with its model and
-        tool calls as timed spans (:func:`toh_nb.activations.activation_rows`; what the tree's waterfall draws)."""
+        tool calls as timed spans (:func:`toh_nb.timeline.activation_rows`; what the tree's waterfall draws)."""
         return self._engine.view.activations(self._engine.agent_id(agent_id))
 
     async def events(self) -> list[dict]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from .activations import activation_rows
+from .timeline import activation_rows
 from .conversation import CONVERSATION_COLUMNS, conversation_rows
 from .core.checks import agent_id_of, check_flag, check_text, check_timeout
 from .core.content import text_of

@@ -204,7 +204,7 @@ def test_delegation_tool_budgets_bound_the_children_it_starts():
             return "done"
         return tn.ModelResponse(tool_calls=[ToolCall("job_list", {})])
 
-    tools = [{"tool_name": "capped", "agent_options": {"max_steps": 2}}]
+    tools = [{"tool_name": "capped", "max_steps": 2}]
 
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", delegation_tools=tools) as hub:
@@ -237,8 +237,11 @@ def test_bad_per_child_budget_is_refused_and_nothing_starts():
                 await hub.spawn("x", token_budget=0)
             with pytest.raises(tn.UsageError, match="max_steps must be an integer >= 1"):
                 await hub.start("x", label="x", max_steps=False)
-            with pytest.raises(tn.UsageError, match="agent_options takes only"):
+            with pytest.raises(tn.UsageError, match="agent_options takes only"), \
+                    pytest.warns(DeprecationWarning, match="^agent_options is deprecated"):
                 tn.AsyncHub(delegation_tools=[{"agent_options": {"budget": 1}}])
+            with pytest.raises(TypeError, match="budget"):
+                tn.AsyncHub(delegation_tools=[{"budget": 1}])
             return str(await hub.list_agents()), await hub.agents()
 
     listing, rows = asyncio.run(main())
@@ -385,7 +388,7 @@ def test_a_server_that_ignores_max_tokens_is_charged_what_it_reports():
 
 
 def test_a_depth_three_chain_and_a_delegation_tools_budget_bound_their_subtrees():
-    """Root (1,000) → a child given 500 by its delegation tool's agent_options → 20 parallel grandchildren,
+    """Root (1,000) → a child given 500 by its delegation tool's token_budget → 20 parallel grandchildren,
     100 tokens a call: the child's budget is what stops them, at exactly 500."""
     grandchildren = []
 
@@ -400,7 +403,7 @@ def test_a_depth_three_chain_and_a_delegation_tools_budget_bound_their_subtrees(
         await asyncio.sleep(0.001)
         return tn.ModelResponse(text="grandchild answer", usage=tn.Usage(60, 40))
 
-    tools = [{"tool_name": "capped", "agent_options": {"token_budget": 500}}, {"tool_name": "subagent"}]
+    tools = [{"tool_name": "capped", "token_budget": 500}, {"tool_name": "subagent"}]
 
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential", token_budget=1000, delegation_tools=tools,

@@ -13,7 +13,7 @@ import pytest
 acp = pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 
 import toh_nb as tn  # noqa: E402
-from toh_nb.mcp import entries  # noqa: E402
+from toh_nb.serve import mcp_entries as entries  # noqa: E402
 
 from ..acp.served import Served  # noqa: E402
 from .helpers import HERE, HOSTILE, descendants, hostile, http_server  # noqa: E402

@@ -146,6 +146,21 @@ class Model(Protocol):
     async def request(self, request: ModelRequest) -> ModelResponse: ...
 
 
+def model_name(model: Any) -> str | None:
+    """The name a model goes by (``gpt-4o-mini``, a function's name): its ``model`` or ``name`` attribute,
+    looked for through wrappers that hold the real model in ``inner`` (``RecordingModel``); None if none.
+    One reading for prices, spans and a child's descriptor."""
+    for _ in range(4):
+        for attribute in ("model", "name"):
+            value = getattr(model, attribute, None)
+            if isinstance(value, str) and value:
+                return value
+        model = getattr(model, "inner", None)
+        if model is None:
+            return None
+    return None
+
+
 def coerce_response(value: Any) -> ModelResponse:
     """Accept what model functions may return: a ModelResponse or a plain ``str`` (a final answer)."""
     if isinstance(value, ModelResponse):

@@ -3,7 +3,7 @@
 from ..core.content import ToolCall, Usage
 from ..core.model import Model, ModelRequest, ModelResponse, ToolSpec
 from .function import FunctionModel
-from .local import LocalModel  # cheap: llama-cpp-python is imported on the first request
+from .local_model import LocalModel  # cheap: llama-cpp-python is imported on the first request
 from .scripted import ScriptedModel
 
 __all__ = ["Model", "ModelRequest", "ModelResponse", "ToolSpec", "ToolCall", "Usage", "FunctionModel",

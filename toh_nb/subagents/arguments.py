@@ -6,42 +6,87 @@ same arguments (a depth cap, a tool filter) before any child exists; one module 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from ..core.agent import Agent
 from ..core.checks import MAX_COUNT, is_int_at_least, shown
 from ..core.errors import SubagentDepthError, UsageError
+from ..core.model import model_name
 from . import texts
 
 
-@dataclass(slots=True)
+#: the deprecation of the loose ``agent_options`` dict (one text, tested exactly)
+AGENT_OPTIONS_DEPRECATED = ("agent_options is deprecated and will be removed in the next release; "
+                            "use options=ChildOptions(model=..., max_tokens=..., limits=...)")
+
+
+@dataclass(frozen=True, slots=True)
+class ChildOptions:
+    """What a child is given besides its prompt (``None``: inherited from the parent): its own model, the
+    completion limit of its model calls, its budgets (``toh_nb.core.budget.Limits``)."""
+
+    model: Any = None
+    max_tokens: int | None = None
+    limits: Any = None
+
+    @classmethod
+    def of(cls, options: dict | None) -> "ChildOptions | None":
+        """From the old dict form (``{"model": ..., "max_tokens": ..., "limits": ...}``)."""
+        if not options:
+            return None
+        return cls(options.get("model"), options.get("max_tokens"), options.get("limits"))
+
+    def as_dict(self) -> dict:
+        """The old dict form: only what is set."""
+        return {key: value for key, value in (("model", self.model), ("max_tokens", self.max_tokens),
+                                               ("limits", self.limits)) if value is not None}
+
+
+@dataclass(slots=True, init=False)
 class StartRequest:
-    """What a delegation asks for. ``max_depth=None`` means no cap (provider-managed)."""
+    """What a delegation asks for. ``max_depth=None`` means no cap (provider-managed).
+
+    ``options`` (:class:`ChildOptions`) replaces the ``agent_options`` dict, which is still accepted and
+    read, with a DeprecationWarning, for one release (third-party providers read it)."""
 
     prompt: str
     parent: Agent
-    label: str | None = None
-    agent_options: dict | None = None  # {"model": Model, "max_tokens": int, "limits": Limits}
-    persona: str | None = None
-    tool_filter: dict | None = None
-    max_depth: int | None = 3
-    by_user: bool = False
+    label: str | None
+    options: ChildOptions | None
+    persona: str | None
+    tool_filter: dict | None
+    max_depth: int | None
+    by_user: bool
     #: tools this child sees besides the hub's tool layer (``tools=`` of spawn/start: an MCP server's
     #: tools), and the MCP servers they come from (an external child is handed the servers instead)
-    tools: tuple = ()
-    mcp_servers: tuple = ()
+    tools: tuple
+    mcp_servers: tuple
+
+    def __init__(self, prompt: str, parent: Agent, label: str | None = None, agent_options: dict | None = None,
+                 persona: str | None = None, tool_filter: dict | None = None, max_depth: int | None = 3,
+                 by_user: bool = False, tools: tuple = (), mcp_servers: tuple = (), *,
+                 options: ChildOptions | None = None) -> None:
+        if agent_options is not None:
+            warnings.warn(AGENT_OPTIONS_DEPRECATED, DeprecationWarning, stacklevel=2)
+            options = options or ChildOptions.of(agent_options)
+        self.prompt, self.parent, self.label, self.options = prompt, parent, label, options
+        self.persona, self.tool_filter, self.max_depth, self.by_user = persona, tool_filter, max_depth, by_user
+        self.tools, self.mcp_servers = tools, mcp_servers
+
+    @property
+    def agent_options(self) -> dict | None:
+        """Deprecated: :attr:`options` as the old dict."""
+        warnings.warn(AGENT_OPTIONS_DEPRECATED, DeprecationWarning, stacklevel=2)
+        return self.options.as_dict() or None if self.options is not None else None
 
 
-def model_name(model: Any) -> str | None:
-    """The route name a descriptor records for a per-child model (``gpt-4o-mini``, a function's name)."""
+def route_name(model: Any) -> str | None:
+    """The route name a descriptor records for a per-child model (its name, else its class's name)."""
     if model is None:
         return None
-    for attribute in ("model", "name"):
-        value = getattr(model, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__
+    return model_name(model) or type(model).__name__
 
 
 def depth_of(agent: Agent) -> int:

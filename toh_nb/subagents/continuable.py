@@ -26,7 +26,7 @@ from ..core.session_repair import repair_tail
 from . import descriptor as descriptors
 from . import texts
 from .activations import Activation
-from .arguments import StartRequest, child_depth, filtered, model_name
+from .arguments import StartRequest, child_depth, filtered, route_name
 from .authorization import authorized_target
 from ..providers.base import ChildPlan
 from .settlement import Settlement
@@ -89,12 +89,12 @@ class ContinuableChildren(Settlement, RuntimeObserver):
         self.factory.check_filter(request.tool_filter, request.tools)
         if child_id is not None and (child_id in runtime.agents or runtime.store.exists(child_id)):
             raise SubagentError(texts.duplicate_child(child_id), "DUPLICATE_CHILD")
-        options = dict(request.agent_options or {})
+        options = request.options.as_dict() if request.options else {}
         options.setdefault("max_tokens", request.parent.max_tokens)  # inherited unless overridden
         if request.tools:  # kept with the options: a resume in this process sees them again
             options["tools"] = filtered(request.tools, request.tool_filter)
         record = descriptors.continuable(provider.name, request.label,
-                                         agent_model=model_name(options.get("model")),
+                                         agent_model=route_name(options.get("model")),
                                          persona=request.persona, tool_filter=request.tool_filter)
         parent = request.parent
         child_id = child_id or runtime.ids.agent()

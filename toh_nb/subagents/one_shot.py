@@ -151,7 +151,7 @@ class OneShotRuns:
         depth = child_depth(request.parent, request.max_depth)
         self.factory.check_filter(request.tool_filter, request.tools)
         return self.factory.child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
-                                request, (request.agent_options or {}).get("model") or request.parent.model)
+                                request, (request.options.model if request.options else None) or request.parent.model)
 
     async def start(self, provider_name: str, request: StartRequest, *, waited: bool = False) -> SubagentRun:
         """Plan and start a one-shot child. ``waited``: its caller does nothing but await the run's
@@ -189,7 +189,7 @@ class OneShotRuns:
         seed = list(plan.seed)
         session = self.factory.log(info.id, request.parent.id, info.depth, seed,
                                    descriptors.one_shot(provider.name, request.label))
-        options = request.agent_options or {}
+        options = request.options.as_dict() if request.options else {}
         child = self.factory.build(session, plan, label=request.label, depth=info.depth, parent=request.parent,
                                    mode="one-shot", persona=request.persona, tool_filter=request.tool_filter,
                                    extra_tools=filtered(request.tools, request.tool_filter), model=options.get("model") or request.parent.model,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
@@ -15,7 +16,7 @@ from ..core.errors import UsageError, describe
 from ..core.tools import STRICT, Tool, ToolAborted, ToolContext, ToolResult, error_text
 from ..jobs.registry import JobOutcome, JobRegistry
 from . import texts
-from .arguments import StartRequest, validate_max_depth, validate_tool_filter
+from .arguments import AGENT_OPTIONS_DEPRECATED, ChildOptions, StartRequest, validate_max_depth, validate_tool_filter
 from .one_shot import SubagentResult
 from .service import SubagentService
 
@@ -76,9 +77,6 @@ class SubagentTool:
     def build(self, service: SubagentService, jobs: JobRegistry | None, *, background_mode: str,
               max_depth: int | str, child_tools: Callable[[], Awaitable[tuple[tuple, tuple]]] | None = None) -> Tool:
         check_count(self.max_tokens, "max_tokens", none="")  # named as this class names it
-        options = {"model": self.model, "max_tokens": self.max_tokens, "max_steps": self.max_steps,
-                   "token_budget": self.token_budget, "turn_timeout": self.turn_timeout}
-        options = {k: v for k, v in options.items() if v is not None}
         depth = self.max_depth if self.max_depth is not None else max_depth
         if self.max_depth is None and depth != "provider-managed":
             provider = service.registered_provider(self.provider)
@@ -87,7 +85,9 @@ class SubagentTool:
         return make_subagent_tool(service, jobs, provider=self.provider, tool_name=self.name,
                                   enable_run_in_background=self.enable_run_in_background,
                                   background_mode=self.background_mode or background_mode,
-                                  agent_options=options or None, persona=self.persona, tool_filter=self.tool_filter,
+                                  model=self.model, max_tokens=self.max_tokens, max_steps=self.max_steps,
+                                  token_budget=self.token_budget, turn_timeout=self.turn_timeout,
+                                  persona=self.persona, tool_filter=self.tool_filter,
                                   max_depth=depth, child_tools=child_tools)
 
 
@@ -96,9 +96,14 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
                        background_mode: str = "one-shot", agent_options: dict | None = None,
                        persona: str | None = None, tool_filter: dict | None = None,
                        max_depth: int | str = 3,
-                       child_tools: Callable[[], Awaitable[tuple[tuple, tuple]]] | None = None) -> Tool:
+                       child_tools: Callable[[], Awaitable[tuple[tuple, tuple]]] | None = None,
+                       model: Any = None, max_tokens: int | None = None, max_steps: int | None = None,
+                       token_budget: int | None = None, turn_timeout: float | None = None) -> Tool:
     """Build one delegation tool instance; configuration errors raise :class:`UsageError` here.
 
+    ``model``, ``max_tokens`` and the budgets (``max_steps``, ``token_budget``, ``turn_timeout``) are
+    what every child it starts is given (:class:`~toh_nb.subagents.arguments.ChildOptions`); the old
+    ``agent_options`` dict of them still works, with a DeprecationWarning, for one release.
     ``child_tools``: awaited at each delegation, ``(tools, mcp_servers)`` every child it starts gets
     besides the hub's tool layer (the hub's resolution of ``SubagentTool(tools=[tn.MCPServer(...)])``)."""
     cap = validate_max_depth(max_depth)
@@ -106,17 +111,20 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
     tool_filter = validate_tool_filter(tool_filter)
     if background_mode not in BACKGROUND_MODES:
         raise UsageError(f'background_mode must be "one-shot" or "continuable", got {background_mode!r}')
+    given = {"model": model, "max_tokens": max_tokens, "max_steps": max_steps, "token_budget": token_budget,
+             "turn_timeout": turn_timeout}
     if agent_options is not None:
+        warnings.warn(AGENT_OPTIONS_DEPRECATED, DeprecationWarning, stacklevel=2)
         if not isinstance(agent_options, dict) or set(agent_options) - AGENT_OPTION_KEYS:
             raise UsageError(f"agent_options takes only {', '.join(sorted(AGENT_OPTION_KEYS))}")
-        max_tokens = agent_options.get("max_tokens")
-        check_count(max_tokens, "agent_options['max_tokens']", none="")
-        limits = service.runtime.limits.for_child(
-            **{key: agent_options.get(key) for key in BUDGET_KEYS})  # UsageError names a bad one
-        agent_options = {k: v for k, v in agent_options.items() if v is not None and k not in BUDGET_KEYS}
-        if limits is not None:
-            agent_options["limits"] = limits
-        agent_options = agent_options or None
+        twice = sorted(key for key, value in agent_options.items() if value is not None and given[key] is not None)
+        if twice:
+            raise UsageError(f"{', '.join(twice)} given both in agent_options and as keywords; give each once")
+        given.update({key: value for key, value in agent_options.items() if value is not None})
+    check_count(given["max_tokens"], "max_tokens", none="")
+    limits = service.runtime.limits.for_child(**{key: given[key] for key in BUDGET_KEYS})  # UsageError names a bad one
+    options = (ChildOptions(given["model"], given["max_tokens"], limits)
+               if (given["model"], given["max_tokens"], limits) != (None, None, None) else None)
     if persona is not None and not isinstance(persona, str):
         raise UsageError("persona must be a string")
     if not isinstance(tool_name, str) or not tool_name:
@@ -152,7 +160,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         parent = ctx.agent
         own_tools, servers = await child_tools() if child_tools is not None else ((), ())
         request = StartRequest(prompt=args.prompt, parent=parent, label=args.description,
-                               agent_options=agent_options, persona=persona, tool_filter=tool_filter,
+                               options=options, persona=persona, tool_filter=tool_filter,
                                max_depth=cap, by_user=ctx.by_user, tools=own_tools, mcp_servers=servers)
         if not enable_run_in_background:
             if args.run_in_background is True:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..costs import model_name
+from ..core.model import model_name
 
 #: ``gen_ai.provider.name`` by model class: the conventions' well-known value where one applies, a
 #: ``toh_nb.`` name for toh_nb's own offline models

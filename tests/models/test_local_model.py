@@ -16,7 +16,8 @@ import pytest
 import toh_nb as tn
 from tests.helpers import until
 from toh_nb.core.content import Message, Text, ToolCallBlock, ToolResultBlock
-from toh_nb.models import local, local_engine
+from toh_nb.models import local_engine
+from toh_nb.models import local_model as local
 from toh_nb.core.model import ModelRequest, ToolSpec
 from toh_nb.models.local_engine import Completion, Engine
 from toh_nb.models.local_prompt import TOOLS_FOOTER, TOOLS_HEADER, chat_messages, merge_system, parse_call

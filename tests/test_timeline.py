@@ -1,10 +1,10 @@
-"""When an agent worked (toh_nb.activations): one activation per turn, its model and tool calls as spans."""
+"""When an agent worked (toh_nb.timeline): one activation per turn, its model and tool calls as spans."""
 
 from __future__ import annotations
 
 import toh_nb as tn
-from toh_nb import activations
-from toh_nb.activations import activation_rows
+from toh_nb import timeline as activations
+from toh_nb.timeline import activation_rows
 from toh_nb.core.content import Message, Usage
 
 from .test_conversation import TWO_TURNS, assistant, log
