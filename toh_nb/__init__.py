@@ -70,6 +70,7 @@ _EXPORTS = {
     "ToolError": "toh_nb.core.errors",
     "StoreError": "toh_nb.core.errors",
     "ModelError": "toh_nb.core.errors",
+    "RunError": "toh_nb.core.errors",
     "ScriptExhausted": "toh_nb.core.errors",
     "ReplayMissError": "toh_nb.core.errors",
     "HubConfig": "toh_nb.config",

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 from .core.budget import Limits
 from .core.checks import agent_id_of, check_count, check_flag, check_text, check_timeout, job_id_of
 from .core.content import USER_SOURCE, user_message
-from .core.errors import ClosedError, UsageError
+from .core.errors import ClosedError, RunError, UsageError
 from .core.events import HubClosed, HubEvent, SubtreeFilter
 from .core.ids import IdSource
 from .core.runtime import Runtime
@@ -38,7 +38,7 @@ from .jobs.registry import Job
 from .mcp.config import MCPServer
 from .mcp.mounts import MCPMounts, connection_of
 from .providers.base import is_provider_shaped
-from .results import AgentListing, RunResult, run_result
+from .results import AgentListing, RunResult, run_failed, run_result
 from .snapshots import AGENT_COLUMNS
 from .store import reserved_ids
 from .subagents import ForkProvider, SpawnProvider, SubagentService
@@ -95,6 +95,14 @@ def label_not_id(label: str, ids: Sequence[str]) -> str:
     """The refusal of a label passed where an agent id belongs (both faces, every call naming an agent)."""
     return (f'"{label}" is a label, not an agent id; agents labelled "{label}": {", ".join(ids)} '
             f'(use the Child handle, or hub.send("{ids[-1]}", ...))')
+
+
+def checked(result: RunResult | None, check: bool) -> RunResult | None:
+    """What a person's call returns for ``result``: the result, unless it ended ``error`` and ``check``
+    is on, then a :class:`~toh_nb.core.errors.RunError` (both faces; other stop reasons return)."""
+    if check and result is not None and result.stop_reason == "error":
+        raise RunError(run_failed(result), result, result.cause or "model")
+    return result
 
 
 class RootPort:
@@ -443,11 +451,13 @@ class Engine:
 
     # -- work a person starts --------------------------------------------------------------------
 
-    async def run(self, prompt: str, timeout: float | None = None) -> RunResult:
-        """A turn of the root's model with ``prompt``; ``timeout`` aborts it (``aborted``)."""
+    async def run(self, prompt: str, timeout: float | None = None, check: bool = True) -> RunResult:
+        """A turn of the root's model with ``prompt``; ``timeout`` aborts it (``aborted``); a turn that
+        ended ``error`` raises RunError unless ``check=False``."""
         self.check_open()
         check_text(prompt, "prompt")
         timeout = check_timeout(timeout)
+        check_flag(check, "check")
         await self.mounted()
         root = self.root
         future = root.submit(user_message(prompt, id=self.ids.message()))
@@ -459,14 +469,16 @@ class Engine:
         except asyncio.CancelledError:
             root.cancel("user")
             raise
-        return run_result(outcome, root.id)
+        return checked(run_result(outcome, root.id), check)
 
     async def spawn(self, prompt: str, *, label: str | None, background: bool, persona: str | None,
                     tool_filter: Any, model: Any, max_tokens: int | None, provider: str, budgets: dict,
-                    tools: Sequence[MCPServer]) -> RunResult | Job:
-        """A one-shot child: foreground → its RunResult; background → the job registry's record."""
+                    tools: Sequence[MCPServer], check: bool = True) -> RunResult | Job:
+        """A one-shot child: foreground → its RunResult (RunError when it ended ``error``, unless
+        ``check=False``); background → the job registry's record."""
         self.check_open()
         check_flag(background, "background")
+        check_flag(check, "check")
         servers = self.child_servers(tools, "tools")
         await self.mounted()
         request = self.request(prompt, label, persona, tool_filter, model, max_tokens, budgets, provider)
@@ -491,7 +503,7 @@ class Engine:
         finally:
             if held:
                 await asyncio.shield(self._release_servers(held))
-        return run_result(result, run.id, request.label)
+        return checked(run_result(result, run.id, request.label), check)
 
     async def start(self, prompt: str, *, label: str | None, persona: str | None, tool_filter: Any, model: Any,
                     max_tokens: int | None, provider: str, budgets: dict,
@@ -522,6 +534,22 @@ class Engine:
             if entry.id == child_id and entry.kind == "child":
                 return child_id, entry.label or ""
         raise UsageError(f'no continuable child "{child_id}" below this hub\'s root')
+
+    async def wait(self, child: Any, timeout: float | None = None, check: bool = True) -> str | None:
+        """Wait until a continuable child settles (at most ``timeout`` s); the closing text of its last
+        activation. When that activation settled in this process and ended ``error``, a RunError unless
+        ``check=False`` (a timeout, or a child settled by an earlier session, never raises)."""
+        child_id = agent_id_of(child)
+        timeout = check_timeout(timeout)
+        check_flag(check, "check")
+        text = await self.view.settled(child_id, timeout)
+        failure = self.service.failure_of(child_id) if check else None
+        if failure is not None and self.service.status_of(child_id) != "running":
+            diagnostic, cause = failure
+            label = next((entry.label for entry in self.service.list_descendants(self.root.id)
+                          if entry.id == child_id), None) or child_id
+            checked(RunResult(text or "", [], "error", child_id, diagnostic=diagnostic, label=label, cause=cause), True)
+        return text
 
     def job(self, job_id: str) -> Job:
         """The record of one of the root's background jobs (``subagent-N``), also those its model started."""

@@ -22,7 +22,7 @@ import warnings
 from typing import Any, AsyncIterator, Literal, Mapping, Sequence, overload
 
 from .core.budget import DEFAULT_MAX_STEPS
-from .core.checks import agent_id_of, check_timeout
+from .core.checks import agent_id_of, check_flag, check_timeout
 from .core.errors import UsageError
 from .core.events import DEFAULT_HISTORY, HubEvent, SubtreeFilter
 from .core.model import Model
@@ -30,7 +30,7 @@ from .core.runtime import Runtime
 from .core.tools import ToolResult
 from .config import HubConfig, check_tool_lists  # noqa: F401 - check_tool_lists: re-exported
 from .engine import (ROOT_ORIGIN, Engine, check_start_options,  # noqa: F401 - re-exported (their old home)
-                     stored_root_id)
+                     checked, stored_root_id)
 from .jobs import JobRegistry
 from .jobs.registry import Job
 from .mcp.config import MCPServer
@@ -148,13 +148,15 @@ class AsyncJob(JobFacts):
         await self._settled("output", wait, timeout)
         return job_output(self._facts, self._jobs.read(self._facts.id, self._root))
 
-    async def result(self, wait: bool = False, timeout: float | None = None) -> RunResult | None:
+    async def result(self, wait: bool = False, timeout: float | None = None, check: bool = True) -> RunResult | None:
         """The settled job's :class:`~toh_nb.results.RunResult` (``.stop_reason``, ``.diagnostic``,
         ``.text``, ``.usage``, ``.agent_id``: the child's id), None while it runs; ``wait`` and
-        ``timeout`` as for :meth:`output`."""
+        ``timeout`` as for :meth:`output`. A run that ended ``error`` raises
+        :class:`~toh_nb.core.errors.RunError`; ``check=False`` returns it (``output()`` always returns text)."""
+        check_flag(check, "check")
         await self._settled("result", wait, timeout)
         self._jobs.get(self._facts.id, self._root)  # the owner fence, as for output()
-        return job_result(self._facts)
+        return checked(job_result(self._facts), check)
 
     async def _settled(self, method: str, wait: bool, timeout: float | None) -> None:
         timeout = check_timeout(timeout)
@@ -217,9 +219,11 @@ class AsyncChild(ChildFacts):
         """Stop this child for good (see :meth:`AsyncHub.kill`)."""
         return await self._hub.kill(self.id)
 
-    async def wait(self, timeout: float | None = None) -> str | None:
-        """Wait until the child is settled; the closing text of its last activation (None if none)."""
-        return await self._hub.view.settled(self.id, timeout)
+    async def wait(self, timeout: float | None = None, check: bool = True) -> str | None:
+        """Wait until the child is settled; the closing text of its last activation (None if none).
+        When the activation it waited for ended ``error``, :class:`~toh_nb.core.errors.RunError`
+        (``check=False``: the text); a timeout never raises."""
+        return await self._hub.engine.wait(self.id, timeout, check)
 
     async def transcript(self, raw: bool = False, columns: "str | list[str] | None" = None) -> list[dict]:
         """This child's conversation, or its raw event log with ``raw=True`` (see :meth:`AsyncHub.transcript`)."""
@@ -373,30 +377,36 @@ class AsyncHub:
 
     # -- running work --------------------------------------------------------------------------
 
-    async def run(self, prompt: str, *, timeout: float | None = None) -> RunResult:
-        """Give the root agent's model a turn with ``prompt``; it may delegate itself."""
-        return await self._engine.run(prompt, timeout)
+    async def run(self, prompt: str, *, timeout: float | None = None, check: bool = True) -> RunResult:
+        """Give the root agent's model a turn with ``prompt``; it may delegate itself.
+
+        A turn that ended ``error`` raises :class:`~toh_nb.core.errors.RunError` (``.result``, ``.cause``);
+        ``check=False`` returns its RunResult instead. Other stop reasons return the result."""
+        return await self._engine.run(prompt, timeout, check)
 
     @overload
     async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[False] = False,
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
                     token_budget: int | None = None, turn_timeout: float | None = None,
-                    tools: Sequence[MCPServer] = ()) -> RunResult: ...
+                    tools: Sequence[MCPServer] = (), check: bool = True) -> RunResult: ...
 
     @overload
     async def spawn(self, prompt: str, *, label: str | None = None, background: Literal[True],
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
                     token_budget: int | None = None, turn_timeout: float | None = None,
-                    tools: Sequence[MCPServer] = ()) -> AsyncJob: ...
+                    tools: Sequence[MCPServer] = (), check: bool = True) -> AsyncJob: ...
 
     async def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
                     persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
                     max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
                     token_budget: int | None = None, turn_timeout: float | None = None,
-                    tools: Sequence[MCPServer] = ()) -> RunResult | AsyncJob:
+                    tools: Sequence[MCPServer] = (), check: bool = True) -> RunResult | AsyncJob:
         """A one-shot child: foreground → RunResult; ``background=True`` → a Job.
+
+        A foreground child whose run ended ``error`` raises :class:`~toh_nb.core.errors.RunError`;
+        ``check=False`` returns its RunResult instead (a Job's ``result()`` takes ``check`` too).
 
         ``max_steps``, ``token_budget`` (tokens of the child and its descendants) and ``turn_timeout``
         bound the child (``None``: the hub's defaults; see ``toh_nb.core.budget``). ``tools``: MCP servers
@@ -405,7 +415,7 @@ class AsyncHub:
         outcome = await self._engine.spawn(prompt, label=label, background=background, persona=persona,
                                            tool_filter=tool_filter, model=model, max_tokens=max_tokens,
                                            provider=provider, budgets=_budgets(max_steps, token_budget, turn_timeout),
-                                           tools=tools)
+                                           tools=tools, check=check)
         return AsyncJob(self, outcome) if isinstance(outcome, Job) else outcome
 
     async def start(self, prompt: str, *, label: str | None = None, persona: str | None = None,

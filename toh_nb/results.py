@@ -70,6 +70,8 @@ class RunResult:
         usage: the tokens the run used.
         diagnostic: for a run that did not complete, what ended it.
         label: the agent's label.
+        cause: for a run that ended ``error``, what failed in one word (``model``, ``store``,
+            ``agent process``, ``placement`` …); None otherwise.
     """
 
     text: str
@@ -79,13 +81,19 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     diagnostic: str | None = None
     label: str | None = None
+    cause: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.stop_reason == "completed"
 
     def __str__(self) -> str:
-        return self.text
+        """The text; a run that did not complete says so first (``[error: <diagnostic>] <text>``), so a
+        failure printed is never an empty line."""
+        if self.ok:
+            return self.text
+        why = (self.diagnostic or subagent_texts.headline(self.stop_reason).removeprefix("subagent ")).strip()
+        return f"[{self.stop_reason}: {why}]" + (f" {self.text}" if self.text else "")
 
     def __repr__(self) -> str:
         extra = f", diagnostic={self.diagnostic!r}" if self.diagnostic else ""
@@ -114,7 +122,8 @@ def run_result(outcome, agent_id: str, label: str | None = None) -> RunResult:
         stop = TURN_TO_STOP.get(outcome.reason, "error")
         diagnostic = outcome.error
         usage = outcome.usage
-    return RunResult(text_of(outcome.output), list(outcome.output), stop, agent_id, usage, diagnostic, label)
+    cause = (getattr(outcome, "cause", None) or "model") if stop == "error" else None
+    return RunResult(text_of(outcome.output), list(outcome.output), stop, agent_id, usage, diagnostic, label, cause)
 
 
 def job_result(job: Any) -> "RunResult | None":
@@ -127,7 +136,8 @@ def job_result(job: Any) -> "RunResult | None":
     if job.result is not None:
         return run_result(job.result, job.child_id or "", job.label)
     stop = "aborted" if job.status == "killed" else "error" if job.status == "failed" else "completed"
-    return RunResult(job.output, [], stop, job.child_id or "", Usage(), job.detail, job.label)
+    return RunResult(job.output, [], stop, job.child_id or "", Usage(), job.detail, job.label,
+                     "model" if stop == "error" else None)
 
 
 def job_output(job: Any, output: str) -> str:
@@ -172,3 +182,11 @@ class AgentListing(AgentList):
                         f"<td>{parent}</td><td>{depth}</td></tr>")
         return ("<table class='toh-agents'><thead><tr><th>id</th><th>status</th><th>label</th><th>parent</th>"
                 f"<th>depth</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def run_failed(result: RunResult) -> str:
+    """The message of the :class:`~toh_nb.core.errors.RunError` a person's call raises for ``result``:
+    the run's headline (who, and what failed) and its diagnostic."""
+    who = "the root's turn" if not result.label else f'subagent "{result.label}" ({result.agent_id})'
+    text = f"{who} failed ({result.cause or 'model'})"
+    return f"{text}\nDiagnostic: {result.diagnostic}" if result.diagnostic else text

@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable
 from . import budget
 from .budget import Limits
 from .content import Message, Usage
-from .errors import StoreError
+from .errors import StoreError, cause_of
 from .events import MessageQueued, MessageRead, TurnEnded, TurnStarted
 from .model import ToolSpec
 from .session import TURN_END, TURN_START, USER_MESSAGE, Session, turn_end_data
@@ -350,27 +350,30 @@ class Agent(Records):
             else:
                 state.reason, state.error = "aborted", None
         except Exception as error:  # a model failure ends the turn; its message is the diagnostic
-            state.reason, state.error = "error", str(error) or type(error).__name__
+            state.reason, state.error, state.cause = "error", str(error) or type(error).__name__, cause_of(error)
         finally:
             self._in_turn = False
             if timer is not None:
                 timer.cancel()
         end = self._log_turn_end(turn, state.reason, state.error)
         try:
-            state.reason, state.error = await self._acknowledged(end, state.reason, state.error)
+            recorded = await self._acknowledged(end, state.reason, state.error)
+            if recorded is not None:  # the store could not record the turn: that is how it ended
+                state.reason, state.error, state.cause = "error", recorded, StoreError.cause
         finally:
-            self._finish_turn(turn, state.reason, state.error, state.output, state.usage, waiter)
+            self._finish_turn(turn, state.reason, state.error, state.output, state.usage, waiter, state.cause)
 
-    async def _acknowledged(self, end: Any, reason: str, error: str | None) -> tuple[str, str | None]:
+    async def _acknowledged(self, end: Any, reason: str, error: str | None) -> str | None:
         """Wait until the store has recorded the turn before its outcome reaches anyone (a JSONL
         store writes on its own thread; see toh_nb.store.jsonl). A failed write ends the turn
-        ``error`` with the store's message (file and OS error) as its diagnostic."""
+        ``error`` with the store's message (file and OS error) as its diagnostic: returned (None when
+        the turn is recorded)."""
         try:
             await self.runtime.recorded(self.session)
         except StoreError as failure:
-            reason, error = "error", str(failure)
-            end.data = {"reason": reason, "error": error}  # still unwritten: written so on recovery
-        return reason, error
+            end.data = {"reason": "error", "error": str(failure)}  # still unwritten: written so on recovery
+            return str(failure)
+        return None
 
     # -- budgets -------------------------------------------------------------------------------
 
@@ -454,11 +457,11 @@ class Agent(Records):
         self._finish_turn(turn, reason, error, output, usage, waiter)
 
     def _finish_turn(self, turn: int, reason: str, error: str | None, output: list, usage: Usage,
-                     waiter: asyncio.Future | None) -> None:
+                     waiter: asyncio.Future | None, cause: str | None = None) -> None:
         if TurnEnded.kind in self.runtime.bus.wanted:
             self.runtime.bus.publish(TurnEnded(**self.who(), turn=turn, reason=reason, error=error,
                                                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
-        outcome = TurnOutcome(turn, reason, error, list(output), usage)
+        outcome = TurnOutcome(turn, reason, error, list(output), usage, cause if reason == "error" else None)
         self.runtime.on_turn_end(self, outcome)
         if waiter is not None and not waiter.done():  # last: a TurnFuture's ``then`` runs in set_result
             waiter.set_result(outcome)

@@ -14,12 +14,17 @@ whole family with one ``except``::
     ├── JobError              refusals of the job registry (``unknown job subagent-9`` …)
     ├── ToolError             a tool call that cannot run (unknown tool, invalid arguments)
     ├── StoreError            the session store refused an operation (invalid id, locked directory, …)
-    └── ModelError            a model could not answer
-        ├── ScriptExhausted   a ScriptedModel ran out of scripted turns
-        └── ReplayMissError   a ReplayModel got a request that was never recorded
+    ├── ModelError            a model could not answer (inside the engine: the turn ends ``error``)
+    │   ├── ScriptExhausted   a ScriptedModel ran out of scripted turns
+    │   └── ReplayMissError   a ReplayModel got a request that was never recorded
+    └── RunError              a call *you* made (``hub.run``, a foreground ``hub.spawn``, ``kid.wait``,
+                              ``job.result``) waited for a turn that ended ``error``; ``.result`` is its
+                              RunResult, ``.cause`` one word (``model``, ``store``, ``agent process``,
+                              ``placement``…); ``check=False`` returns the result instead
 
 Inside an agent turn none of these escape: a tool's error becomes an ``Error: <message>`` tool result the
-model sees, and a model error ends the turn with stop reason ``error``.
+model sees, and a model error ends the turn with stop reason ``error``. A child's failure stays data for
+its parent's model (the tool result or the settlement notice); only a person's own call raises.
 """
 
 from __future__ import annotations
@@ -145,6 +150,9 @@ class StoreError(TohError):
     transcript or a resume (the message names the file, line and field).
     """
 
+    #: what a turn that ended on this error names as its cause (:class:`RunError`)
+    cause = "store"
+
 
 class ModelError(TohError):
     """A model could not produce a response.
@@ -152,7 +160,22 @@ class ModelError(TohError):
     Raised by a model's ``request`` (an HTTP error after its retries, a response of the wrong shape, an
     unknown ``stop_reason``). The engine never lets it escape a turn: the turn ends with stop reason
     ``error`` and the message becomes its diagnostic.
+
+    Args:
+        cause: what failed, in one word, for the :class:`RunError` a person's call then raises: ``model``
+            (the default), ``agent process`` (an external agent's process), ``placement`` (where a remote
+            child runs) …
     """
+
+    cause = "model"
+
+    def __init__(self, *args: object, cause: str | None = None) -> None:
+        super().__init__(*args)
+        if cause is not None:
+            self.cause = cause
+
+    def __reduce__(self):  # pickling (Ray) keeps the cause
+        return (_model_error, (type(self), self.args, self.cause))
 
 
 class ScriptExhausted(ModelError):
@@ -175,3 +198,45 @@ def describe(error: BaseException) -> str:
     """``Name: message`` — how a failure is shown where its type matters (job details)."""
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _model_error(cls: type, args: tuple, cause: str) -> ModelError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.cause = cause
+    return error
+
+
+class RunError(TohError):
+    """A call a person made waited for a turn that ended with stop reason ``error``.
+
+    Raised by ``hub.run``, a foreground ``hub.spawn``, ``kid.wait`` (when the activation it waited for
+    ended ``error``) and ``job.result``, on both faces; ``check=False`` on those calls returns the
+    result instead. Other stop reasons (``aborted``, ``max-steps``…) return the result. The message is the
+    run's headline and diagnostic::
+
+        try:
+            hub.run("Plan X")
+        except tn.RunError as error:
+            print(error.cause, error.result.diagnostic)
+
+    Args:
+        message: the headline and diagnostic (``str(error)``).
+        result: the run's :class:`~toh_nb.results.RunResult` (kept as ``.result``).
+        cause: one word (kept as ``.cause``): ``model``, ``store``, ``agent process``, ``placement`` …
+    """
+
+    def __init__(self, message: str, result: object, cause: str) -> None:
+        super().__init__(message)
+        self.result = result
+        self.cause = cause
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.result, self.cause))
+
+
+def cause_of(error: BaseException) -> str:
+    """The one word a failed turn names as its cause: the error's own ``cause`` (a ModelError says which
+    part failed, a StoreError is ``store``), else ``model`` (a model function that raised)."""
+    cause = getattr(error, "cause", None)
+    return cause if isinstance(cause, str) and cause else "model"

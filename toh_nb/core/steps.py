@@ -42,6 +42,8 @@ class TurnOutcome:
     error: str | None = None
     output: list = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    #: for a turn that ended ``error``: what failed, in one word (:func:`toh_nb.core.errors.cause_of`)
+    cause: str | None = None
 
 
 class EventSink(Protocol):

@@ -360,14 +360,17 @@ class Hub:
 
     # -- running work ------------------------------------------------------------------------------
 
-    def run(self, prompt: str, *, timeout: float | None = None) -> RunResult:
+    def run(self, prompt: str, *, timeout: float | None = None, check: bool = True) -> RunResult:
         """Give the root agent's model a turn with ``prompt`` (it may delegate); its RunResult.
 
-        ``timeout`` (seconds) aborts the turn when it runs longer (stop reason ``aborted``).
+        ``timeout`` (seconds) aborts the turn when it runs longer (stop reason ``aborted``). A turn that
+        ended ``error`` raises :class:`~toh_nb.core.errors.RunError` (``.result``, ``.cause``);
+        ``check=False`` returns its RunResult instead.
         """
         check_text(prompt, "prompt")
         check_timeout(timeout)
-        call = functools.partial(self._async.run, prompt, timeout=timeout)
+        check_flag(check, "check")
+        call = functools.partial(self._async.run, prompt, timeout=timeout, check=check)
         with explained(lambda: f"root turn aborted; {still_running(self._async)}"):
             with waiting("root turn", status=self._activity):
                 return self._call(call)
@@ -380,28 +383,33 @@ class Hub:
     def spawn(self, prompt: str, *, label: str | None = None, background: Literal[False] = False,
               persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
               max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-              token_budget: int | None = None, turn_timeout: float | None = None, tools: Sequence[Any] = ()) -> RunResult: ...
+              token_budget: int | None = None, turn_timeout: float | None = None, tools: Sequence[Any] = (),
+              check: bool = True) -> RunResult: ...
 
     @overload
     def spawn(self, prompt: str, *, label: str | None = None, background: Literal[True],
               persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
               max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
-              token_budget: int | None = None, turn_timeout: float | None = None, tools: Sequence[Any] = ()) -> Job: ...
+              token_budget: int | None = None, turn_timeout: float | None = None, tools: Sequence[Any] = (),
+              check: bool = True) -> Job: ...
 
     def spawn(self, prompt: str, *, label: str | None = None, background: bool = False,
               persona: str | None = None, tool_filter: ToolFilter | None = None, model: Model | None = None,
               max_tokens: int | None = None, provider: str = "spawn", max_steps: int | None = None,
               token_budget: int | None = None, turn_timeout: float | None = None,
-              tools: Sequence[Any] = ()) -> RunResult | Job:
+              tools: Sequence[Any] = (), check: bool = True) -> RunResult | Job:
         """A one-shot child: waits for it and returns a RunResult; ``background=True`` returns a Job.
-        Budgets (``max_steps``, ``token_budget``, ``turn_timeout``) as in :meth:`AsyncHub.spawn`."""
+        Budgets (``max_steps``, ``token_budget``, ``turn_timeout``) as in :meth:`AsyncHub.spawn`. A
+        foreground child whose run ended ``error`` raises :class:`~toh_nb.core.errors.RunError`;
+        ``check=False`` returns its RunResult instead."""
         if not isinstance(background, bool):
             raise UsageError(f"background must be True or False, got {background!r}")
+        check_flag(check, "check")
         check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         call = functools.partial(self._async.spawn, prompt, label=label, background=background, persona=persona,
                                  tool_filter=tool_filter, model=model, max_tokens=max_tokens, provider=provider,
                                  max_steps=max_steps, token_budget=token_budget, turn_timeout=turn_timeout,
-                                 tools=tools)
+                                 tools=tools, check=check)
         if background:
             return self._job_handle(self._call(call))
         name = f"foreground child {label!r}" if label else "foreground child"
@@ -656,10 +664,13 @@ class Job(JobFacts):
         run ended:`` …) and the ``hub.transcript(...)`` that holds the child's whole run."""
         return self._read(self._inner.output, wait, timeout)
 
-    def result(self, wait: bool = False, timeout: float | None = None) -> "RunResult | None":
+    def result(self, wait: bool = False, timeout: float | None = None, check: bool = True) -> "RunResult | None":
         """The settled job's RunResult (``.stop_reason``, ``.diagnostic``, ``.text``, ``.usage``,
-        ``.agent_id``: the child's id), None while it runs; ``wait``/``timeout`` as for :meth:`output`."""
-        return self._read(self._inner.result, wait, timeout)
+        ``.agent_id``: the child's id), None while it runs; ``wait``/``timeout`` as for :meth:`output`.
+        A run that ended ``error`` raises :class:`~toh_nb.core.errors.RunError`; ``check=False`` returns
+        it (``output()`` always returns the error text)."""
+        check_flag(check, "check")
+        return self._read(functools.partial(self._inner.result, check=check), wait, timeout)
 
     def _read(self, method: Callable[..., Any], wait: bool, timeout: float | None) -> Any:
         if not isinstance(wait, bool):
@@ -730,13 +741,15 @@ class Child(ChildFacts):
         """Stop this child for good: its turn aborts, its queue is dropped, it settles."""
         return self._call(self._inner.kill)
 
-    def wait(self, timeout: float | None = None) -> str | None:
+    def wait(self, timeout: float | None = None, check: bool = True) -> str | None:
         """Block until the child is settled (or ``timeout`` seconds pass); the closing text of its last
-        activation, or None when it has none."""
+        activation, or None when it has none. When the activation it waited for ended ``error``,
+        :class:`~toh_nb.core.errors.RunError` (``check=False``: the text); a timeout never raises."""
         check_timeout(timeout)
+        check_flag(check, "check")
         with explained(self._stopped_waiting):
             with waiting(f"waiting for {self.id}", status=lambda: self.status):
-                return self._call(self._inner.wait, timeout)
+                return self._call(self._inner.wait, timeout, check)
 
     def _stopped_waiting(self) -> str:
         status = self.status

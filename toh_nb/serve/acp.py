@@ -178,7 +178,9 @@ class _Served:
     async def _run(self, text: str) -> Any:
         if self.cancelled:  # cancelled before the turn began: it never runs
             return None
-        return await self.hub.run(text)  # the message is queued in this same step, so a cancel reaches it
+        # the message is queued in this same step, so a cancel reaches it; a failed turn is answered with
+        # its stop reason (check=False), never raised into the protocol loop
+        return await self.hub.run(text, check=False)
 
     def cancel(self) -> None:
         if self.turn is not None and not self.turn.done():

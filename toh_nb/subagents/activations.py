@@ -27,7 +27,7 @@ class Activation:
     """One residency epoch of a continuable child."""
 
     __slots__ = ("child", "parent_session", "provider", "run_id", "owned", "accepted", "disposing",
-                 "announced", "epoch_start", "wake_parent", "dropped_unrun", "close")
+                 "announced", "epoch_start", "wake_parent", "dropped_unrun", "close", "failure")
 
     def __init__(self, child: Agent, parent_session: str, provider: str, run_id: str, wake_parent: bool,
                  close: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -43,6 +43,8 @@ class Activation:
         self.wake_parent = wake_parent
         self.dropped_unrun = False
         self.close = close
+        #: ``(diagnostic, cause)`` of the epoch's last turn when it ended ``error``, else None
+        self.failure: tuple[str | None, str] | None = None
 
     @property
     def state(self) -> str:

@@ -56,6 +56,8 @@ class ContinuableChildren(Settlement, RuntimeObserver):
         self._closing: set[asyncio.Task] = set()
         #: closing text of each child's last settled activation in this process (None: it left none)
         self.closing: dict[str, str | None] = {}
+        #: ``(diagnostic, cause)`` of children whose last activation settled in this process ended ``error``
+        self.failures: dict[str, tuple[str | None, str]] = {}
         #: per-child agent options given at start (model, max_tokens, budgets); a resume in this process
         #: reuses them (the descriptor can only name a model; a restart falls back to the hub's defaults)
         self._options: dict[str, dict] = {}

@@ -37,6 +37,8 @@ class SubagentResult:
     output: list = field(default_factory=list)
     diagnostic: str | None = None
     usage: Any = None
+    #: for a run that ended ``error``: what failed, in one word (``model``, ``store`` …)
+    cause: str | None = None
 
     @property
     def text(self) -> str:
@@ -214,7 +216,8 @@ class OneShotRuns:
                 if run.cancelled and stop != "completed":
                     stop = "aborted"
                 diagnostic = outcome.error if stop in ("error", *BUDGET_STOPS) else None
-                result = SubagentResult(stop, outcome.output, diagnostic, outcome.usage)
+                result = SubagentResult(stop, outcome.output, diagnostic, outcome.usage,
+                                        (outcome.cause or "model") if stop == "error" else None)
             except BaseException:
                 publish_end(self.runtime, run.run_id, run.provider, run.id, "error", [], run.agent)
                 raise

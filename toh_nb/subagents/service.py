@@ -84,6 +84,11 @@ class SubagentService:
     def closing(self) -> dict[str, str | None]:
         return self.continuable.closing
 
+    def failure_of(self, child_id: str) -> tuple[str | None, str] | None:
+        """``(diagnostic, cause)`` when the child's last activation settled in this process and ended
+        ``error`` (what a person's ``kid.wait()`` raises for), else None."""
+        return self.continuable.failures.get(child_id)
+
     @property
     def draining(self) -> bool:
         return self.continuable.draining

@@ -82,6 +82,7 @@ class Settlement(Activations):
         act = self._activation_of(agent)
         if act is not None:
             act.dropped_unrun = False
+            act.failure = (outcome.error, outcome.cause or "model") if outcome.reason == "error" else None
 
     # -- settling ----------------------------------------------------------------------------------
 
@@ -112,6 +113,10 @@ class Settlement(Activations):
             self._notify_parent(act, stop, output)
         self._release(child.id)
         self.closing[child.id] = text_of(output) or None
+        if stop == "error" and act.failure is not None:  # what kid.wait() raises (toh_nb.engine)
+            self.failures[child.id] = act.failure
+        else:
+            self.failures.pop(child.id, None)
         publish_end(self.runtime, act.run_id, act.provider, child.id, stop, output, child)
         for waiter in self._settle_waiters.pop(child.id, ()):
             if not waiter.done():

@@ -169,7 +169,7 @@ class AgentLink:
     async def _fail(self, what: str) -> ModelError:
         """Dispose the broken process (its stderr drained), then the error naming what happened."""
         await self._discard(FAILURE_EOF_GRACE)
-        return ModelError(self._diagnostic(what))
+        return ModelError(self._diagnostic(what), cause="agent process")
 
     async def _step(self, name: str, call: Awaitable, timeout: float | None) -> Any:
         acp = acp_sdk()
@@ -285,7 +285,7 @@ class AgentLink:
         acp = acp_sdk()
         self.delivered = False
         if self.closed:
-            raise ModelError(f"ACP agent `{self.display}`: the child's connection was closed")
+            raise ModelError(f"ACP agent `{self.display}`: the child's connection was closed", cause="agent process")
         if self.conn is None:
             await self.open()
         self.answer = []

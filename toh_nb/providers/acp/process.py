@@ -45,6 +45,8 @@ STATUS_LIMIT = 64 * 1024
 class AgentStartError(ModelError):
     """The agent process could not be started (missing binary, not executable, bad cwd)."""
 
+    cause = "agent process"
+
 
 class AgentProcess:
     """An agent speaking ACP on stdin/stdout, under a launcher; see the module docstring."""

@@ -223,7 +223,7 @@ class Replay:
         the failure that ends the turn ``error``."""
         outcome = self.outcome
         if outcome is None or outcome[0] == "unknown":
-            raise ModelError("the Ray host ended this turn's stream without an outcome")
+            raise ModelError("the Ray host ended this turn's stream without an outcome", cause="placement")
         if outcome[0] == "error":
             raise StepError(outcome[1])
         _, reason, error = outcome
@@ -331,12 +331,12 @@ class RemoteSteps(StepLoop):
             except ray.exceptions.RayActorError as error:
                 text = self.provider.host_died(host, error)
                 await replay.abort(text)
-                raise ModelError(text) from None
+                raise ModelError(text, cause="placement") from None
             except ray.exceptions.RayError as error:  # the call itself failed in Ray (a lost object, a system error)
                 self.provider.forget_sync(self.key)
                 text = call_failed_text(host, error)
                 await replay.abort(text)
-                raise ModelError(text) from None
+                raise ModelError(text, cause="placement") from None
             finally:
                 self.running = None
                 replay.release()
