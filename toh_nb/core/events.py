@@ -784,6 +784,29 @@ class EventHistory:
             del self._clocks[: 2 * self._dropped]
             self._dropped = 0
 
+    @property
+    def queued(self) -> int:
+        """How many appended events still wait as objects to become columns (fewer than :data:`BATCH`)."""
+        return len(self._recent)
+
+    def heads(self) -> list:
+        """The head of each kept event, oldest first (``None`` for an event kept whole), after turning the
+        queue into columns: the events that share a class and their grouped values share one head
+        object, which is what keeps the history small."""
+        self._compact()
+        out: list = []
+        refs = iter(self._refs)
+        for _ in range(self._count):
+            head = next(refs)
+            if head is _WHOLE:
+                next(refs)
+                out.append(None)
+                continue
+            out.append(head)
+            for _ in _SHAPES[head[0]][1]:  # type: ignore[index]
+                next(refs)
+        return out
+
     def __iter__(self) -> Iterator[HubEvent]:
         return iter(self._events())
 
