@@ -124,7 +124,7 @@ def cpu_seconds(provider) -> dict:
     used = {"driver": sum(psutil.Process().cpu_times()[:2])}
     if provider is not None:
         hosts = 0.0
-        for host in provider._pool.hosts:  # the bench reads the pool's pids (no public face for them)
+        for host in provider.pool.hosts:  # the pool's host records: their pids
             try:
                 hosts += sum(psutil.Process(host.pid).cpu_times()[:2])
             except psutil.Error:

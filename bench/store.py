@@ -113,7 +113,7 @@ async def sequential_policy(directory: str, n: int, fsync: str | None) -> dict:
     import toh_nb.store.writer as writer_module
 
     counted = {"fsyncs": 0}
-    real_datasync, real_dir = writer_module._datasync, writer_module.LogWriter._sync_dir_quietly
+    real_datasync, real_dir = writer_module.datasync, writer_module.LogWriter._sync_dir_quietly
 
     def datasync(fd: int) -> None:
         counted["fsyncs"] += 1
@@ -124,13 +124,13 @@ async def sequential_policy(directory: str, n: int, fsync: str | None) -> dict:
             counted["fsyncs"] += 1
         real_dir(self)
 
-    writer_module._datasync, writer_module.LogWriter._sync_dir_quietly = datasync, sync_dir
+    writer_module.datasync, writer_module.LogWriter._sync_dir_quietly = datasync, sync_dir
     run_dir = tempfile.mkdtemp(dir=directory) if fsync is not None else None
     create_us = create_cost_us(run_dir) if run_dir is not None else None
     try:
         result = await sequential.engine(n, run_dir, fsync)
     finally:
-        writer_module._datasync, writer_module.LogWriter._sync_dir_quietly = real_datasync, real_dir
+        writer_module.datasync, writer_module.LogWriter._sync_dir_quietly = real_datasync, real_dir
         if run_dir is not None:
             shutil.rmtree(run_dir, ignore_errors=True)
     name = "store_sequential_memory" if fsync is None else f"store_sequential_{fsync}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from typing import Any, Iterable, Iterator
 
@@ -31,7 +32,7 @@ from .engine import Engine
 from .hub import AsyncHub
 from .models import FunctionModel, ScriptedModel
 
-__all__ = ["Engine", "FunctionModel", "ScriptedModel", "capture", "engine_of", "is_quiet", "settle"]
+__all__ = ["Engine", "FunctionModel", "ScriptedModel", "capture", "engine_of", "is_quiet", "page_sends", "settle"]
 
 
 def engine_of(hub: Any) -> Engine:
@@ -76,3 +77,31 @@ def capture(hub: Any, kinds: Iterable[str] | None = None) -> Iterator[list[HubEv
         yield events
     finally:
         unsubscribe()
+
+
+class _Raised(logging.Handler):
+    """Keeps the exception a widget logged instead of raising (ipywidgets' ``_show_traceback``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.error: BaseException | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and self.error is None:
+            self.error = record.exc_info[1]
+
+
+def page_sends(widget: Any, content: Any, buffers: Iterable[bytes] = ()) -> None:
+    """Deliver ``content`` to a widget as its page's ``model.send(content)`` does: a ``custom`` comm
+    message handed to the widget's comm (``comm.handle_msg``, the entry the kernel calls), so no
+    browser is needed. An exception the widget's handler raised (which ipywidgets only logs) is
+    raised here, so a test sees it."""
+    caught = _Raised()
+    widget.log.addHandler(caught)
+    try:
+        widget.comm.handle_msg({"content": {"data": {"method": "custom", "content": content}},
+                                "buffers": list(buffers)})
+    finally:
+        widget.log.removeHandler(caught)
+    if caught.error is not None:
+        raise caught.error

@@ -203,8 +203,8 @@ def test_the_history_keeps_columns_not_the_published_events():
     for event in published:
         history.append(event)
     assert all(kept == event and kept is not event for kept, event in zip(history, published))
-    assert not history._recent  # reading turned the queued events into columns
-    starts = [ref for ref in history._refs if isinstance(ref, tuple) and ref[0] is ev.ChildStarted]
+    assert history.queued == 0  # reading turned the queued events into columns
+    starts = [head for head in history.heads() if head is not None and head[0] is ev.ChildStarted]
     assert len(starts) == 4 and starts[0] is starts[1] is starts[2] and starts[3] is not starts[0]
 
 
@@ -246,12 +246,12 @@ def test_a_hubs_history_lists_its_childrens_lifecycle_in_order():
 
 
 def test_the_history_turns_queued_events_into_columns_in_batches_within_its_bound():
-    published = [ev.Interrupted(agent_id=f"agent-{n}", by="agent-0") for n in range(3 * ev._BATCH + 5)]
-    history = ev.EventHistory(maxlen=ev._BATCH + 6)
+    published = [ev.Interrupted(agent_id=f"agent-{n}", by="agent-0") for n in range(3 * ev.BATCH + 5)]
+    history = ev.EventHistory(maxlen=ev.BATCH + 6)
     for event in published:
         history.append(event)
-        assert len(history._recent) < ev._BATCH  # never more than one batch queued as objects
-    assert list(history) == published[-(ev._BATCH + 6):] and len(history) == ev._BATCH + 6
+        assert history.queued < ev.BATCH  # never more than one batch queued as objects
+    assert list(history) == published[-(ev.BATCH + 6):] and len(history) == ev.BATCH + 6
 
 
 def test_a_listener_given_kinds_gets_only_those_and_unwanted_activity_is_not_built():

@@ -300,10 +300,10 @@ def test_a_reset_that_finds_dead_cycles_brings_the_factor_back_to_2x(clean_polic
         gc.collect()
         async with open_hub():
             gc.collect()
-            assert gc_policy._growth == gc_policy.MAX_GROWTH
+            assert gc_policy.state().growth == gc_policy.MAX_GROWTH
             dead_cycles(0.05)
             gc_policy.collect_all()  # a whole-heap walk that finds them
-            assert gc_policy._growth == gc_policy.GROWTH
+            assert gc_policy.state().growth == gc_policy.GROWTH
 
     asyncio.run(main())
 
@@ -316,7 +316,7 @@ def test_the_heap_is_looked_at_every_few_young_collections_and_at_every_full_one
         gc.collect()
         async with open_hub():
             gc.collect()  # engages: the heap after the walk is the next reset's base
-            assert len(looks) == 1 and gc_policy._reset_size > 0
+            assert len(looks) == 1 and gc_policy.state().reset_size > 0
             for _ in range(gc_policy.CHECK_EVERY - 1):
                 gc.collect(1)
             assert len(looks) == 1
@@ -335,16 +335,16 @@ def test_a_reset_is_due_at_the_first_look_after_the_heap_passed_its_limit(clean_
         gc.collect()
         async with open_hub():
             gc.collect()  # engages on a clean heap: the next reset is due at 4x its blocks
-            base = gc_policy._reset_size
+            base = gc_policy.state().reset_size
             keep = [[] for _ in range(gc_policy.MAX_GROWTH * base)]
             for _ in range(gc_policy.CHECK_EVERY - 1):
                 gc.collect(1)
-                assert not gc_policy._resetting  # not looked at yet
+                assert not gc_policy.state().resetting  # not looked at yet
             gc.collect(1)
-            assert gc_policy._resetting and gc.get_freeze_count() == 0  # unfrozen for the reset
+            assert gc_policy.state().resetting and gc.get_freeze_count() == 0  # unfrozen for the reset
             gc.collect()  # the reset walks the whole heap, refreezes it and takes its new base
-            assert not gc_policy._resetting and gc.get_freeze_count() >= len(keep)
-            assert gc_policy._reset_size >= len(keep) > base
+            assert not gc_policy.state().resetting and gc.get_freeze_count() >= len(keep)
+            assert gc_policy.state().reset_size >= len(keep) > base
             del keep
 
     asyncio.run(main())

@@ -216,9 +216,10 @@ def test_deltas_reach_on_delta_in_order_before_the_response(engine):
 
 
 def test_cancelling_the_request_sets_the_stop_flag_the_token_loop_checks(engine):
-    stopped = threading.Event()
+    started, stopped = threading.Event(), threading.Event()
 
     def complete(job):
+        started.set()
         while not job.cancel.wait(0.001):  # the real token loop checks the flag after every token
             pass
         stopped.set()
@@ -229,7 +230,7 @@ def test_cancelling_the_request_sets_the_stop_flag_the_token_loop_checks(engine)
     async def main():
         model = tn.LocalModel(tool_choice="none")
         task = asyncio.ensure_future(model.request(request([user("q")])))
-        await until(lambda: engine.executor._work_queue.empty() and engine.executor._threads, "the worker to start")
+        await until(started.is_set, "the worker to start")
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

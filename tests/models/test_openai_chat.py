@@ -350,13 +350,13 @@ def test_retries_are_bounded(server):
 def record_delays(monkeypatch) -> list:
     """The backoff delays the retry loop sleeps, in order."""
     delays: list = []
-    original = OpenAIChatModel._delay
+    original = OpenAIChatModel.retry_delay
 
     def recording(self, attempt, exc):
         delays.append(original(self, attempt, exc))
         return delays[-1]
 
-    monkeypatch.setattr(OpenAIChatModel, "_delay", recording)
+    monkeypatch.setattr(OpenAIChatModel, "retry_delay", recording)
     return delays
 
 
@@ -754,12 +754,12 @@ def test_close_leaves_the_client_of_another_running_loop_to_that_loop(server):
     thread.start()
     try:
         asyncio.run_coroutine_threadsafe(model.request(req()), other).result(10)
-        (client,) = model._clients.values()
+        (client,) = model.clients()
         asyncio.run(model.aclose())  # another loop: the portal's client is not its to close
         assert not client.is_closed()
         assert asyncio.run_coroutine_threadsafe(model.request(req()), other).result(10).text == "still there"
         asyncio.run_coroutine_threadsafe(model.aclose(), other).result(10)
-        assert client.is_closed() and len(model._clients) == 0
+        assert client.is_closed() and model.clients() == []
     finally:
         other.call_soon_threadsafe(other.stop)
         thread.join(10)
@@ -813,7 +813,9 @@ def test_the_key_is_a_secret_str(server):
     from pydantic import SecretStr
 
     model = make(server)
-    assert isinstance(model._api_key, SecretStr) and model._api_key.get_secret_value() == KEY
+    held = [value for value in vars(model).values() if isinstance(value, SecretStr)]
+    assert [value.get_secret_value() for value in held] == [KEY]  # held once, as a SecretStr
+    assert KEY not in repr(vars(model)) and KEY not in repr(model)  # never in plain text in its state
 
 
 def test_connection_error_without_a_message_names_its_type(server):
@@ -824,7 +826,8 @@ def test_connection_error_without_a_message_names_its_type(server):
     # a real request: openai >= 3.6x reads its headers (request=None raised AttributeError in the constructor)
     error = openai.APIConnectionError(request=httpx.Request("POST", f"{server.url}/chat/completions"))
     error.__cause__ = ConnectionResetError()
-    message = str(make(server)._connection_error(error, 2, False))
+    # the text of a transport fault the fake server cannot produce (a ConnectionResetError without a message)
+    message = str(make(server)._connection_error(error, 2, False))  # noqa: SLF001 - formats that fault: no public seam raises it
     assert message == (f"OpenAIChatModel('test-model' at {server.url}): connection failed (ConnectionResetError) "
                        "(gave up after 2 attempts)")
 

@@ -7,9 +7,10 @@ import json
 import threading
 
 import toh_nb as tn
+from toh_nb.models import record as record_module
 
 
-def test_recording_writes_happen_in_a_worker_thread_in_exchange_order(tmp_path):
+def test_recording_writes_happen_in_a_worker_thread_in_exchange_order(tmp_path, monkeypatch):
     path = tmp_path / "rec.jsonl"
     writers = []
 
@@ -17,13 +18,18 @@ def test_recording_writes_happen_in_a_worker_thread_in_exchange_order(tmp_path):
         return f"answer {req.last_user_text}"
 
     model = tn.RecordingModel(tn.FunctionModel(inner), path)
-    original = model._write
+    original = record_module.run_engine  # the recording hands each write to it
 
-    def spy(record):
-        writers.append(threading.current_thread() is threading.main_thread())
-        original(record)
+    def spy(fn, *args):
+        def write():
+            lines = len(path.read_text().splitlines()) if path.exists() else 0
+            fn(*args)
+            if len(path.read_text().splitlines()) == lines + 1:  # this call wrote a record
+                writers.append(threading.current_thread() is threading.main_thread())
 
-    model._write = spy
+        return original(write)
+
+    monkeypatch.setattr(record_module, "run_engine", spy)
 
     async def main():
         async with tn.AsyncHub(model) as hub:

@@ -140,10 +140,19 @@ TOOLS = [{"type": "function", "function": {"name": "subagent", "parameters": {"t
          {"type": "function", "function": {"name": "job_output", "parameters": {"type": "object"}}}]
 
 
-def test_a_none_request_keeps_the_tool_list_and_opens_a_message_where_a_forced_call_would_open_the_call():
+def test_a_none_request_keeps_the_tool_list_and_opens_a_message_where_a_forced_call_would_open_the_call(
+        monkeypatch):
     """Issue 32 item 6: through serve-model a "none" request is the forced request's prompt with
     ``message:`` instead of the call's opening, so it extends the request before it (KV cache reused)."""
-    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'toh-nb[local]')")
+    llama_cpp = pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'toh-nb[local]')")
+    built = {}  # grammar text -> the LlamaGrammar built from it (a LlamaGrammar does not show its text)
+    from_string = llama_cpp.LlamaGrammar.from_string
+
+    def recording(grammar, verbose=True):
+        built[grammar] = from_string(grammar, verbose=verbose)
+        return built[grammar]
+
+    monkeypatch.setattr(llama_cpp.LlamaGrammar, "from_string", recording)
     handler = serve.none_keeps_tools(function_calling)
     messages = [{"role": "user", "content": "Capital?"}]
     forced, plain = FakeLlama(), FakeLlama()
@@ -163,7 +172,7 @@ def test_a_none_request_keeps_the_tool_list_and_opens_a_message_where_a_forced_c
     from toh_nb.models.local_grammar import text_grammar
 
     # text without chat markup, as LocalModel's "none" steps
-    assert isinstance(options["grammar"], LlamaGrammar) and options["grammar"]._grammar == text_grammar()
+    assert isinstance(options["grammar"], LlamaGrammar) and options["grammar"] is built[text_grammar()]
     # every other request reaches llama-cpp-python's handler unchanged
     assert handler(llama=FakeLlama(), messages=messages, tools=TOOLS, tool_choice="auto")[0] == "auto"
     assert handler(llama=FakeLlama(), messages=messages, tools=None, tool_choice="none")[0] == "text"

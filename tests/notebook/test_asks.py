@@ -1,6 +1,6 @@
 """ACP permission requests asked in the notebook (``permissions="ask"``): pending prompts in the tree,
 answered by the Allow/Deny messages the page sends, denied after the timeout. No browser: the tests send
-what the buttons send (``tree._handle_custom_msg``)."""
+what the buttons send (``toh_nb.testing.page_sends``: a comm message, as the page sends it)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import page_sends
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 from toh_nb.providers.acp.permissions import PENDING, AskUser, PermissionPolicy
@@ -53,14 +54,14 @@ def test_an_asked_permission_is_a_prompt_in_the_tree_answered_by_its_button(tmp_
             assert ask == {"id": ask["id"], "agent": "agent-1", "title": f"Write {target}", "kind": "edit",
                            "tool_call_id": "w1"}
             assert permission_rows(hub, "agent-1", "external/permission_request") == [ask]  # in the log and stream
-            tree._handle_custom_msg({"action": click, "id": ask["id"]}, [])  # what the button sends
+            page_sends(tree, {"action": click, "id": ask["id"]})  # what the button sends
             verb = "allowed" if click == "allow" else "denied"
             assert tree.message == f"{verb}: Write {target} (agent-1)" and not tree.message_error
             assert tree.asks == []
             assert job.output(wait=True, timeout=30) == result.format(target=target)
             assert target.exists() == (click == "allow")
             assert permission_rows(hub, "agent-1")[0]["allowed"] is (click == "allow")
-            tree._handle_custom_msg({"action": click, "id": ask["id"]}, [])  # a second click: already answered
+            page_sends(tree, {"action": click, "id": ask["id"]})  # a second click: already answered
             assert tree.message == f"Error: no pending permission request {ask['id']!r} in this tree"
             assert tree.message_error
         finally:

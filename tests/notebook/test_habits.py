@@ -59,11 +59,16 @@ def interrupt_when(predicate, timeout: float = 30.0) -> threading.Thread:
     return thread
 
 
-def waiting_in_portal(hub, fn) -> bool:
-    """True once the main thread blocks in a portal call of ``fn`` (a bound method or its partial)."""
-    for call in list(hub.portal._pending):
-        target = call.fn.func if isinstance(call.fn, functools.partial) else call.fn
-        if target == fn:
+def waiting_in_portal(hub, fn, of=None) -> bool:
+    """True once the main thread blocks in a portal call of ``fn`` (a bound method or its partial);
+    with ``of``, ``fn`` is a method's name and the call is that method of the async handle ``of`` names
+    (a sync handle's id: its async twin has the same one)."""
+    for submitted in hub.portal.waiting():
+        target = submitted.func if isinstance(submitted, functools.partial) else submitted
+        if of is None and target == fn:
+            return True
+        if of is not None and getattr(target, "__name__", None) == fn \
+                and getattr(getattr(target, "__self__", None), "id", None) == of:
             return True
     return False
 
@@ -248,7 +253,7 @@ def test_interrupting_a_foreground_spawn_aborts_that_child():
 def test_interrupting_a_job_wait_leaves_the_job_running():
     with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
         job = hub.spawn("x", label="hold-job", background=True)
-        interrupt_when(lambda: waiting_in_portal(hub, job._inner.output))
+        interrupt_when(lambda: waiting_in_portal(hub, "output", of=job.id))
         with pytest.raises(Interrupted) as caught:
             job.output(wait=True)
         assert str(caught.value) == "stopped waiting \u2014 job subagent-1 is still running: job.kill() stops it"
@@ -260,7 +265,7 @@ def test_interrupting_a_job_wait_leaves_the_job_running():
 def test_interrupting_a_child_wait_leaves_the_child_running():
     with tn.Hub(tn.FunctionModel(reply), ids="sequential") as hub:
         kid = hub.start("x", label="hold-kid")
-        interrupt_when(lambda: waiting_in_portal(hub, kid._inner.wait))
+        interrupt_when(lambda: waiting_in_portal(hub, "wait", of=kid.id))
         with pytest.raises(Interrupted) as caught:
             kid.wait()
         assert str(caught.value) == "stopped waiting \u2014 agent-1 is still running: kid.interrupt() stops its turn"

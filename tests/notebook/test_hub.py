@@ -454,13 +454,13 @@ def test_reopening_reads_the_roots_log_in_the_callers_thread(tmp_path, monkeypat
         hub.run("remember this")
         root = hub.root
     reads = []
-    original = jsonl.JsonlStore._read_locked
+    original = jsonl.parse_log  # every full read of a log parses it there
 
-    def spy(self, session_id):
+    def spy(data, session_id):
         reads.append((session_id, threading.current_thread().name))
-        return original(self, session_id)
+        return original(data, session_id)
 
-    monkeypatch.setattr(jsonl.JsonlStore, "_read_locked", spy)
+    monkeypatch.setattr(jsonl, "parse_log", spy)
     with tn.Hub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path)) as hub:
         assert hub.root == root
         assert hub.run("and now?").text == "ok"

@@ -25,6 +25,7 @@ from toh_nb.notebook import kernel_routing
 from toh_nb.notebook.widget import AgentTree
 
 from .. import real_parts
+from .kernel_comms import subshell_for
 
 SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 @pytest.fixture
 def routing(monkeypatch):
     """The module's state as a kernel with a cell running and our subshell ``ours`` would have it."""
-    state = kernel_routing._State()
+    state = kernel_routing._State()  # noqa: SLF001 - kernel_routing.py is not ours to change now (issue 43's kernel adapter)
     state.cell_running, state.subshell_id = True, "ours"
     monkeypatch.setattr(kernel_routing, "_STATE", state)
     monkeypatch.delenv(kernel_routing.SWITCH, raising=False)
@@ -69,7 +70,7 @@ def test_the_switch_turns_the_routing_off(routing, monkeypatch, value):
 
 
 def test_outside_a_kernel_nothing_is_prepared(monkeypatch):
-    state = kernel_routing._State()
+    state = kernel_routing._State()  # noqa: SLF001 - a fresh module state (kernel_routing.py: see above)
     monkeypatch.setattr(kernel_routing, "_STATE", state)
     kernel_routing.prepare()
     assert kernel_routing.wait_ready(30) is False  # at once: nothing to wait for
@@ -90,9 +91,8 @@ def test_the_trees_comm_routes_with_the_rule(routing, monkeypatch):
     with tn.Hub(ids="sequential") as hub:
         tree = AgentTree(hub, interval=0.05)
         try:
-            tree.comm._reply_subshell_id = None  # what publishing from a cell's context records
-            assert tree.comm._reply_subshell_for({"method": "custom"}, "theirs") == "theirs"
-            assert tree.comm._reply_subshell_for({"method": "custom"}, None) == "ours"
+            assert subshell_for(tree.comm, "custom", "theirs") == "theirs"
+            assert subshell_for(tree.comm, "custom", None) == "ours"
         finally:
             tree.close()
 
@@ -100,7 +100,7 @@ def test_the_trees_comm_routes_with_the_rule(routing, monkeypatch):
 def test_the_pump_does_nothing_outside_an_ipykernel_6_kernel(monkeypatch):
     from toh_nb.notebook import kernel_pump
 
-    state = kernel_pump._Pump()
+    state = kernel_pump._Pump()  # noqa: SLF001 - a fresh pump state (kernel_pump.py is not ours to change now)
     monkeypatch.setattr(kernel_pump, "_PUMP", state)
     with tn.Hub(ids="sequential") as hub:
         tree = AgentTree(hub, interval=0.05)

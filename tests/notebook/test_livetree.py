@@ -11,6 +11,7 @@ import time
 import pytest
 
 import toh_nb as tn
+from toh_nb.testing import page_sends
 from toh_nb.notebook.livetree import LiveRows
 from toh_nb.notebook.treeview import tree_rows
 from toh_nb.notebook.widget import page_row, widget_rows
@@ -102,7 +103,7 @@ def test_a_view_that_opens_gets_every_row_once(hub):
     tree = hub.tree()
     try:
         sent = rows_messages(tree)
-        tree._handle_custom_msg({"action": "hello"}, [])
+        page_sends(tree, {"action": "hello"})
         assert len(sent) == 1
         assert sent[0]["full"] is True and sent[0]["order"] == ["root", "agent-1"] and sent[0]["drop"] == []
         assert sent[0]["set"] == tree.rows and isinstance(sent[0]["now"], float)
@@ -201,9 +202,9 @@ def test_a_costly_refresh_spaces_the_next_to_keep_the_engines_share(hub):
 
     tree = hub.tree(interval=0.1)
     try:
-        tree._cost = 0.001
-        assert tree._delay() == 0.1
-        tree._cost = 0.2
-        assert tree._delay() == pytest.approx(0.2 / LOOP_SHARE) and LOOP_SHARE == 0.05
+        tree.last_cost = 0.001
+        assert tree.refresh_delay() == 0.1
+        tree.last_cost = 0.2
+        assert tree.refresh_delay() == pytest.approx(0.2 / LOOP_SHARE) and LOOP_SHARE == 0.05
     finally:
         tree.close()

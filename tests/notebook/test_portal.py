@@ -167,7 +167,7 @@ def test_wait_hooks_run_on_the_waiting_thread_while_a_call_blocks(monkeypatch, c
     portals.on_wait(hook)
     portals.on_wait(hook)
     portals.on_wait(broken)
-    assert portals._WAIT_HOOKS == [hook, broken]
+    assert portals.wait_hooks() == [hook, broken]
 
     async def slow():
         await asyncio.sleep(5 * portals.POLL)
@@ -209,7 +209,7 @@ def test_a_private_portal_stops_cleanly_and_refuses_calls_afterwards():
     portal.register_closer(1, lambda: closed.append("closed"))
     portal.stop()
     thread.join(5)
-    assert not portal._thread.is_alive()
+    assert not portal.thread.is_alive()
     assert portal.loop.is_closed()
     assert closed == ["closed"]
     assert cancelled.is_set()
@@ -224,7 +224,7 @@ def test_module_stop_closes_open_hubs_and_a_later_call_starts_a_fresh_portal():
     hub = tn.Hub(tn.FunctionModel(lambda r: "ok"), ids="sequential")
     old = portals.get_portal()
     portals.stop()
-    assert not old._thread.is_alive()
+    assert not old.thread.is_alive()
     assert hub.async_hub.closed  # closed by the portal's shutdown
     with pytest.raises(ClosedError):
         hub.spawn("x", label="y")
@@ -238,13 +238,13 @@ def test_the_last_hub_to_close_stops_the_portal_thread():
     first = tn.Hub(tn.FunctionModel(lambda r: "ok"))
     second = tn.Hub(tn.FunctionModel(lambda r: "ok"))
     portal = first.portal
-    assert second.portal is portal and portal._users == 2
+    assert second.portal is portal and portal.users == 2
     first.close()
-    assert portal.running and portal._thread.is_alive()
+    assert portal.running and portal.thread.is_alive()
     assert second.spawn("x", label="y").text == "ok"
     second.close()
     assert not portal.running
-    assert not portal._thread.is_alive()
+    assert not portal.thread.is_alive()
     with tn.Hub(tn.FunctionModel(lambda r: "again")) as third:  # a new portal starts on demand
         assert third.portal is not portal
         assert third.spawn("x", label="y").text == "again"
@@ -254,8 +254,8 @@ def test_a_hub_that_fails_to_build_does_not_keep_the_portal_in_use():
     portals.stop()
     with pytest.raises(UsageError, match="ids must be"):
         tn.Hub(ids="random")
-    portal = portals._CURRENT
-    assert portal is None or portal._users == 0
+    portal = portals.current_portal()
+    assert portal is None or portal.users == 0
 
 
 SIGINT_SCRIPT = textwrap.dedent('''

@@ -78,7 +78,7 @@ def test_in_a_kernel_a_widget_ticks_and_is_removed_after(fake_display, monkeypat
     # closed after: the ticker stopped and the display replaced by an empty one at once; the widget
     # models close a little later, once a front end has surely dropped their views
     assert handle.updates == [({}, True)]
-    assert not line._thread.is_alive()
+    assert not line.ticking
     assert line.box.comm is not None
     deadline = time.monotonic() + progress.CLOSE_DELAY + 2
     while line.box.comm is not None and time.monotonic() < deadline:
@@ -94,7 +94,7 @@ def test_closed_even_when_the_wait_raises(fake_display):
         with waiting("waiting", interval=0.02, show_after=0) as line:
             raise KeyboardInterrupt
     assert fake_display[0].updates == [({}, True)]
-    assert not line._thread.is_alive()
+    assert not line.ticking
 
 
 def test_a_failing_status_probe_does_not_break_the_wait(fake_display):

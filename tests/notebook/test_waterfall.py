@@ -134,9 +134,15 @@ def test_at_most_max_agents_are_synced(monkeypatch):
 
 
 def test_the_waterfall_is_part_of_the_widgets_module_and_style():
-    assert "function makeWaterfall(model, rowList, storeOfModel)" in AgentTree._esm
-    assert AgentTree._esm.rstrip().endswith("export default { render };")
-    assert ".toh-wf-tick" in AgentTree._css and ".toh-row" in AgentTree._css
+    with tn.Hub(tn.FunctionModel(reply)) as hub:
+        tree = hub.tree()
+        try:
+            state = tree.get_state()  # what the page is sent: anywidget syncs the module and style
+        finally:
+            tree.close()
+    assert "function makeWaterfall(model, rowList, storeOfModel)" in state["_esm"]
+    assert state["_esm"].rstrip().endswith("export default { render };")
+    assert ".toh-wf-tick" in state["_css"] and ".toh-row" in state["_css"]
 
 
 def test_opening_the_timeline_after_the_run_builds_its_waterfall_without_a_new_event():

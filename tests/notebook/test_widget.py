@@ -3,7 +3,7 @@ coalescing, displays.
 
 The engine runs on the real portal thread of a real ``tn.Hub``; the tests read the widget's synced state
 (``tree.rows``, ``tree.visible``, ``tree.nodes``) and send what the page's clicks send
-(``tree._handle_custom_msg({...})``, or ``tree.act(...)``).
+(``page_sends(tree, {...})``: a comm message, as the page sends it; or ``tree.act(...)``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import pytest
 import traitlets
 
 import toh_nb as tn
-from toh_nb.testing import engine_of
+from toh_nb.testing import engine_of, page_sends
 from toh_nb.core.events import StatusChanged
 from toh_nb.notebook.widget import AgentTree, visible_ids
+
+from .kernel_comms import subshell_for
 
 GATE_SECONDS = 30.0  # how long a "slow" child waits unless interrupted or killed
 
@@ -203,7 +205,7 @@ def test_collapse_expand_and_collapse_finished(tree, hub):
     hub.spawn("y", label="once")
     tree.refresh()
     assert tree.visible == ["root", "agent-1", "agent-2"]
-    tree._handle_custom_msg({"action": "toggle", "id": "root"}, [])  # what the caret sends
+    page_sends(tree, {"action": "toggle", "id": "root"})  # what the caret sends
     assert tree.collapsed == ["root"] and tree.visible == ["root"]
     tree.refresh()  # a refresh keeps the user's choice
     assert tree.visible == ["root"]
@@ -270,7 +272,7 @@ def test_interrupt_aborts_the_turn_without_blocking(tree, hub):
     kid = hub.start("dig", label="slow digger")
     wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].can_interrupt, what="running node")
     free = block_portal(hub, 0.5)
-    tree._handle_custom_msg({"action": "interrupt", "id": kid.id}, [])
+    page_sends(tree, {"action": "interrupt", "id": kid.id})
     assert not free.is_set(), "the click waited for the busy portal loop"
     assert kid.wait(timeout=5) is None  # the aborted turn has no closing text
     wait_for(lambda: tree.last_message == f"interrupt requested for agent {kid.id}", what="interrupt reply")
@@ -284,7 +286,7 @@ def test_send_queues_a_new_turn(tree, hub):
     kid.wait(timeout=5)
     tree.refresh()
     free = block_portal(hub, 0.5)
-    tree._handle_custom_msg({"action": "send", "id": kid.id, "text": "second question"}, [])
+    page_sends(tree, {"action": "send", "id": kid.id, "text": "second question"})
     assert not free.is_set(), "the click waited for the busy portal loop"
     wait_for(lambda: tree.last_message == f"message queued as the next turn for subagent {kid.id}",
              what="send reply")
@@ -312,7 +314,7 @@ def test_kill_ends_the_job_as_killed(tree, hub):
     job = hub.spawn("crawl forever", label="slow crawler", background=True)
     wait_for(lambda: job.id in tree.nodes and tree.nodes[job.id].can_kill, what="job row")
     free = block_portal(hub, 0.5)
-    tree._handle_custom_msg({"action": "kill", "id": job.id}, [])
+    page_sends(tree, {"action": "kill", "id": job.id})
     assert not free.is_set(), "the click waited for the busy portal loop"
     # a killed job's handle says so, as a foreground delegation would, and where its run is (issue 32.3)
     assert job.output(wait=True, timeout=5) == \
@@ -335,7 +337,7 @@ def test_transcript_shows_a_chat_view_that_follows_the_agent(tree, hub):
     kid.send("more")
     kid.wait(timeout=5)
     wait_for(lambda: len(tree.transcript["entries"]) == 6, what="the open chat view follows new turns")
-    tree._handle_custom_msg({"action": "close_transcript"}, [])
+    page_sends(tree, {"action": "close_transcript"})
     assert tree.transcript == {}
 
 
@@ -343,7 +345,7 @@ def test_exports_the_tree_as_json_and_a_transcript_as_markdown(tree, hub):
     kid = hub.start("tell me", label="talker")
     kid.wait(timeout=5)
     tree.refresh()
-    tree._handle_custom_msg({"action": "export"}, [])
+    page_sends(tree, {"action": "export"})
     sent = tree.downloads[-1]
     assert (sent["type"], sent["filename"], sent["mime"]) == ("download", "agent-tree.json", "application/json")
     data = json.loads(sent["text"])
@@ -359,9 +361,9 @@ def test_action_errors_are_shown_not_raised(tree, hub):
     kid = hub.start("first", label="helper")
     kid.wait(timeout=5)
     tree.refresh()
-    tree._handle_custom_msg({"action": "interrupt", "id": "agent-99"}, [])
+    page_sends(tree, {"action": "interrupt", "id": "agent-99"})
     assert tree.last_message == "Error: no row 'agent-99' in this tree" and tree.message_error
-    tree._handle_custom_msg({"action": "explode", "id": kid.id}, [])
+    page_sends(tree, {"action": "explode", "id": kid.id})
     assert tree.last_message.startswith("Error: unknown tree action 'explode'; expected one of interrupt, ")
     with pytest.raises(tn.UsageError, match="is a job; its transcript is its child agent's"):
         job = hub.spawn("x", label="quick", background=True)
@@ -536,7 +538,7 @@ def test_a_click_with_a_request_number_gets_its_outcome(tree, hub, monkeypatch):
     sent = outcomes_of(tree, monkeypatch)
     kid = hub.start("dig", label="slow digger")
     wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].can_interrupt, what="running node")
-    tree._handle_custom_msg({"action": "interrupt", "id": kid.id, "request": 7}, [])
+    page_sends(tree, {"action": "interrupt", "id": kid.id, "request": 7})
     wait_for(lambda: sent, what="the outcome message")
     assert sent == [{"type": "outcome", "request": 7, "action": "interrupt", "id": kid.id,
                      "text": f"interrupt requested for agent {kid.id}", "error": False}]
@@ -547,10 +549,10 @@ def test_a_click_that_cannot_run_says_why_at_once(tree, hub, monkeypatch):
     sent = outcomes_of(tree, monkeypatch)
     res = hub.spawn("once", label="once")
     tree.refresh()
-    tree._handle_custom_msg({"action": "kill", "id": res.agent_id, "request": 1}, [])
-    tree._handle_custom_msg({"action": "interrupt", "id": "agent-99", "request": 2}, [])
-    tree._handle_custom_msg({"action": "allow", "id": "ask-9", "request": 3}, [])
-    tree._handle_custom_msg({"action": "send", "id": res.agent_id, "text": "hi", "request": 4}, [])
+    page_sends(tree, {"action": "kill", "id": res.agent_id, "request": 1})
+    page_sends(tree, {"action": "interrupt", "id": "agent-99", "request": 2})
+    page_sends(tree, {"action": "allow", "id": "ask-9", "request": 3})
+    page_sends(tree, {"action": "send", "id": res.agent_id, "text": "hi", "request": 4})
     assert sent == [
         {"type": "outcome", "request": 1, "action": "kill", "id": res.agent_id,
          "text": f"Error: kill is not available for {res.agent_id} [completed]", "error": True},
@@ -569,15 +571,15 @@ def test_a_click_on_a_closed_hub_is_an_error_outcome(hub, monkeypatch):
     kid = hub.start("dig", label="slow digger")
     wait_for(lambda: kid.id in tree.nodes and tree.nodes[kid.id].can_interrupt, what="running node")
     hub.close()
-    tree._handle_custom_msg({"action": "interrupt", "id": kid.id, "request": 5}, [])
+    page_sends(tree, {"action": "interrupt", "id": kid.id, "request": 5})
     assert sent == [{"type": "outcome", "request": 5, "action": "interrupt", "id": kid.id,
                      "text": f"Error: interrupt {kid.id}: the hub is closed", "error": True}]
 
 
 def test_a_click_without_a_request_number_gets_no_outcome_message(tree, hub, monkeypatch):
     sent = outcomes_of(tree, monkeypatch)
-    tree._handle_custom_msg({"action": "toggle", "id": "root"}, [])
-    tree._handle_custom_msg({"action": "toggle", "id": "root", "request": 2}, [])
+    page_sends(tree, {"action": "toggle", "id": "root"})
+    page_sends(tree, {"action": "toggle", "id": "root", "request": 2})
     assert sent == [{"type": "outcome", "request": 2, "action": "toggle", "id": "root", "text": "",
                      "error": False}]
 
@@ -593,13 +595,11 @@ def test_the_trees_comm_keeps_the_subshell_the_front_end_chose(hub, monkeypatch)
         pytest.skip("this ipykernel does not re-route comm messages (< 7.4)")
     monkeypatch.setattr(comm, "create_comm", lambda **kwargs: ipykernel_comm.BaseComm(**kwargs))
     plain = ipykernel_comm.BaseComm(target_name="jupyter.widget")
-    plain._reply_subshell_id = None  # what publishing from a cell's context records
-    assert plain._reply_subshell_for({"method": "custom"}, "subshell-1") is None  # the kernel's routing
+    assert subshell_for(plain, "custom", "subshell-1") is None  # the kernel's routing
     tree = AgentTree(hub, interval=0.05)
     try:
-        tree.comm._reply_subshell_id = None
-        assert tree.comm._reply_subshell_for({"method": "custom"}, "subshell-1") == "subshell-1"
-        assert tree.comm._reply_subshell_for({"method": "update"}, None) is None  # no subshell: the main shell
+        assert subshell_for(tree.comm, "custom", "subshell-1") == "subshell-1"
+        assert subshell_for(tree.comm, "update", None) is None  # no subshell: the main shell
     finally:
         tree.close()
 

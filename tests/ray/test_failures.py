@@ -24,11 +24,11 @@ WAIT = 60.0
 
 def placed(provider, child_id: str):
     """The host record of a child of the provider's first hub."""
-    return provider._pool.placement[f"{child_id}@1"]
+    return provider.pool.placement[f"{child_id}@1"]
 
 
 def host_actor_names(ray, provider) -> list[str]:
-    prefix = NAME_PREFIX + provider._pool.token
+    prefix = NAME_PREFIX + provider.pool.token
     return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
 
 
@@ -50,7 +50,7 @@ def test_a_host_killed_mid_turn_ends_the_turn_error_naming_the_node_and_loses_no
             lines = render(session)
             await hub.send(kid.id, "again")  # the next turn runs on a fresh host
             closing = await kid.wait(timeout=WAIT)
-            return host, ended, lines, closing, list(provider._pool.hosts)
+            return host, ended, lines, closing, list(provider.pool.hosts)
 
     host, ended, lines, closing, hosts = asyncio.run(main())
     assert ended[0] == {"reason": "completed"}

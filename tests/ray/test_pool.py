@@ -67,11 +67,11 @@ def test_spread_puts_each_new_host_on_the_node_with_the_fewest():
 
     pool = HostPool(size=4, address=None, init_options={}, actor_options={"resources": {"gpu_box": 1}}, spread=True)
     pool.hosts = [HostRecord("h1", None, node_id=a)]
-    nodes = pool._spread_over(Cluster)
+    nodes = pool.spread_over(Cluster)
     assert nodes == {a: 1, b: 0}  # a dead node gets none, nor one without the resources a host reserves
-    chosen = [pool._next_node(Cluster, nodes) for _ in range(3)]
+    chosen = [pool.next_node(Cluster, nodes) for _ in range(3)]
     assert [strategy.node_id for strategy in chosen] == [b, a, b]
     # hard: the node can hold it (with a soft affinity Ray at times put a host beside the previous one)
     assert not any(strategy.soft for strategy in chosen)
     greedy = HostPool(size=4, address=None, init_options={}, actor_options={"num_cpus": 2}, spread=True)
-    assert greedy._spread_over(Cluster) == {b: 0, d: 0}  # 2 CPUs a host: not the 1-CPU node
+    assert greedy.spread_over(Cluster) == {b: 0, d: 0}  # 2 CPUs a host: not the 1-CPU node

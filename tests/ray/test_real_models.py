@@ -69,7 +69,7 @@ def server(monkeypatch):
 
 def host_of(provider, child_id: str):
     """The host record of a child of the provider's first hub."""
-    return provider._pool.placement[f"{child_id}@1"]
+    return provider.pool.placement[f"{child_id}@1"]
 
 
 def turn_ends(hub, agent_id: str) -> list[dict]:
@@ -422,7 +422,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
                    "next_step": [], "steer": False, "max_steps": None, "budgeted": False, "forget": []}
         stream = host.run("agent-1@1", 1, payload)  # a dict in-process: its blobs are futures, not bytes
         first = asyncio.ensure_future(stream.__anext__())
-        await until(lambda: "agent-1@1" in host._preparing, "the run to fetch its setup", WAIT)
+        await until(lambda: "agent-1@1" in host.preparing, "the run to fetch its setup", WAIT)
         host.stop("agent-1@1", 1)
         model_bytes.set_result(cloudpickle.dumps(Unasked()))
         batches = [unpack(await first)]
@@ -430,7 +430,7 @@ def test_a_run_stopped_while_its_setup_is_fetched_ends_its_stream_at_once():
             batches.append(unpack(batch))
         later = host.run("agent-1@1", 2, pack({**payload, "setup": None, "messages": [Message("user", [Text("again")])],
                                                 "turn": 2}))
-        return batches, host._early_stops, unpack([batch async for batch in later][-1])[-1][0]
+        return batches, host.early_stops, unpack([batch async for batch in later][-1])[-1][0]
 
     batches, left, next_run = asyncio.run(main())
     assert batches == [[("stopped",)]]

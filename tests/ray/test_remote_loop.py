@@ -32,7 +32,7 @@ def test_five_tool_calling_steps_cost_one_ray_call_and_run_in_the_host_process(r
             before = provider.round_trips
             result = await hub.spawn("five steps", label="stepper", provider="ray")
             lines = render(engine_of(hub).runtime.store.open(result.agent_id))
-            return result, provider.round_trips - before, {h.pid for h in provider._pool.hosts}, lines
+            return result, provider.round_trips - before, {h.pid for h in provider.pool.hosts}, lines
 
     result, round_trips, host_pids, lines = asyncio.run(main())
     assert round_trips == 1  # one streamed call for the whole turn: not one per model call or tool call
@@ -112,7 +112,7 @@ def test_child_resources_run_a_childs_tool_calls_as_ray_tasks_holding_them(ray_c
             Path(marks + ".release").touch()
             heavy = await job.output(wait=True, timeout=WAIT)
             light = (await hub.spawn("hold", label="light", provider="ray")).text
-            return heavy, light, {h.pid for h in provider._pool.hosts}
+            return heavy, light, {h.pid for h in provider.pool.hosts}
 
     heavy, light, host_pids = asyncio.run(main())
     heavy_pid, light_pid = int(heavy.rsplit(" ", 1)[1]), int(light.rsplit(" ", 1)[1])

@@ -60,7 +60,7 @@ def test_user_tools_run_in_the_host_process_and_control_tools_in_the_driver(ray_
         provider = tn.RayProvider(Script())
         async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}, tools=[where]) as hub:
             result = await hub.spawn("where", label="w", provider="ray")
-            return result.text, {h.pid for h in provider._pool.hosts}
+            return result.text, {h.pid for h in provider.pool.hosts}
 
     text, host_pids = asyncio.run(main())
     pid = int(text.rsplit(" ", 1)[1])

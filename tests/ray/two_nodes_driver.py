@@ -36,7 +36,7 @@ def cluster() -> dict:
 
 
 def node_of(provider, child_id: str) -> str:
-    return provider._pool.placement[f"{child_id}@1"].node_id
+    return provider.pool.placement[f"{child_id}@1"].node_id
 
 
 async def drive(address: str, second_pid: int, store: str, marks: str) -> dict:
@@ -51,7 +51,7 @@ async def drive(address: str, second_pid: int, store: str, marks: str) -> dict:
             kids.append(await hub.start(f"hello {i}", label=f"k{i}", provider="ray"))
             sent[kids[-1].id] = [f"hello {i}"]
         first = [await kid.wait(timeout=WAIT) for kid in kids]
-        hosts = {h.name: h.node_id for h in provider._pool.hosts}
+        hosts = {h.name: h.node_id for h in provider.pool.hosts}
         nodes = cluster()  # when the hosts were placed
         placed = {kid.id: node_of(provider, kid.id) for kid in kids}
         victims = [kid for kid in kids if placed[kid.id] == second]
@@ -65,14 +65,14 @@ async def drive(address: str, second_pid: int, store: str, marks: str) -> dict:
         for kid in victims:  # acknowledged while the turn runs: forwarded to the host, kept by the driver
             await hub.send(kid.id, "after the outage")
             sent[kid.id].append("after the outage")
-        victim_hosts = {h.name: (h.pid, h.node_id) for h in provider._pool.hosts if h.node_id == second}
+        victim_hosts = {h.name: (h.pid, h.node_id) for h in provider.pool.hosts if h.node_id == second}
         os.kill(second_pid, signal.SIGTERM)  # the second node's `ray start --block`: stops that node only
         settled = [await kid.wait(timeout=WAIT) for kid in victims]  # the error turn, then the queued message's
         await hub.send(victims[0].id, "where")  # resumed: runs on a host of the remaining node
         sent[victims[0].id].append("where")
         resumed = await victims[0].wait(timeout=WAIT)
         resumed_node = node_of(provider, victims[0].id)
-        survivors = {h.pid: h.node_id for h in provider._pool.hosts if not h.dead}
+        survivors = {h.pid: h.node_id for h in provider.pool.hosts if not h.dead}
     async with tn.AsyncHub(store=store, ids="sequential") as reopened:  # what the store kept
         logged, ends = {}, {}
         for child_id in sent:

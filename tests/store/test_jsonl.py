@@ -179,14 +179,14 @@ def test_duplicate_ids_and_unknown_ids(store_dir):
     again.close()
 
 
-def test_live_session_is_shared_and_reloaded_after_it_is_dropped(store_dir):
+def test_live_session_is_shared_and_reloaded_after_it_is_dropped(store_dir, monkeypatch):
+    monkeypatch.setattr(jsonl_module, "RECENT_SESSIONS", 0)  # nothing held strongly but by its users
     store = JsonlStore(store_dir)
     session = store.create(header("agent-1"))
     session.append(TURN_START, turn=1)
     assert store.open("agent-1") is session
     expected = as_json(session.events)
     del session
-    store._recent.clear()
     gc.collect()
     reloaded = store.open("agent-1")
     assert as_json(reloaded.events) == expected
@@ -200,8 +200,8 @@ def test_diagnostic_then_open_reads_a_log_once(store_dir, monkeypatch):
     with JsonlStore(store_dir) as store:
         fill(store.create(header("agent-1")))
     reads = []
-    real = jsonl_module._parse_log
-    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: reads.append(sid) or real(data, sid))
+    real = jsonl_module.parse_log
+    monkeypatch.setattr(jsonl_module, "parse_log", lambda data, sid: reads.append(sid) or real(data, sid))
     with JsonlStore(store_dir) as store:
         assert store.diagnostic("agent-1") is None
         assert len(store.open("agent-1").events) == 8
@@ -514,13 +514,13 @@ def test_lock_held_by_another_process_names_its_pid(store_dir):
 @pytest.fixture
 def syncs(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = writer_module._datasync
+    real = writer_module.datasync
 
     def counting(fd: int) -> None:
         calls.append(fd)
         real(fd)
 
-    monkeypatch.setattr(writer_module, "_datasync", counting)
+    monkeypatch.setattr(writer_module, "datasync", counting)
     return calls
 
 
@@ -577,14 +577,14 @@ def test_a_batch_pass_with_many_logs_syncs_their_file_system_once(store_dir, syn
     pass with few logs, or one where ``syncfs`` is missing or fails, syncs each log as before."""
     whole: list[int] = []
     works = [True]
-    monkeypatch.setattr(writer_module, "_syncfs", lambda fd: whole.append(fd) or works[0])
+    monkeypatch.setattr(writer_module, "syncfs", lambda fd: whole.append(fd) or works[0])
     store = JsonlStore(store_dir, fsync="batch", batch_interval=2.0)
     ids = [f"agent-{i}" for i in range(writer_module.SYNCFS_AT)]
     for session_id in ids:  # well inside one interval: the syncer's first pass takes them all
         store.create(header(session_id)).append(TURN_START, turn=1)
     asyncio.run(until(lambda: len(whole) == 1, "the sync thread's pass"))
     assert syncs == []  # no log was synced on its own
-    writer = store._writer
+    writer = store.writer
     writer.sync_files(set(ids[:writer_module.SYNCFS_AT - 1]), True, report=False)  # a small pass: each log
     assert len(whole) == 1 and len(syncs) == writer_module.SYNCFS_AT - 1
     works[0] = False  # syncfs unavailable or failing: the large pass falls back to each log
@@ -597,7 +597,7 @@ def test_a_batch_pass_with_many_logs_syncs_their_file_system_once(store_dir, syn
 def test_a_flush_of_many_logs_syncs_the_file_system_first_and_still_reports_each_log(store_dir, fsync,
                                                                                     syncs, monkeypatch):
     whole: list[int] = []
-    monkeypatch.setattr(writer_module, "_syncfs", lambda fd: whole.append(fd) or True)
+    monkeypatch.setattr(writer_module, "syncfs", lambda fd: whole.append(fd) or True)
     store = JsonlStore(store_dir, fsync=fsync, batch_interval=3600)
     ids = [f"agent-{i}" for i in range(writer_module.SYNCFS_AT)]
     for session_id in ids:
@@ -606,7 +606,7 @@ def test_a_flush_of_many_logs_syncs_the_file_system_first_and_still_reports_each
     assert len(whole) == 1 and len(syncs) == len(ids)  # one syncfs, then each log (for its errors)
     for session_id in ids:
         store.open(session_id).append(TURN_START, turn=2)
-    real = writer_module._datasync
+    real = writer_module.datasync
     broken = os.stat(store_dir / "agent-3.jsonl").st_ino
 
     def failing(fd: int) -> None:
@@ -614,11 +614,11 @@ def test_a_flush_of_many_logs_syncs_the_file_system_first_and_still_reports_each
             raise OSError(5, "Input/output error")
         real(fd)
 
-    monkeypatch.setattr(writer_module, "_datasync", failing)
+    monkeypatch.setattr(writer_module, "datasync", failing)
     with pytest.raises(StoreError, match=r'cannot sync session log "agent-3" .*Input/output error'):
         store.flush()
     assert len(whole) == 2
-    monkeypatch.setattr(writer_module, "_datasync", real)
+    monkeypatch.setattr(writer_module, "datasync", real)
     store.close()
 
 
@@ -626,7 +626,7 @@ def test_a_flush_of_many_logs_syncs_the_file_system_first_and_still_reports_each
 def test_syncfs_is_found_and_syncs_on_linux(tmp_path):
     fd = os.open(tmp_path, os.O_RDONLY)
     try:
-        assert writer_module._SYNCFS is not None and writer_module._syncfs(fd) is True
+        assert writer_module.SYNCFS is not None and writer_module.syncfs(fd) is True
     finally:
         os.close(fd)
 
@@ -736,7 +736,7 @@ def _children_with_descriptors(store_dir: Path, count: int) -> None:
 def test_reopening_lists_headers_and_descriptors_without_reading_the_logs(store_dir, monkeypatch):
     _children_with_descriptors(store_dir, 5)
     reads = []
-    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: reads.append(("parse", sid)))
+    monkeypatch.setattr(jsonl_module, "parse_log", lambda data, sid: reads.append(("parse", sid)))
     monkeypatch.setattr(JsonlStore, "_read_head", lambda self, name, sid: reads.append(("header", sid)))
     with JsonlStore(store_dir) as store:
         assert [h.id for h in store.children_of("root")] == [f"agent-{i}" for i in range(5)]
@@ -777,8 +777,8 @@ def test_without_an_index_a_listing_past_its_budget_reads_only_each_childs_head(
     _corrupt_line(store_dir, "agent-2", 2)  # mid-file: only a full read can tell
     monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
     parsed = []
-    real_parse = jsonl_module._parse_log
-    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+    real_parse = jsonl_module.parse_log
+    monkeypatch.setattr(jsonl_module, "parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
     with JsonlStore(store_dir) as store:
         assert [store.listing_diagnostic(f"agent-{i}") for i in range(4)] == [None] * 4
         assert [store.descriptor(f"agent-{i}")["label"] for i in range(4)] == [f"kid {i}" for i in range(4)]
@@ -816,7 +816,7 @@ def test_the_index_keeps_a_peeked_log_as_peeked_and_a_changed_one_is_read_again(
     assert "root" not in logs  # not a child: its head was not peeked at, and it was never read
     _corrupt_line(store_dir, "agent-1", 2)  # changed behind the index
     heads = []
-    real_head = JsonlStore._read_head
+    real_head = JsonlStore._read_head  # noqa: SLF001 - counts the scan's reads of log heads: no public face tells them from logs the index vouched for
     monkeypatch.setattr(JsonlStore, "_read_head",
                         lambda self, name, sid: heads.append(sid) or real_head(self, name, sid))
     monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 1 << 20)
@@ -838,10 +838,10 @@ def test_a_childs_descriptor_is_found_after_its_seed(store_dir, monkeypatch, see
     _drop_index(store_dir)
     monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
     with JsonlStore(store_dir) as store:
-        peeked = "agent-1" in store._peeked
+        peeked = store.how_read("agent-1") == "head"
         assert store.descriptor("agent-1")["label"] == "forked"
     # within the peek limit from the head; a seed longer than that: read in full as before
-    assert peeked == (seed_bytes < jsonl_module._PEEK_LIMIT)
+    assert peeked == (seed_bytes < jsonl_module.PEEK_LIMIT)
 
 
 # -- summaries: what a table of agents needs of a stored log, read once --------------------------------
@@ -850,9 +850,9 @@ def test_a_childs_descriptor_is_found_after_its_seed(store_dir, monkeypatch, see
 def test_a_stored_logs_summary_is_read_once_and_again_only_when_the_file_changes(store_dir, monkeypatch):
     _children_with_descriptors(store_dir, 2)
     parsed = []
-    real_parse = jsonl_module._parse_log
-    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
-    monkeypatch.setattr(jsonl_module, "_RECENT", 0)  # nothing held: every read would parse again
+    real_parse = jsonl_module.parse_log
+    monkeypatch.setattr(jsonl_module, "parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+    monkeypatch.setattr(jsonl_module, "RECENT_SESSIONS", 0)  # nothing held: every read would parse again
     with JsonlStore(store_dir) as store:
         first = store.summary("agent-0")
         assert (first.turns, first.last_reason, first.descriptor["label"]) == (1, "completed", "kid 0")
@@ -882,8 +882,8 @@ def test_the_index_keeps_the_summaries_the_store_had_and_the_next_store_reads_no
     assert logs["agent-2"][3] is False  # only its head was read: no summary
     assert logs["root"][4] == [0, 0, 0, None, None] and held is not None
     parsed = []
-    real_parse = jsonl_module._parse_log
-    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+    real_parse = jsonl_module.parse_log
+    monkeypatch.setattr(jsonl_module, "parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
     with JsonlStore(store_dir) as store:
         for i in range(2):
             assert store.summary(f"agent-{i}") == expected[i]
@@ -905,7 +905,7 @@ def test_a_damaged_summary_in_the_index_is_ignored(store_dir, summary):
     path.write_text(json.dumps(data))
     with JsonlStore(store_dir) as store:
         assert store.summary("agent-0") == expected
-        assert store.descriptor("agent-0")["label"] == "kid 0" and "agent-0" in store._verified
+        assert store.descriptor("agent-0")["label"] == "kid 0" and store.how_read("agent-0") == "full"
 
 
 def test_a_summary_of_a_session_held_in_memory_follows_its_appends(store_dir):
@@ -930,7 +930,7 @@ def test_a_descriptor_line_longer_than_the_first_read_is_still_found_and_a_log_w
     _drop_index(store_dir)
     monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)
     with JsonlStore(store_dir) as store:
-        assert "agent-1" in store._peeked and "agent-2" not in store._peeked
+        assert store.how_read("agent-1") == "head" and store.how_read("agent-2") != "head"
         assert store.descriptor("agent-1")["label"] == "l" * 6000
         assert store.descriptor("agent-2")["label"] == "old"  # read in full: it is not in the head
         assert store.listing_diagnostic("agent-2") is None
@@ -1175,8 +1175,8 @@ def test_the_last_turns_diagnostic_is_summarised_and_kept_in_the_index(store_dir
     # the seventh element only when there is a diagnostic; the sixth (denied) is then present, perhaps empty
     assert logs["agent-1"][4][5:] == [[], "RuntimeError: no source"] and len(logs["agent-3"][4]) == 5
     parsed = []
-    real_parse = jsonl_module._parse_log
-    monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+    real_parse = jsonl_module.parse_log
+    monkeypatch.setattr(jsonl_module, "parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
     with JsonlStore(store_dir) as store:
         assert {i: store.summary(f"agent-{i}") for i in (1, 2, 3)} == expected and parsed == []
 

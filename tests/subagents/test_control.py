@@ -234,18 +234,20 @@ def test_notice_is_delivered_before_ownership_is_released():
 
         async with tn.AsyncHub(tn.FunctionModel(fn), ids="sequential", delegation_tools=CONTINUABLE) as hub:
             service = engine_of(hub).service
-            original = service.continuable._release  # the continuable part of the composed service
+            # the continuable part of the composed service; the step between its notice and its release
+            # has no public face
+            original = service.continuable._release  # noqa: SLF001 - the moment ownership is released
 
             def release(child_id):
                 owner = service.activations.get("agent-1")
                 if child_id == "agent-2" and owner is not None:
                     seen["owned at release"] = child_id in owner.owned
                     seen["notice queued"] = any(m.source.kind == "subagent-settled"
-                                                for m in list(owner.child._next_turn) + list(owner.child.next_step_inbox))
+                                                for m in list(owner.child.next_turn_inbox) + list(owner.child.next_step_inbox))
                     seen["parent state"] = owner.state
                 original(child_id)
 
-            service.continuable._release = release
+            service.continuable._release = release  # noqa: SLF001 - observed at that moment (above)
             parent = await hub.start("p", label="parent")
             await parent.wait(timeout=5)
             assert seen == {"owned at release": True, "notice queued": True, "parent state": "running"}

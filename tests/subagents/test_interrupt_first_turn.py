@@ -19,7 +19,7 @@ STOPPED = ["Background subagent agent-1 was stopped before it finished.", "It le
 
 
 def _notices(agent):
-    return [[b.text for b in m.content] for m in list(agent.next_step_inbox) + list(agent._next_turn)
+    return [[b.text for b in m.content] for m in list(agent.next_step_inbox) + list(agent.next_turn_inbox)
             if m.source is not None and m.source.kind == "subagent-settled"]
 
 
@@ -72,22 +72,23 @@ def test_model_that_starts_then_interrupts_in_one_message_gets_the_notice():
 
 
 def test_a_later_follow_up_interrupted_before_it_runs_stays_parked():
-    gate = asyncio.Event()
+    gate, started = asyncio.Event(), asyncio.Event()
 
     async def model(req):
         if req.depth > 0 and req.turn == 1:
+            started.set()  # the first turn runs: its model call waits at the gate
             await gate.wait()
         return f"turn {req.turn}"
 
     async def main():
         async with tn.AsyncHub(tn.FunctionModel(model), ids="sequential") as hub:
             kid = await hub.start("first", label="worker")
-            await until(lambda: engine_of(hub).runtime.agents[kid.id]._in_turn, "the first turn to start")
+            await until(started.is_set, "the first turn to start")
             await hub.send(kid.id, "second")  # queued behind the running first turn
             await hub.interrupt(kid.id)  # aborts turn 1; "second" is parked, not run
             agent = engine_of(hub).runtime.agents[kid.id]
             await until(lambda: agent.status == "idle", "the child to stop")
-            assert agent.parked and [m.text for m in agent._next_turn] == ["second"]
+            assert agent.parked and [m.text for m in agent.next_turn_inbox] == ["second"]
             assert kid.status == "idle"
             await hub.send(kid.id, "third")  # the next waking send runs the parked one first
             assert await kid.wait(timeout=2) == "turn 3"

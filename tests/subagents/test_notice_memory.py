@@ -15,7 +15,7 @@ def test_waiting_settlement_notices_share_their_fixed_blocks_and_read_the_same()
             for label in ("a", "b", "c"):
                 child = await hub.start("work", label=label)
                 await child.wait()
-            inbox = list(engine_of(hub).root._next_turn) + list(engine_of(hub).root.next_step_inbox)
+            inbox = list(engine_of(hub).root.next_turn_inbox) + list(engine_of(hub).root.next_step_inbox)
             notices = [m for m in inbox if m.source.kind == "subagent-settled"]
             assert [[b.text for b in m.content] for m in notices] == [
                 ["Background subagent agent-1 finished and will do no further work unless you send it more.",
@@ -41,7 +41,7 @@ def test_a_waiting_notice_is_rendered_only_when_its_content_is_read_and_reads_li
         async with tn.AsyncHub(tn.FunctionModel(lambda req: "line one\nline two"), ids="sequential") as hub:
             child = await hub.start("work", label="a")
             await child.wait()
-            (notice,) = list(engine_of(hub).root._next_turn) + list(engine_of(hub).root.next_step_inbox)
+            (notice,) = list(engine_of(hub).root.next_turn_inbox) + list(engine_of(hub).root.next_step_inbox)
             return notice
 
     notice = asyncio.run(main())
@@ -49,16 +49,17 @@ def test_a_waiting_notice_is_rendered_only_when_its_content_is_read_and_reads_li
     eager = Message("user", [Text(line), Text("Its closing message:"), Text("line one\nline two")], id="msg-2",
                     source=Source("subagent-settled", form="notice", sender="agent-1", summary=line))
     assert isinstance(notice, SettlementNotice)
-    assert notice._content is None  # nothing rendered while it waits
+    assert notice.packed is None  # nothing rendered while it waits
     assert notice.text == eager.text  # the stream's message/queued reads it without rendering it
     assert notice.source == eager.source
-    assert notice._content is None
+    assert notice.packed is None
+    # a second render (a store's writer thread that read the slot just before the first render set it)
+    # gives the same blocks: a copy taken before the first render renders the same data again
+    unrendered = copy.copy(notice)
     assert notice.content == eager.content and notice.content is notice.content  # rendered once, then kept
     assert notice == eager and eager == notice and repr(notice) == repr(eager)
-    # a second render (a store's writer thread that read the slot just before the first render set it)
-    # gives the same blocks
-    notice._content = None
-    assert notice.content == eager.content and notice.text == eager.text
+    assert unrendered.packed is None
+    assert unrendered.content == eager.content and unrendered.text == eager.text
     for twin in (copy.copy(notice), pickle.loads(pickle.dumps(notice))):
         assert twin == eager and twin.text == eager.text
 

@@ -76,7 +76,7 @@ async def scenario(ops):
             starts = [e.run_id for e in history if e.kind == "subagent/start" and e.agent_id == child_id]
             ends = [e.run_id for e in history if e.kind == "subagent/end" and e.agent_id == child_id]
             assert starts == sorted(set(starts), key=starts.index) and sorted(starts) == sorted(ends)
-        notices = [m for m in list(engine_of(hub).root.next_step_inbox) + list(engine_of(hub).root._next_turn)
+        notices = [m for m in list(engine_of(hub).root.next_step_inbox) + list(engine_of(hub).root.next_turn_inbox)
                    if m.source.kind == "subagent-settled" and m.source.sender == kid.id]
         epochs = [e for e in history if e.kind == "subagent/end" and e.agent_id == kid.id]
         assert len(notices) == len(epochs) >= 1

@@ -29,7 +29,7 @@ class Remote:
         self.resumed = []
         self.requests = []
 
-    def _plan(self, child):
+    def plan_for(self, child):
         handle = f"{child.id}#{len(self.opened) + 1}"
         self.opened.append(handle)
         provider = self
@@ -47,12 +47,12 @@ class Remote:
 
     async def plan(self, child):
         await asyncio.sleep(0)  # a real one starts a process here
-        return self._plan(child)
+        return self.plan_for(child)
 
     async def resume(self, child, session):
         self.resumed.append(child.id)
         await asyncio.sleep(0)
-        return self._plan(child)
+        return self.plan_for(child)
 
 
 def test_one_shot_through_a_registered_provider_records_activity_and_releases_it():
@@ -92,7 +92,7 @@ def test_hub_close_releases_a_live_external_child():
     remote = Remote()
 
     async def slow_plan(child):
-        plan = remote._plan(child)
+        plan = remote.plan_for(child)
         inner = plan.model
 
         class Hanging:

@@ -115,8 +115,8 @@ def test_a_large_store_without_an_index_lists_from_log_heads_and_finds_corruptio
         path.write_text("\n".join(lines) + "\n")
         monkeypatch.setattr(jsonl_module, "LISTING_CHECK_BYTES", 0)  # as if the store were large
         parsed = []
-        real_parse = jsonl_module._parse_log
-        monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+        real_parse = jsonl_module.parse_log
+        monkeypatch.setattr(jsonl_module, "parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             parsed.clear()  # the root's own log is loaded when the hub opens
             rows = [f"{k.id} [ready] \u2014 kid{i}" for i, k in enumerate(kids)]
@@ -146,9 +146,9 @@ def test_the_agents_table_of_a_reopened_store_reads_each_stored_log_once(tmp_pat
             await settled(hub)
             before = await hub.agents()
         parsed = []
-        real_parse = jsonl_module._parse_log
-        monkeypatch.setattr(jsonl_module, "_parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
-        monkeypatch.setattr(jsonl_module, "_RECENT", 0)  # nothing held between calls
+        real_parse = jsonl_module.parse_log
+        monkeypatch.setattr(jsonl_module, "parse_log", lambda data, sid: parsed.append(sid) or real_parse(data, sid))
+        monkeypatch.setattr(jsonl_module, "RECENT_SESSIONS", 0)  # nothing held between calls
         async with tn.AsyncHub(tn.FunctionModel(lambda r: "ok"), store=str(tmp_path), ids="sequential") as hub:
             parsed.clear()  # the root's own log is loaded when the hub opens
             assert [{k: r[k] for k in ("id", "turns", "input_tokens")} for r in await hub.agents()] == [

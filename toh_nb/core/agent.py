@@ -72,7 +72,7 @@ class Agent(Records):
     __slots__ = (
         "id", "runtime", "session", "label", "depth", "parent", "model", "max_tokens", "system", "tools",
         "tool_specs", "mode", "path", "status", "usage", "turns", "started", "disposed",
-        "max_parallel_tool_calls", "opening", "_abort_opening", "_next_turn", "next_step_inbox", "steer_pending",
+        "max_parallel_tool_calls", "opening", "_abort_opening", "next_turn_inbox", "next_step_inbox", "steer_pending",
         "_parked", "_driver", "_idle_waiters", "_cancel_cause", "_in_turn", "messages", "_waiters",
         "unyielded", "limits", "subtree_tokens", "reserved_tokens", "budget_waiters",
         "steps", "bus", "tool_filter", "wrap_tool", "__weakref__",
@@ -116,7 +116,7 @@ class Agent(Records):
         #: interrupt before that turn starts ends it ``aborted`` instead of parking it as a queued message
         self.opening: str | None = None
         self._abort_opening: str | None = None
-        self._next_turn: deque[Message] = deque()
+        self.next_turn_inbox: deque[Message] = deque()
         self.next_step_inbox: deque[Message] = deque()
         self.steer_pending = False
         self._parked = False
@@ -140,7 +140,7 @@ class Agent(Records):
     # -- inbox ---------------------------------------------------------------------------------
 
     def followup(self, message: Message) -> None:
-        self._next_turn.append(message)
+        self.next_turn_inbox.append(message)
         self._queued(message)
         self._wake()
 
@@ -182,7 +182,7 @@ class Agent(Records):
         if message.id is None:
             message.id = self.runtime.ids.message()
         self._waiters[message.id] = future
-        self._next_turn.append(message)
+        self.next_turn_inbox.append(message)
         self._queued(message)
         self._wake(first_step_yields)
         return future
@@ -190,11 +190,11 @@ class Agent(Records):
     @property
     def pending(self) -> int:
         """Messages waiting in the inbox (both lists)."""
-        return len(self._next_turn) + len(self.next_step_inbox)
+        return len(self.next_turn_inbox) + len(self.next_step_inbox)
 
     @property
     def parked(self) -> bool:
-        return self._parked and bool(self._next_turn or self.next_step_inbox)
+        return self._parked and bool(self.next_turn_inbox or self.next_step_inbox)
 
     def _wake(self, first_step_yields: bool = True) -> None:
         if self.disposed:
@@ -224,13 +224,13 @@ class Agent(Records):
         return True
 
     def _opening_queued(self) -> bool:
-        return self.opening is not None and bool(self._next_turn) and self._next_turn[0].id == self.opening
+        return self.opening is not None and bool(self.next_turn_inbox) and self.next_turn_inbox[0].id == self.opening
 
     def _discard_inbox(self) -> None:
-        if not self._next_turn and not self.next_step_inbox:
+        if not self.next_turn_inbox and not self.next_step_inbox:
             return
-        dropped = list(self._next_turn) + list(self.next_step_inbox)
-        self._next_turn.clear()
+        dropped = list(self.next_turn_inbox) + list(self.next_step_inbox)
+        self.next_turn_inbox.clear()
         self.next_step_inbox.clear()
         self.steer_pending = False
         for message in dropped:
@@ -281,12 +281,12 @@ class Agent(Records):
         try:
             while not self.disposed:
                 if self._abort_opening is not None and self._opening_queued():
-                    await self._run_turn(self._next_turn.popleft(), aborted_by=self._abort_opening)
+                    await self._run_turn(self.next_turn_inbox.popleft(), aborted_by=self._abort_opening)
                     continue
                 if self._parked:
                     break
-                if self._next_turn:
-                    await self._run_turn(self._next_turn.popleft())
+                if self.next_turn_inbox:
+                    await self._run_turn(self.next_turn_inbox.popleft())
                 elif self.steer_pending and self.next_step_inbox:
                     await self._run_turn(None)
                 else:

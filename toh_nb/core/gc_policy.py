@@ -56,6 +56,7 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+from typing import NamedTuple
 
 _lock = threading.Lock()
 _holders = 0
@@ -164,6 +165,22 @@ def _stop() -> None:
 def active() -> bool:
     """Whether the policy is in force (some open runtime holds it)."""
     return _holders > 0
+
+
+class State(NamedTuple):
+    """What the policy holds between collections (see the module docstring)."""
+
+    #: the heap's allocated blocks after the last full-heap collection (None: not engaged)
+    reset_size: int | None
+    #: the next full collection walks the whole heap (everything was unfrozen)
+    resetting: bool
+    #: the factor the heap may grow by past ``reset_size`` before the next reset
+    growth: int
+
+
+def state() -> State:
+    """The policy's state now: for diagnostics and tests, which check its decisions against the heap."""
+    return State(_reset_size, _resetting, _growth)
 
 
 def enabled() -> bool:

@@ -335,6 +335,10 @@ class OpenAIChatModel:
             self._hold_secrets()
         return client
 
+    def clients(self) -> list:
+        """The open HTTP clients, one per event loop this model has requested on (see :meth:`aclose`)."""
+        return list(self._clients.values())
+
     async def aclose(self) -> None:
         """Close this loop's HTTP client; forget clients whose loop has closed.
 
@@ -462,17 +466,17 @@ class OpenAIChatModel:
                 status = exc.status_code
                 retryable = status == 429 or status >= 500
                 if retryable and attempt < attempts and not shown[0]:
-                    await asyncio.sleep(self._delay(attempt, exc))
+                    await asyncio.sleep(self.retry_delay(attempt, exc))
                     continue
                 raise self._status_error(exc, attempt, retryable) from None
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 if attempt < attempts and not shown[0]:
-                    await asyncio.sleep(self._delay(attempt, None))
+                    await asyncio.sleep(self.retry_delay(attempt, None))
                     continue
                 raise self._connection_error(exc, attempt, shown[0]) from None
             except _StreamCut as exc:
                 if attempt < attempts and not shown[0]:
-                    await asyncio.sleep(self._delay(attempt, None))
+                    await asyncio.sleep(self.retry_delay(attempt, None))
                     continue
                 raise self._cut_error(exc.detail, attempt, shown[0]) from None
             except openai.APIError as exc:  # an error event inside a stream
@@ -482,7 +486,9 @@ class OpenAIChatModel:
                                  f"{self._scrub(str(exc))[:300]}); is base_url an OpenAI-compatible /v1 "
                                  "endpoint?") from None
 
-    def _delay(self, attempt: int, exc: Any) -> float:
+    def retry_delay(self, attempt: int, exc: Any) -> float:
+        """How long the retry loop sleeps after failed attempt ``attempt``: exponential ``backoff`` with
+        jitter, at least the server's ``Retry-After`` (``-ms``), at most ``max_backoff`` seconds."""
         delay = self.backoff * (2 ** (attempt - 1)) * (1 + random.random() * 0.25)
         headers = getattr(getattr(exc, "response", None), "headers", None)
         if headers is not None:

@@ -88,10 +88,11 @@ class Portal:
         self._stopping = False
         self._finished = threading.Event()
         ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, args=(ready,), name=name, daemon=True)
-        self._thread.start()
+        #: the daemon thread that runs the loop
+        self.thread = threading.Thread(target=self._main, args=(ready,), name=name, daemon=True)
+        self.thread.start()
         ready.wait()
-        self.thread_id = self._thread.ident
+        self.thread_id = self.thread.ident
 
     # -- the loop thread -------------------------------------------------------------------------
 
@@ -302,6 +303,16 @@ class Portal:
         if threading.get_ident() != self.thread_id:
             self._finished.wait(timeout)
 
+    @property
+    def users(self) -> int:
+        """How many hubs use this portal (the last to release it stops it)."""
+        return self._users
+
+    def waiting(self) -> list[Callable[..., Any]]:
+        """The functions of the calls in flight (a caller blocked in :meth:`call`, or a :meth:`submit`
+        not finished yet), as submitted: a diagnostic of what the loop is busy with."""
+        return [call.fn for call in list(self._pending)]
+
     def __repr__(self) -> str:
         return f"Portal({self.name}, {'running' if self.running else 'stopped'}, users={self._users})"
 
@@ -316,6 +327,16 @@ def on_wait(hook: Callable[[], Any]) -> None:
     subshells). A hook must be quick and must not raise: an exception is logged and dropped."""
     if hook not in _WAIT_HOOKS:
         _WAIT_HOOKS.append(hook)
+
+
+def wait_hooks() -> list[Callable[[], Any]]:
+    """The hooks :func:`on_wait` registered, in the order they run."""
+    return list(_WAIT_HOOKS)
+
+
+def current_portal() -> "Portal | None":
+    """The process's shared portal if one runs, without starting one (:func:`get_portal` starts it)."""
+    return _CURRENT
 
 
 def _run_wait_hooks() -> None:

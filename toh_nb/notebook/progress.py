@@ -177,6 +177,11 @@ class ProgressLine:
             except Exception:
                 return
 
+    @property
+    def ticking(self) -> bool:
+        """Whether the ticker thread runs (from :meth:`start` until :meth:`close` has stopped it)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def close(self) -> None:
         with self._lock:  # a display under way finishes first; none starts after this
             self._stop.set()

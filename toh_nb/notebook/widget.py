@@ -399,7 +399,7 @@ class AgentTree(anywidget.AnyWidget):
         self._sent_order: list[str] = []
         self._hint: Change | None = None  # what the engine-side update changed (else: diff everything)
         self.busy_seconds = 0.0  # time the tree's refreshes took on the engine's loop thread
-        self._cost = 0.0  # the last refresh's time there: spaces refreshes (LOOP_SHARE)
+        self.last_cost = 0.0  # the last event-driven refresh's time there: spaces refreshes (LOOP_SHARE)
         self.on_msg(self._on_message)
         self._waterfall = Waterfall()
         self._waterfall_due = False  # the Timeline needs its waterfall built though no event came
@@ -557,7 +557,7 @@ class AgentTree(anywidget.AnyWidget):
                 return  # no loop to refresh on: a manual refresh() shows the change
             self._pending = True
         if running is loop:
-            self._pending = loop.call_later(self._delay(), self._scheduled_refresh)
+            self._pending = loop.call_later(self.refresh_delay(), self._scheduled_refresh)
             return
         try:
             loop.call_soon_threadsafe(self._schedule_on_loop)
@@ -567,11 +567,11 @@ class AgentTree(anywidget.AnyWidget):
     def _schedule_on_loop(self) -> None:
         with self._lock:
             if self._pending is True:
-                self._pending = self._loop.call_later(self._delay(), self._scheduled_refresh)
+                self._pending = self._loop.call_later(self.refresh_delay(), self._scheduled_refresh)
 
-    def _delay(self) -> float:
+    def refresh_delay(self) -> float:
         """How long a refresh waits: ``interval``, longer after a costly refresh (:data:`LOOP_SHARE`)."""
-        return max(self.interval, self._cost / LOOP_SHARE)
+        return max(self.interval, self.last_cost / LOOP_SHARE)
 
     def _scheduled_refresh(self) -> None:
         with self._lock:
@@ -781,7 +781,7 @@ class AgentTree(anywidget.AnyWidget):
             took = time.perf_counter() - started
             self.busy_seconds += took
             if not full:  # a full read (construction, refresh()) says nothing of what events cost
-                self._cost = took
+                self.last_cost = took
         self.refresh_count += 1
         if self._live.active():
             self._arm_heartbeat()

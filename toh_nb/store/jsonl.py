@@ -140,11 +140,13 @@ SUFFIX = ".jsonl"
 LOCK_NAME = ".lock"
 _HEADER_LIMIT = 1 << 20  # a header line longer than this is not a header
 #: how far into a child's log the scan looks for its descriptor (after the header and its seed)
-_PEEK_LIMIT = 1 << 16
+PEEK_LIMIT = 1 << 16
 #: bytes of logs the index does not vouch for that listings of one store check in full (see
 #: :meth:`JsonlStore.listing_diagnostic`); beyond it a child is listed from its log's head
 LISTING_CHECK_BYTES = 8 << 20
-_RECENT = 32  # loaded sessions kept strongly (see JsonlStore._recent)
+#: how many sessions loaded from disk a store keeps strongly (see ``JsonlStore._recent``): the usual listing
+#: sequence ``diagnostic(id)`` then ``open(id)`` parses a log once
+RECENT_SESSIONS = 32
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -281,7 +283,10 @@ class _Parsed:
         self.repair: tuple | None = None
 
 
-def _parse_log(data: bytes, session_id: str) -> _Parsed:
+def parse_log(data: bytes, session_id: str) -> _Parsed:
+    """Read one log file's bytes in full: its header, events, diagnostic and the repair its next append
+    needs. Every full read of a log goes through here (the module-level name is the seam tests count
+    reads with)."""
     out = _Parsed()
     # (start, end) of each line without its "\n"; the final entry may be unterminated
     spans: list[tuple[int, int]] = []
@@ -430,7 +435,8 @@ class JsonlStore(StoreBase):
         self._lock_fd: int | None = None
         self._dir_locked = False  # flock held on _dir_fd (see _take_lock)
         self._dir_fd: int | None = None
-        self._writer: LogWriter | None = None
+        #: the thread that writes this directory (``None`` for a read-only store)
+        self.writer: LogWriter | None = None
         #: after close: ids of sessions whose last events could not be written (never acknowledged)
         self.unwritten: list[str] = []
         self._descriptors: dict[str, dict] = {}  # id -> last descriptor (listing reads no transcript)
@@ -479,7 +485,7 @@ class JsonlStore(StoreBase):
                 self._take_lock()
             self._scan()
             if not self.read_only:
-                self._writer = LogWriter(self.directory, self._dir_fd, fsync, self.batch_interval, max_open)
+                self.writer = LogWriter(self.directory, self._dir_fd, fsync, self.batch_interval, max_open)
         except BaseException:
             self._closed = True
             self._release_descriptors()
@@ -594,9 +600,9 @@ class JsonlStore(StoreBase):
                 return
             self._closed = True
         try:
-            if self._writer is not None:
-                self._writer.stop()
-                self.unwritten = list(self._writer.leftover)
+            if self.writer is not None:
+                self.writer.stop()
+                self.unwritten = list(self.writer.leftover)
                 if os.getpid() == self._pid:
                     self._save_index()
         finally:
@@ -737,6 +743,14 @@ class JsonlStore(StoreBase):
             return summarize(live)
         return kept[1] if kept is not None and kept[0] == identity else None
 
+    def how_read(self, session_id: str) -> str | None:
+        """How far this store has checked a log: ``"full"`` (read or written in full by it, or vouched
+        for as such by the index), ``"head"`` (its descriptor came from its first :data:`PEEK_LIMIT`
+        bytes; the rest is unchecked, see :meth:`listing_diagnostic`), else ``None``."""
+        if session_id in self._verified:
+            return "full"
+        return "head" if session_id in self._peeked else None
+
     def descriptor(self, session_id: str) -> dict | None:
         """A child's descriptor without loading its transcript when the store already knows it
         (written by this store, read before, or vouched for by the index); else the log is read."""
@@ -749,7 +763,7 @@ class JsonlStore(StoreBase):
 
     def _read_head(self, name: str, session_id: str) -> tuple[SessionHeader | None, str]:
         """The header of a log the index does not vouch for; for a child, also its descriptor when it
-        lies in the log's first ``_PEEK_LIMIT`` bytes (remembered as *peeked*: the rest of the log is
+        lies in the log's first ``PEEK_LIMIT`` bytes (remembered as *peeked*: the rest of the log is
         not read, see :meth:`listing_diagnostic`)."""
         try:
             fd = _open_regular(name, self._dir_fd)
@@ -779,8 +793,8 @@ class JsonlStore(StoreBase):
                 return header, ""
             rest = data[newline + 1:]
             descriptor = _seed_descriptor(rest, header.seed_length)
-            while descriptor is _INCOMPLETE and len(data) < _PEEK_LIMIT:  # a long seed (or a long line)
-                chunk = os.read(fd, _PEEK_LIMIT - len(data))
+            while descriptor is _INCOMPLETE and len(data) < PEEK_LIMIT:  # a long seed (or a long line)
+                chunk = os.read(fd, PEEK_LIMIT - len(data))
                 if not chunk:
                     break
                 data += chunk
@@ -818,14 +832,14 @@ class JsonlStore(StoreBase):
             parsed = _Parsed()
             parsed.diagnostic, parsed.problem = UNREADABLE, f"{_CANNOT_READ} ({error.strerror})"
         else:
-            parsed = _parse_log(b"".join(chunks), session_id)
+            parsed = parse_log(b"".join(chunks), session_id)
         self._verified.add(session_id)
         if parsed.diagnostic is not None:
             self._diag[session_id] = (parsed.diagnostic, parsed.problem or "")
         elif self._diag.get(session_id, (None,))[0] != TORN_TAIL:  # a repaired tail stays reported
             self._diag.pop(session_id, None)
-        if parsed.repair is not None and self._writer is not None:
-            self._writer.repair(session_id, parsed.repair)
+        if parsed.repair is not None and self.writer is not None:
+            self.writer.repair(session_id, parsed.repair)
         return parsed
 
     def open(self, session_id: str) -> Session:
@@ -858,7 +872,7 @@ class JsonlStore(StoreBase):
         self._live[header.id] = session
         recent = self._recent
         recent[header.id] = session
-        if len(recent) > _RECENT:
+        if len(recent) > RECENT_SESSIONS:
             recent.popitem(last=False)
         return session
 
@@ -1013,12 +1027,12 @@ class JsonlStore(StoreBase):
             self._live[session_id] = session
             if session.descriptor is not None:
                 self._descriptors[session_id] = session.descriptor
-            self._writer.create(session, seed)
+            self.writer.create(session, seed)
         if _no_running_loop():
             try:
-                self._writer.wait(session_id)
+                self.writer.wait(session_id)
             except StoreError:
-                self._writer.forget(session_id)
+                self.writer.forget(session_id)
                 with self._mutex:
                     self._unindex_locked(header)
                 raise
@@ -1051,9 +1065,9 @@ class JsonlStore(StoreBase):
             self._check_writable()
         if event.kind == DESCRIPTOR:
             self._descriptors[session.header.id] = event.data
-        self._writer.append(session, event)
+        self.writer.append(session, event)
         if _no_running_loop():
-            self._writer.wait(session.header.id)
+            self.writer.wait(session.header.id)
 
     def _refuse(self, session: Session, event: Event) -> None:
         raise StoreError(f'store {self.directory} is read-only: cannot append to session "{session.header.id}"')
@@ -1068,7 +1082,7 @@ class JsonlStore(StoreBase):
             return None
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._writer.barrier(session.header.id, LoopAck(loop, future))
+        self.writer.barrier(session.header.id, LoopAck(loop, future))
         return future
 
     def flush(self, session: Session | None = None, wait: bool = True) -> None:
@@ -1081,9 +1095,9 @@ class JsonlStore(StoreBase):
             return
         session_id = session.header.id if session is not None else None
         if wait:
-            self._writer.wait(session_id, sync=True)
+            self.writer.wait(session_id, sync=True)
         else:
-            self._writer.barrier(session_id, _ignore, sync=True)
+            self.writer.barrier(session_id, _ignore, sync=True)
 
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else f"fsync={self.fsync}"

@@ -159,7 +159,7 @@ def resolve_all(resolved: list) -> None:
                 future.set_exception(error)
 
 
-def _datasync(fd: int) -> None:
+def datasync(fd: int) -> None:
     """``fdatasync`` where there is one (a module-level seam so tests can count or fail syncs)."""
     (getattr(os, "fdatasync", None) or os.fsync)(fd)
 
@@ -179,13 +179,13 @@ def _load_syncfs() -> "Callable[[int], int] | None":
     return function
 
 
-_SYNCFS = _load_syncfs()
+SYNCFS = _load_syncfs()
 
 
-def _syncfs(fd: int) -> bool:
+def syncfs(fd: int) -> bool:
     """Sync the whole file system that holds ``fd``; ``False`` where that is not available or failed
     (a module-level seam so tests can count or fail it). ctypes releases the GIL for the call."""
-    return _SYNCFS is not None and _SYNCFS(fd) == 0
+    return SYNCFS is not None and SYNCFS(fd) == 0
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -227,7 +227,9 @@ class LogWriter:
     """The queue and thread that write one store directory (see the module docstring).
 
     Created by :class:`~toh_nb.store.jsonl.JsonlStore`; every method except the ``_``-prefixed ones
-    is called from other threads (the loop's or a synchronous caller's) and only queues work.
+    is called from other threads (the loop's or a synchronous caller's) and only queues work. The
+    public attributes ``spares``, ``open_fds``, ``spares_work`` and ``idle`` are the writer thread's
+    state: other threads only read them (diagnostics, tests), never change them.
     """
 
     def __init__(self, directory: str, dir_fd: int, fsync: str, batch_interval: float, max_open: int) -> None:
@@ -242,10 +244,10 @@ class LogWriter:
         self._wake: SimpleQueue = SimpleQueue()
         #: the thread is asleep without a timeout (nothing was queued for a whole poll): the next
         #: lazily queued item wakes it (see ``_run``)
-        self._idle = False
+        self.idle = False
         self._pid = os.getpid()
         # state below is touched only by the writer thread
-        self._fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
+        self.open_fds: OrderedDict[str, int] = OrderedDict()  # LRU of append descriptors
         self._dirty: set[str] = set()  # written since their last sync
         self._dir_dirty = False  # a log was created since the last directory sync
         self._last_sync = time.monotonic()
@@ -257,8 +259,8 @@ class LogWriter:
         self._refused: dict[str, StoreError] = {}  # logs whose name was taken behind our back
         self.leftover: list[str] = []  # ids whose events were still unwritten when the thread stopped
         self._answers: dict[Any, list] = {}  # event loop -> [(future, error)] answered, not yet delivered
-        self._spares: deque[int] = deque()  # descriptors of anonymous files ready to become logs
-        self._spares_work = bool(SPARE_FLAGS)  # off for good after a spare could not be made or linked
+        self.spares: deque[int] = deque()  # descriptors of anonymous files ready to become logs
+        self.spares_work = bool(SPARE_FLAGS)  # off for good after a spare could not be made or linked
         #: ``batch``: fsyncs run on a second thread, so a slow sync never delays a write or an acknowledgement
         self._syncer = _Syncer(self) if fsync == "batch" else None
         self._thread = threading.Thread(target=self._run, name=f"toh_nb store writer {directory}", daemon=True)
@@ -274,10 +276,10 @@ class LogWriter:
         """Queue without waking a busy thread: the next acknowledgement (every turn ends with one) or
         the thread's next poll (``POLL`` seconds) takes it. One wake-up per turn instead of one per
         event keeps the writer from contending with the loop thread for the GIL mid-turn. A thread
-        asleep for want of work (``_idle``) is woken, so nothing queued waits longer than a poll."""
+        asleep for want of work (``idle``) is woken, so nothing queued waits longer than a poll."""
         queue = self._queue
         queue.append(item)
-        if self._idle or len(queue) == _EAGER_QUEUE:
+        if self.idle or len(queue) == _EAGER_QUEUE:
             self._wake.put(None)
 
     def create(self, session: Any, seed: list) -> None:
@@ -288,7 +290,7 @@ class LogWriter:
     def append(self, session: Any, event: Any) -> None:
         queue = self._queue  # _queue_lazily inlined: this runs for every event on the loop thread
         queue.append((_APPEND, session, event))
-        if self._idle or len(queue) == _EAGER_QUEUE:
+        if self.idle or len(queue) == _EAGER_QUEUE:
             self._wake.put(None)
 
     def repair(self, session_id: str, repair: tuple) -> None:
@@ -360,11 +362,11 @@ class LogWriter:
             del items  # hold no session (and so no store) while idle: an abandoned store is collected
             if stop:
                 return
-            if self._created and self._spares_work:
+            if self._created and self.spares_work:
                 try:
                     self._make_spares()
                 except Exception:  # pragma: no cover - a bug here must not end the writer
-                    self._spares_work = False
+                    self.spares_work = False
 
     def _sleep_until_queued(self) -> None:
         """After a whole poll with nothing queued, wait for a wake-up token without a timeout.
@@ -374,12 +376,12 @@ class LogWriter:
         queuer appends *before* it reads the flag, so an item queued at any moment is either seen
         here or followed by a token (a token left over wakes one spare pass, nothing more).
         """
-        self._idle = True
+        self.idle = True
         try:
             if not self._queue:
                 self._wake.get()
         finally:
-            self._idle = False
+            self.idle = False
 
     def _process(self, items: list) -> bool:
         groups: dict[str, list] = {}
@@ -499,7 +501,7 @@ class LogWriter:
         (1.2-1.7 ms for the same 150), and each log's own sync after it is cheap (7.7-8.1 ms for the
         150). The price: it also writes back whatever else is dirty on that file system, so a few
         logs keep to per-log syncs."""
-        return logs >= SYNCFS_AT and _syncfs(self._dir_fd)
+        return logs >= SYNCFS_AT and syncfs(self._dir_fd)
 
     def sync_files(self, pending: set[str], sync_dir: bool, report: bool) -> None:
         """fdatasync the named logs (and the directory) through descriptors of its own; with ``report`` a
@@ -527,7 +529,7 @@ class LogWriter:
                         f'cannot sync session log "{session_id}" ({self._path(session_id)}): {error}')
                 continue
             try:
-                _datasync(fd)
+                datasync(fd)
             except OSError as error:
                 if report:
                     self._once[session_id] = StoreError(
@@ -606,25 +608,25 @@ class LogWriter:
         a descriptor, counted against ``max_open`` (the LRU keeps the rest). Any failure (a file
         system without ``O_TMPFILE``, no ``/proc``) turns spares off: logs are then created as before.
         """
-        spares = self._spares
+        spares = self.spares
         queue = self._queue
         wanted = min(SPARES, self.max_open // 2)
         while len(spares) < wanted and not queue:
             try:
                 fd = os.open(".", SPARE_FLAGS, 0o644, dir_fd=self._dir_fd)
             except OSError:
-                self._spares_work = False
+                self.spares_work = False
                 return
             spares.append(fd)
             self._evict()
 
     def _create_file(self, session_id: str, data: bytes) -> None:
-        if self._spares:
-            fd = self._spares.popleft()
+        if self.spares:
+            fd = self.spares.popleft()
             try:
                 write_all(fd, data)
                 if self.fsync == "always":
-                    _datasync(fd)
+                    datasync(fd)
             except OSError:  # the anonymous file goes with its descriptor; the create is retried
                 os.close(fd)
                 raise
@@ -635,9 +637,9 @@ class LogWriter:
                 raise
             except OSError:  # e.g. no /proc to link through: create logs the usual way from now on
                 os.close(fd)
-                self._spares_work = False
-                while self._spares:
-                    os.close(self._spares.popleft())
+                self.spares_work = False
+                while self.spares:
+                    os.close(self.spares.popleft())
             else:
                 self._published(session_id, fd)
                 return
@@ -657,7 +659,7 @@ class LogWriter:
                 fd = os.open(tmp, CREATE_FLAGS, 0o644, dir_fd=dir_fd)
             write_all(fd, data)
             if self.fsync == "always":
-                _datasync(fd)
+                datasync(fd)
             publish(tmp, name, dir_fd)
         except OSError:
             if fd is not None:
@@ -698,19 +700,19 @@ class LogWriter:
         self._created.add(session_id)
 
     def _remember_fd(self, session_id: str, fd: int) -> None:
-        self._fds[session_id] = fd
+        self.open_fds[session_id] = fd
         self._evict()
 
     def _evict(self) -> None:
-        fds = self._fds
-        while fds and len(fds) + len(self._spares) > self.max_open:
+        fds = self.open_fds
+        while fds and len(fds) + len(self.spares) > self.max_open:
             _, old = fds.popitem(last=False)
             os.close(old)  # still in _dirty if unsynced: the next sync reopens it
 
     def _fd(self, session_id: str) -> int:
-        fd = self._fds.get(session_id)
+        fd = self.open_fds.get(session_id)
         if fd is not None:
-            self._fds.move_to_end(session_id)
+            self.open_fds.move_to_end(session_id)
             return fd
         fd = os.open(session_id + SUFFIX, WRITE_FLAGS, dir_fd=self._dir_fd)
         self._remember_fd(session_id, fd)
@@ -728,14 +730,14 @@ class LogWriter:
             self._once.setdefault("", StoreError(f"cannot sync store directory {self.directory}: {error}"))
 
     def _sync_quietly(self, session_id: str) -> None:
-        fd = self._fds.get(session_id)
+        fd = self.open_fds.get(session_id)
         try:
             if fd is not None:
-                _datasync(fd)
+                datasync(fd)
             else:  # evicted from the LRU since it was written: fsync through a fresh descriptor
                 fd = os.open(session_id + SUFFIX, WRITE_FLAGS, dir_fd=self._dir_fd)
                 try:
-                    _datasync(fd)
+                    datasync(fd)
                 finally:
                     os.close(fd)
         except FileNotFoundError:
@@ -765,17 +767,17 @@ class LogWriter:
         if self.fsync != "never":
             self._sync_all(None)
         self.leftover = sorted(set(self._backlog) | set(self._refused))
-        while self._spares:  # anonymous: closing is all it takes
+        while self.spares:  # anonymous: closing is all it takes
             try:
-                os.close(self._spares.popleft())
+                os.close(self.spares.popleft())
             except OSError:
                 pass
-        for fd in self._fds.values():
+        for fd in self.open_fds.values():
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self._fds.clear()
+        self.open_fds.clear()
 
 
 class _Syncer:

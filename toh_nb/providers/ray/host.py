@@ -343,8 +343,8 @@ class Host:
         self._task_functions: dict[tuple, Any] = {}
         self.runs = 0
         self.grants = 0
-        self._preparing: dict[str, int] = {}  # child key -> the run whose setup is being fetched
-        self._early_stops: set[tuple] = set()  # (key, run id) stopped before its loop started
+        self.preparing: dict[str, int] = {}  # child key -> the run whose setup is being fetched
+        self.early_stops: set[tuple] = set()  # (key, run id) stopped before its loop started
 
     def where(self) -> dict:
         """Which node and process this host runs on (named in diagnostics if it dies)."""
@@ -361,7 +361,7 @@ class Host:
         this host has no state for the child (the driver sends it again, whole). ``payload`` and each
         batch cross as :func:`pack`'s bytes."""
         self.runs += 1
-        self._preparing[key] = run_id
+        self.preparing[key] = run_id
         try:
             if isinstance(payload, bytes):  # as the driver sends it (a dict: a test driving the class in-process)
                 payload = unpack(payload)
@@ -370,9 +370,9 @@ class Host:
             yield pack([("error", str(error) or type(error).__name__)])
             return
         finally:
-            del self._preparing[key]
-        if (key, run_id) in self._early_stops:  # stopped while its setup was being fetched
-            self._early_stops.discard((key, run_id))
+            del self.preparing[key]
+        if (key, run_id) in self.early_stops:  # stopped while its setup was being fetched
+            self.early_stops.discard((key, run_id))
             if agent is not None:
                 agent.runtime.run_id = None
             yield pack([("stopped",)])
@@ -543,8 +543,8 @@ class Host:
         and end the stream with everything produced before the stop (``run`` yields it, then waits for
         the loop — the model's HTTP request — to unwind). Unlike ``ray.cancel``, which discards what
         is still in flight, this keeps a tool result committed just before the stop."""
-        if self._preparing.get(key) == run_id:
-            self._early_stops.add((key, run_id))
+        if self.preparing.get(key) == run_id:
+            self.early_stops.add((key, run_id))
             return
         agent = self._children.get(key)
         if agent is None or agent.runtime.run_id != run_id or agent.runtime.task is None:

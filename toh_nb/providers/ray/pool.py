@@ -160,12 +160,12 @@ class HostPool:
             if self._remote_class is None:
                 self._remote_class = ray.remote(Host)
             fresh = []
-            nodes = self._spread_over(ray) if self.spread else None
+            nodes = self.spread_over(ray) if self.spread else None
             while len(self.hosts) + len(fresh) < self.size:
                 name = f"{NAME_PREFIX}{self.token}-{next(self._serial)}"
                 options = dict(self.actor_options)
                 if nodes:
-                    options["scheduling_strategy"] = self._next_node(ray, nodes)
+                    options["scheduling_strategy"] = self.next_node(ray, nodes)
                 actor = self._remote_class.options(name=name, namespace=NAMESPACE, max_restarts=0,
                                                    lifetime=None, **options).remote()
                 fresh.append(HostRecord(name, actor))
@@ -174,7 +174,7 @@ class HostPool:
                 host.node_id, host.node_ip, host.pid = info["node_id"], info["node_ip"], info["pid"]
             self.hosts.extend(fresh)
 
-    def _spread_over(self, ray: Any) -> dict[str, int]:
+    def spread_over(self, ray: Any) -> dict[str, int]:
         """``spread``: the cluster's live nodes that can hold a host (their total resources cover what a
         host reserves), each with the number of live hosts it runs."""
         wanted = {"CPU": self.actor_options.get("num_cpus") or 0, **(self.actor_options.get("resources") or {})}
@@ -186,9 +186,9 @@ class HostPool:
         return nodes
 
     @staticmethod
-    def _next_node(ray: Any, nodes: dict[str, int]) -> Any:
+    def next_node(ray: Any, nodes: dict[str, int]) -> Any:
         """The node with the fewest hosts, as a node affinity. A hard one: the node can hold a host
-        (``_spread_over``), and with a soft one Ray at times placed a host beside the previous one on a
+        (``spread_over``), and with a soft one Ray at times placed a host beside the previous one on a
         live, idle node (the two-node test: both hosts on one node in 3 runs of 6). A node that dies before
         the host starts fails its start (``ensure`` raises; the next call places it again)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

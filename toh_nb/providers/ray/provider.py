@@ -190,8 +190,9 @@ class RayProvider:
             actor_options["resources"] = dict(resources)
         self.spread = spread
         self._actor_options = actor_options
-        self._pool = HostPool(size=host_actors, address=address, init_options=dict(init_options or {}),
-                              actor_options=actor_options, spread=spread)
+        #: the host actors and which child runs on which (``placement``); read it, never change it
+        self.pool = HostPool(size=host_actors, address=address, init_options=dict(init_options or {}),
+                             actor_options=actor_options, spread=spread)
 
     def __repr__(self) -> str:  # no runtime_env: it may hold secrets
         spread = ", spread=True" if self.spread else ""
@@ -271,12 +272,12 @@ class RayProvider:
             for tool in child.request.parent.runtime.tools:
                 self._check_tool(tool)
         resources = self._resources_of(child)
-        if not self._pool.ready:
-            if self._pool.actor_options.get("runtime_env") is None:
+        if not self.pool.ready:
+            if self.pool.actor_options.get("runtime_env") is None:
                 runtime_env = self._host_runtime_env()
                 if runtime_env:
-                    self._pool.actor_options["runtime_env"] = runtime_env
-            await run_engine(self._pool.ensure)
+                    self.pool.actor_options["runtime_env"] = runtime_env
+            await run_engine(self.pool.ensure)
         one_shot = child.mode == "one-shot"
         link = RemoteSteps(self, child.id, self.key_of(child), blob, resources, child.mode)
 
@@ -284,10 +285,10 @@ class RayProvider:
             key = link.key
             if one_shot:  # never resumed: its host may drop its copy (told with its next run)
                 self.forget_sync(key)
-                host = self._pool.placement.get(key)
+                host = self.pool.placement.get(key)
                 if host is not None:
                     self._forget.setdefault(host, []).append(key)
-                self._pool.release(key)
+                self.pool.release(key)
 
         return ChildPlan(model=link, close=close, wrap_tool=self._check_tool, steps=link)
 
@@ -306,7 +307,7 @@ class RayProvider:
             self._secrets()
             self._secrets = None
         cancelling, self._cancelling = list(self._cancelling), set()
-        await run_engine(self._pool.close, cancelling)
+        await run_engine(self.pool.close, cancelling)
         self._hosted.clear()
         self._forget.clear()
         for blob in [self._model_blob, *self._blobs.values(), *self._shapes.values()]:
@@ -328,10 +329,10 @@ class RayProvider:
         return f"{child.id}@{hub}"
 
     async def host_for(self, key: str) -> HostRecord:
-        host = self._pool.host_of(key)
+        host = self.pool.host_of(key)
         if host is None:  # every host died (or the pool was closed): refill it
-            await run_engine(self._pool.ensure)
-            host = self._pool.host_of(key)
+            await run_engine(self.pool.ensure)
+            host = self.pool.host_of(key)
         return host
 
     def payload(self, link: RemoteSteps, agent: Any, state: Any, host: HostRecord, whole: bool) -> dict:
@@ -434,7 +435,7 @@ class RayProvider:
         self._cancelling.add(ref)
 
     def host_died(self, host: HostRecord, error: BaseException) -> str:
-        self._pool.mark_dead(host)
+        self.pool.mark_dead(host)
         for key in [k for k, (h, _) in self._hosted.items() if h is host]:
             del self._hosted[key]
         self._forget.pop(host, None)
