@@ -43,6 +43,7 @@ from .jobs import texts as job_texts
 from .jobs.registry import Job
 from .mcp.config import MCPServer
 from .mcp.mounts import MCPMounts, connection_of
+from .models.names import check_model, model_of
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
 from .activations import activation_rows
 from .conversation import CONVERSATION_COLUMNS, conversation_rows
@@ -64,19 +65,20 @@ ROOT_ORIGIN = "root"
 
 
 def check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any, model: Any, max_tokens: Any,
-                        provider: Any) -> None:
+                        provider: Any) -> Model | None:
     """The one check of a ``spawn``/``start`` call's arguments (both hubs use it; nothing is started
-    when it raises a UsageError naming the argument)."""
+    when it raises a UsageError naming the argument). Returns the child's model object: ``model`` as
+    given, or built from a name or a plain function (``toh_nb.models.names``)."""
     check_text(prompt, "prompt")
     if label is not None:
         check_text(label, "label")
     if persona is not None and not isinstance(persona, str):
         raise UsageError(f"persona must be a string or None, got {type(persona).__name__}")
     validate_tool_filter(tool_filter)
-    if model is not None and not hasattr(model, "request"):
-        raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
+    check_model(model)
     check_count(max_tokens, "max_tokens", none="")
     check_text(provider, "provider")
+    return model_of(model)
 
 
 def stored_root_id(store: Any, root_id: str | None) -> str | None:
@@ -787,7 +789,7 @@ class AsyncHub:
 
     def _request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
                  model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
-        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        model = check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         # a provider that manages depth itself (an external harness) gets no cap from this hub
         capped = self._service.registered_provider(provider).capabilities.depth_limit
         options = {}
@@ -873,7 +875,7 @@ class AsyncHub:
         ``reused`` is True) instead of starting a second one and does not send ``prompt``. Pass another
         label (or none) for a second child."""
         self._check_open()
-        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        model = check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         servers = self._child_servers(tools, "tools")
         if label is not None:
             existing = self._child_labelled(label)
