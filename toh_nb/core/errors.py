@@ -58,10 +58,14 @@ class UsageError(TohError, ValueError):
 
 
 class ClosedError(UsageError):
-    """The hub (or runtime) was closed; nothing more can be started on it.
+    """The hub (or runtime, or the portal loop under a sync hub) was closed; it answers nothing more.
 
-    Raised by any call that would start work (``spawn``, ``start``, ``send``, ``run``) on a closed hub,
-    and by waits that a ``hub.close()`` cut short. A ``UsageError``.
+    Raised by every call on a closed ``tn.Hub`` and its handles, reads included (``run``, ``spawn``,
+    ``start``, ``send``, ``interrupt``, ``agents()``, ``jobs()``, ``transcript()``, ``events()``,
+    ``tree()``, ``job.output()``, ``kid.wait()``, …: "this hub is closed"); by the calls of a closed
+    ``tn.AsyncHub`` that would start work (``run``, ``spawn``, ``start``, ``send``; its reads still answer
+    from what it held); and by waits that a ``hub.close()`` cut short. Open a new hub (on the same
+    ``store=`` directory to continue its tree). A ``UsageError``.
     """
 
 
