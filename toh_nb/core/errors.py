@@ -54,6 +54,8 @@ class UsageError(TohError, ValueError):
     Raised at the call, before anything is started or written, with a message naming the parameter or
     the state that is wrong (``max_steps must be a positive integer, got -1``); the hub stays usable.
     Also a ``ValueError``, so code catching that keeps working.
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/
     """
 
 
@@ -66,6 +68,8 @@ class ClosedError(UsageError):
     ``tn.AsyncHub`` that would start work (``run``, ``spawn``, ``start``, ``send``; its reads still answer
     from what it held); and by waits that a ``hub.close()`` cut short. Open a new hub (on the same
     ``store=`` directory to continue its tree). A ``UsageError``.
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#this-hub-is-closed-create-a-new-hub-to-continue
     """
 
 
@@ -80,6 +84,8 @@ class SubagentError(TohError):
         message: the reference's exact text, which is also ``str(error)``.
         code: the reference's code, kept as ``.code`` (``UNAUTHORIZED``, ``NOT_RESUMABLE``,
             ``NO_PROVIDER``, ``DUPLICATE_PROVIDER``, …).
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#delegation
     """
 
     def __init__(self, message: str, code: str) -> None:
@@ -113,6 +119,8 @@ class SubagentDepthError(TohError):
     Args:
         attempted_depth: the depth the child would have had (kept as ``.attempted_depth``).
         max_depth: the limit in force (kept as ``.max_depth``).
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#subagent-depth-4-exceeds-maxdepth-3
     """
 
     def __init__(self, attempted_depth: int, max_depth: int) -> None:
@@ -129,6 +137,8 @@ class JobError(TohError):
 
     Raised when a job call names no job of this hub (``unknown job subagent-9``), or a start would
     exceed ``max_jobs_per_owner`` active jobs of one owner.
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#unknown-job-subagent-9
     """
 
 
@@ -147,6 +157,8 @@ class StoreError(TohError):
     Raised when ``tn.Hub(store=...)`` finds the directory held by another hub (``… is in use by another
     hub (pid N)``), when an id does not match the id grammar, and when a damaged log is read for a
     transcript or a resume (the message names the file, line and field).
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#hubs-and-stores
     """
 
 
@@ -156,6 +168,8 @@ class ModelError(TohError):
     Raised by a model's ``request`` (an HTTP error after its retries, a response of the wrong shape, an
     unknown ``stop_reason``). The engine never lets it escape a turn: the turn ends with stop reason
     ``error`` and the message becomes its diagnostic.
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#models
     """
 
 
