@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from toh_nb.models.markup import result_intro
+
 from .models.chat_server import ChatServer, Reply, text, tool_calls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +100,8 @@ def answer(body: dict) -> Reply:
         content = "".join(part.get("text", "") for part in content)
     if last["role"] == "tool" or content.startswith("Result of the subagent call"):
         return text(f"The subagent says: {content.splitlines()[-1] if content else ''}")
+    if content.startswith(result_intro("subagent")):  # a profile that sends results as text (llama.cpp)
+        return text(f"The subagent says: {content.split(chr(10) * 2)[1]}")
     if CHILD_TASK in content:
         return text("5")
     if any(tool["function"]["name"] == "subagent" for tool in body.get("tools", [])):

@@ -67,3 +67,28 @@ def test_a_hub_is_built_from_a_config_and_shows_it():
     assert config.replace(max_depth=4).max_depth == 4
     with pytest.raises(tn.UsageError):
         config.replace(max_depth=-1)
+
+
+class EmptyPath:
+    def __fspath__(self):
+        return ""
+
+
+@pytest.mark.parametrize("store", ["", b"", EmptyPath()], ids=["str", "bytes", "pathlike"])
+def test_an_empty_store_path_is_refused_and_the_current_directory_stays_untouched(tmp_path, monkeypatch, store):
+    """``store=os.environ.get("RUNS", "")``: an unset variable must not make the current directory a store."""
+    monkeypatch.chdir(tmp_path)
+    message = ('store is an empty path (an unset environment variable?); pass a directory, "." for the current '
+               "one, or None for an in-memory store")
+    for build in (lambda: HubConfig(store=store), lambda: tn.AsyncHub(store=store), lambda: tn.Hub(store=store)):
+        with pytest.raises(tn.UsageError) as caught:
+            build()
+        assert str(caught.value) == message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_current_directory_said_on_purpose_is_a_store(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with tn.Hub(tn.FunctionModel(lambda r: "ok"), store=".", ids="sequential") as hub:
+        assert hub.spawn("x").text == "ok"
+    assert (tmp_path / "root.jsonl").exists()

@@ -109,3 +109,37 @@ def test_acp_without_the_extra_prints_the_install_line_and_exits_2(tmp_path):
     assert done.stderr == ("toh-nb acp: error: ACP needs the optional extra: pip install 'toh-nb[acp]' "
                            "(PyPI agent-client-protocol; not the unrelated PyPI package 'acp')\n")
     assert not (tmp_path / "store").exists()
+
+
+def served(model: str, base_url: str | None = None, store: str | None = None):
+    import argparse
+
+    from toh_nb.serve.command import prepare
+
+    args = argparse.Namespace(model=model, base_url=base_url, latency=0.5, verbose=False, store=store)
+    return prepare("mcp", args, lambda: None)
+
+
+def test_served_hubs_read_model_names_as_the_hub_does_and_a_bare_name_as_before(capsys, tmp_path, monkeypatch):
+    """``--model`` goes through the one parser of model names; a bare name stays an OpenAI-compatible
+    model (``--base-url`` its URL), and a refused name is one line and exit status 2, before ``--store``."""
+    import toh_nb as tn
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    model, store = served("ollama:llama3.1:8b")
+    assert (model.model, model.base_url, model.profile.name, store) == (
+        "llama3.1:8b", "http://localhost:11434/v1", "ollama", None)
+    model, _ = served("ollama:llama3.1", base_url="http://box:11434/v1")
+    assert model.base_url == "http://box:11434/v1"
+    model, _ = served("gpt-4o-mini", base_url="http://h:1/v1")
+    assert (model.model, model.base_url, model.profile.name) == ("gpt-4o-mini", "http://h:1/v1", "openai")
+    demo, _ = served("demo")
+    assert isinstance(demo, tn.DemoModel) and demo.latency == 0.5
+    capsys.readouterr()
+    assert served("vllm:qwen", store=str(tmp_path / "runs")) == 2
+    assert capsys.readouterr().err == ('toh-nb mcp: error: --model "vllm:qwen" needs its server\'s URL: '
+                                       '"vllm:qwen@http://localhost:8000/v1" (the address your server listens on)\n')
+    assert not (tmp_path / "runs").exists()
+    assert served("local", base_url="http://h:1/v1") == 2
+    assert capsys.readouterr().err == ('toh-nb mcp: error: --model "local" runs no server, so a URL does not apply; '
+                                       'for a server\'s model named "local", write "openai:local@URL"\n')

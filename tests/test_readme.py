@@ -19,6 +19,10 @@ import pytest
 from .markdown_code import ROOT, blocks, check_needs_marker, run_as_written
 
 README = ROOT / "README.md"
+#: where the README's links point: the Source URL of pyproject.toml, its default branch, the raw files
+SOURCE = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]["Source"]
+BRANCH = "main"
+RAW = SOURCE.replace("https://github.com/", "https://raw.githubusercontent.com/") + f"/{BRANCH}"
 README_BLOCKS = blocks(README.read_text(encoding="utf-8"))
 PYTHON_BLOCKS = [b for b in README_BLOCKS if b.language == "python"]
 
@@ -27,7 +31,7 @@ def test_the_readme_has_its_example():
     """A landing page: one short example under "What it is", and a picture of the tree."""
     assert [b.section for b in PYTHON_BLOCKS] == ["What it is"]
     text = README.read_text(encoding="utf-8")
-    assert "![The live tree of agents and jobs in JupyterLab](docs/images/tree.png)" in text
+    assert f"![The live tree of agents and jobs in JupyterLab]({RAW}/docs/images/tree.png)" in text
     assert (ROOT / "docs" / "images" / "tree.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -72,6 +76,13 @@ def test_the_supported_pythons_stated_are_the_ones_pyproject_allows():
     assert (sys.version_info.major, sys.version_info.minor) >= (3, 11)
 
 
+def test_the_suites_that_skip_say_why():
+    """The README says suites needing an extra "skip and say why": pytest prints each skip's reason."""
+    assert "skip and say why" in README.read_text(encoding="utf-8")
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    assert "-rs" in options["addopts"].split()
+
+
 def test_what_the_readme_says_ci_installs_is_what_ci_installs():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     installs = set(re.findall(r"pip install --quiet -e '(\.\[[a-z,]+\])'", ci))
@@ -91,9 +102,33 @@ def test_no_file_points_outside_the_repository_for_its_contract():
     assert "docs/contract.md" in README.read_text(encoding="utf-8") and (ROOT / "docs" / "contract.md").is_file()
 
 
-def test_every_link_of_the_readme_names_a_file_of_the_repository():
-    """The landing page's links into the docs work in a clone and on the forge (relative paths)."""
-    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8"))
+def repository_file(link: str) -> str | None:
+    """The repository path an absolute README link names (``SOURCE/blob/main/PATH``, ``SOURCE/tree/main/DIR``,
+    ``RAW/PATH``, an ``#anchor`` dropped), or None for a link that is not into this repository."""
+    link = link.split("#", 1)[0]
+    for prefix in (f"{SOURCE}/blob/{BRANCH}/", f"{SOURCE}/tree/{BRANCH}/", f"{RAW}/"):
+        if link.startswith(prefix):
+            return link[len(prefix):].rstrip("/")
+    return None
+
+
+def test_every_link_of_the_readme_is_absolute_and_names_a_file_of_the_repository():
+    """The README is also the package's long description (PyPI, a wheel's metadata), where a relative
+    link breaks: each link into the repository is absolute under the Source URL of pyproject.toml (the
+    image under its raw URL) and names a file or directory the repository has."""
+    links = re.findall(r"\]\(([^)\s]+)\)", README.read_text(encoding="utf-8"))
     assert len(links) >= 10
-    missing = [link for link in links if not link.startswith("http") and not (ROOT / link).exists()]
+    relative = [link for link in links if not link.startswith(("https://", "http://"))]
+    assert relative == []
+    outside = [link for link in links if repository_file(link) is None]
+    assert outside == []
+    missing = [link for link in links if not (ROOT / repository_file(link)).exists()]
     assert missing == []
+
+
+def test_the_link_mapping_fails_on_what_does_not_exist():
+    assert repository_file(f"{SOURCE}/blob/{BRANCH}/docs/concepts.md#jobs") == "docs/concepts.md"
+    assert repository_file(f"{SOURCE}/tree/{BRANCH}/docs/") == "docs"
+    assert repository_file(f"{RAW}/docs/images/tree.png") == "docs/images/tree.png"
+    assert repository_file("https://example.com/docs/concepts.md") is None
+    assert not (ROOT / repository_file(f"{SOURCE}/blob/{BRANCH}/docs/no-such-page.md")).exists()

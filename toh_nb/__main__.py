@@ -72,8 +72,11 @@ def _served_hub_options(command: argparse.ArgumentParser, store_help: str) -> No
     """The options of a served hub (``acp`` and ``mcp``): its store, model and depth limit."""
     command.add_argument("--store", default=None, help=store_help)
     command.add_argument("--model", default="demo",
-                         help="'demo' (offline DemoModel) or an OpenAI-compatible model name (default: %(default)s)")
-    command.add_argument("--base-url", default=None, help="base URL of the OpenAI-compatible server (or OPENAI_BASE_URL)")
+                         help="'demo' (offline DemoModel), 'local[:PATH.gguf]', 'openai:NAME[@URL]', "
+                              "'llamacpp:NAME@URL', 'vllm:NAME@URL', 'ollama:NAME[@URL]', or a bare name: an "
+                              "OpenAI-compatible model (default: %(default)s)")
+    command.add_argument("--base-url", default=None,
+                         help="base URL of the OpenAI-compatible server when --model names none (or OPENAI_BASE_URL)")
     command.add_argument("--latency", type=float, default=0.02, help="demo model: seconds per call (default: %(default)s)")
     command.add_argument("--max-depth", type=int, default=3, help="delegation depth limit (default: %(default)s)")
     command.add_argument("--verbose", action="store_true", help="log sessions to stderr")

@@ -23,13 +23,15 @@ from .core.checks import check_count, shown
 from .core.errors import UsageError
 from .core.events import DEFAULT_HISTORY
 from .core.ids import invalid_id, is_valid_id
-from .core.model import Model
 from .costs import CostBook
+from .models.names import ModelLike, model_of
 from .store.base import SessionStore
 from .subagents.arguments import validate_max_depth
 from .tracing import check_tracing  # the check only: OpenTelemetry is imported when tracing is on
 
 BACKGROUND_MODES = ("one-shot", "continuable")
+EMPTY_STORE = ('store is an empty path (an unset environment variable?); pass a directory, "." for the '
+               "current one, or None for an in-memory store")
 
 
 def check_root_id(root_id: Any) -> None:
@@ -38,6 +40,19 @@ def check_root_id(root_id: Any) -> None:
     if root_id is not None and not is_valid_id(root_id):
         raise UsageError(invalid_id(root_id, "root_id") if isinstance(root_id, str)
                          else f"root_id must be a string or None, got {type(root_id).__name__}")
+
+
+def check_store(store: Any) -> None:
+    """``store`` is not an empty path: ``""`` (an unset environment variable, typically) would make the
+    current directory a store, its lock and logs landing among the user's files. ``"."`` says so on
+    purpose and stays allowed; the type is checked where the store is opened."""
+    if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"):
+        try:
+            path = os.fspath(store)
+        except TypeError:  # a __fspath__ returning neither str nor bytes: open_store names the type
+            return
+        if isinstance(path, (str, bytes)) and not path:
+            raise UsageError(EMPTY_STORE)
 
 
 def check_tool_lists(tools: Any, delegation_tools: Any) -> None:
@@ -75,8 +90,10 @@ class HubConfig:
     is the hub argument of the same name (described in full under :class:`~toh_nb.AsyncHub`).
 
     Args:
-        model: the root's model, and its children's unless they are given one (``None``: the offline
-            ``tn.DemoModel``).
+        model: the root's model, and its children's unless they are given one: a model object, a name
+            (``"openai:gpt-4o"``, ``"ollama:llama3.1"``, ``"local"``, … see :mod:`toh_nb.models.names`) or a
+            plain function of the request (``None``: the offline ``tn.DemoModel``). A name or a function is
+            built into its model object when the config is built, so ``config.model`` is that object.
         store: ``None`` (in memory), a directory path (one JSONL log per agent, so continuable children
             survive a restart) or a ``SessionStore`` object.
         max_depth: the deepest child a delegation may start (0 forbids delegation; ``"provider-managed"``
@@ -109,12 +126,12 @@ class HubConfig:
             never; ``None``: the process's choice (``toh_nb.core.gc_policy.set_enabled``, off unless set).
 
     Raises:
-        UsageError: a value of the wrong type or range, naming the argument (a model without an async
-            ``request`` method, an unknown ``background_mode`` or ``fsync``, a ``root_id`` outside the id
+        UsageError: a value of the wrong type or range, naming the argument (a model that is neither a
+            model object, a known name nor a function; an empty ``store`` path; an unknown ``background_mode`` or ``fsync``, a ``root_id`` outside the id
             grammar, …); raised before any store is opened.
     """
 
-    model: Model | None = None
+    model: ModelLike = None
     store: str | os.PathLike[str] | SessionStore | None = None
     max_depth: int | str = 3
     max_parallel_tool_calls: int = 10
@@ -137,8 +154,9 @@ class HubConfig:
     gc: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.model is not None and not hasattr(self.model, "request"):
-            raise UsageError(f"model must have an async request(ModelRequest) method, got {type(self.model).__name__}")
+        check_store(self.store)
+        # a name ("openai:gpt-4o") or a plain function becomes its model object here, once, for both twins
+        object.__setattr__(self, "model", model_of(self.model))
         validate_max_depth(self.max_depth)
         Limits.checked(self.max_steps, self.token_budget, self.turn_timeout)
         check_count(self.max_tokens, "max_tokens", none="")

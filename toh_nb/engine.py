@@ -37,6 +37,7 @@ from .jobs import texts as job_texts
 from .jobs.registry import Job
 from .mcp.config import MCPServer
 from .mcp.mounts import MCPMounts, connection_of
+from .models.names import check_model, model_of
 from .providers.base import is_provider_shaped
 from .results import AgentListing, RunResult, run_failed, run_result
 from .snapshots import AGENT_COLUMNS
@@ -59,19 +60,20 @@ CLOSED_MESSAGE = "this hub is closed; create a new Hub to continue (a store= dir
 
 
 def check_start_options(prompt: Any, label: Any, persona: Any, tool_filter: Any, model: Any, max_tokens: Any,
-                        provider: Any) -> None:
+                        provider: Any) -> Any:
     """The one check of a ``spawn``/``start`` call's arguments (both faces use it; nothing is started
-    when it raises a UsageError naming the argument)."""
+    when it raises a UsageError naming the argument). Returns the child's model object: ``model`` as
+    given, or built from a name or a plain function (``toh_nb.models.names``)."""
     check_text(prompt, "prompt")
     if label is not None:
         check_text(label, "label")
     if persona is not None and not isinstance(persona, str):
         raise UsageError(f"persona must be a string or None, got {type(persona).__name__}")
     validate_tool_filter(tool_filter)
-    if model is not None and not hasattr(model, "request"):
-        raise UsageError(f"model must have an async request(ModelRequest) method, got {type(model).__name__}")
+    check_model(model)
     check_count(max_tokens, "max_tokens", none="")
     check_text(provider, "provider")
+    return model_of(model)
 
 
 def stored_root_id(store: Any, root_id: str | None) -> str | None:
@@ -341,7 +343,7 @@ class Engine:
     def request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
                 model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
         """The start request of a person's ``spawn``/``start`` (checked; the root is its parent)."""
-        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        model = check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         # a provider that manages depth itself (an external harness) gets no cap from this hub
         capped = self.service.registered_provider(provider).capabilities.depth_limit
         if model is not None:
@@ -511,7 +513,7 @@ class Engine:
         """A continuable child of the root: ``(id, label, reused)`` (``reused``: the root already had
         one with this explicit label, returned instead, and ``prompt`` was not sent)."""
         self.check_open()
-        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        model = check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         servers = self.child_servers(tools, "tools")
         if label is not None:
             existing = self.child_labelled(label)

@@ -36,6 +36,9 @@ def test_the_pages_hold_the_examples_the_guides_promise():
             "docs/guides/ray.md", "docs/guides/persistence.md", "docs/guides/testing.md"} <= set(by_page)
     models = "".join(b.code for b in by_page["docs/guides/models.md"])
     assert "OpenAIChatModel" in models and "LocalModel" in models and "ReplayModel" in models
+    served = [b.code for b in by_page["docs/guides/models.md"] if b.needs == ["server"]]
+    for prefix in ("openai:", "llamacpp:", "vllm:", "ollama:"):  # a block per backend, run on the stand-in server
+        assert any(re.search(rf'model=f?"{prefix}', code) for code in served), prefix
     assert any(b.needs == ["acp"] for b in by_page["docs/guides/acp.md"])
     assert any(b.needs == ["ray"] for b in by_page["docs/guides/ray.md"])
     assert any("token_budget=" in b.code for b in by_page["docs/concepts.md"])

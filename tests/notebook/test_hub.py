@@ -287,7 +287,8 @@ BAD_CALLS = [
     (lambda h: h.spawn("x", persona=3), UsageError, "persona must be a string"),
     (lambda h: h.spawn("x", tool_filter=["subagent"]), UsageError, "tool_filter must be a dict"),
     (lambda h: h.spawn("x", tool_filter={"allow": ["no_such_tool"]}), UsageError, '"no_such_tool"'),
-    (lambda h: h.spawn("x", model="gpt"), UsageError, "model must have an async request"),
+    (lambda h: h.spawn("x", model="gpt"), UsageError, 'model "gpt" names no backend; did you mean "openai:gpt"?'),
+    (lambda h: h.spawn("x", model=3), UsageError, "model must be a model object"),
     (lambda h: h.spawn("x", max_tokens=0), UsageError, "max_tokens must be an integer >= 1"),
     (lambda h: h.spawn("x", provider="teleport"), SubagentError, 'no subagent provider registered for "teleport"'),
     (lambda h: h.start(""), UsageError, "prompt must not be empty"),
@@ -342,7 +343,7 @@ def test_hub_construction_errors_are_usage_errors():
         tn.Hub(background_mode="sometimes")
     with pytest.raises(UsageError, match="max_depth must be an integer from 0 to 9007199254740991"):
         tn.Hub(max_depth=-1)
-    with pytest.raises(UsageError, match="model must have an async request"):
+    with pytest.raises(UsageError, match='^model "gpt-4o" names no backend; did you mean "openai:gpt-4o"\\?'):
         tn.Hub(model="gpt-4o")
     with pytest.raises(UsageError, match="tools must be a list"):
         tn.Hub(tools="search")

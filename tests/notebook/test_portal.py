@@ -124,8 +124,12 @@ def test_calls_from_several_plain_threads():
         assert len(hub.agents()) == 9  # root + 8 children
 
 
-def test_a_sync_hub_call_works_inside_a_running_event_loop():
-    """The notebook-cell situation: the caller's thread already runs an event loop."""
+def test_a_sync_hub_call_works_inside_a_running_event_loop(monkeypatch):
+    """The notebook-cell situation: the caller's thread already runs an event loop. Outside a kernel that
+    loop stands still meanwhile, which one RuntimeWarning says (``tests/notebook/test_blocking.py``)."""
+    from toh_nb.notebook import blocking
+
+    monkeypatch.setattr(blocking, "_decided", False)
 
     async def cell():
         asyncio.get_running_loop()  # we are inside a running loop
@@ -134,7 +138,8 @@ def test_a_sync_hub_call_works_inside_a_running_event_loop():
             job = hub.spawn("bg", label="bg", background=True)
             return result.text, job.output(wait=True, timeout=5), job.status
 
-    assert asyncio.run(cell()) == ("inside", "inside", "completed")
+    with pytest.warns(RuntimeWarning, match="^tn.Hub blocks this thread's running asyncio event loop"):
+        assert asyncio.run(cell()) == ("inside", "inside", "completed")
 
 
 def test_submit_does_not_block_and_returns_a_future():

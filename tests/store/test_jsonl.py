@@ -1185,3 +1185,12 @@ def test_the_last_turns_diagnostic_is_summarised_and_kept_in_the_index(store_dir
                                      [1, 2, 3, None, 1.0, [], "e", "more"]])
 def test_a_damaged_diagnostic_in_the_index_is_ignored(store_dir, summary):
     test_a_damaged_summary_in_the_index_is_ignored(store_dir, summary)
+
+
+def test_an_empty_directory_path_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for directory in ("", b""):
+        with pytest.raises(UsageError) as caught:
+            JsonlStore(directory)
+        assert str(caught.value) == 'JsonlStore directory is an empty path; pass a directory, or "." for the current one'
+    assert list(tmp_path.iterdir()) == []

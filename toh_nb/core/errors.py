@@ -59,14 +59,22 @@ class UsageError(TohError, ValueError):
     Raised at the call, before anything is started or written, with a message naming the parameter or
     the state that is wrong (``max_steps must be a positive integer, got -1``); the hub stays usable.
     Also a ``ValueError``, so code catching that keeps working.
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/
     """
 
 
 class ClosedError(UsageError):
-    """The hub (or runtime) was closed; nothing more can be started on it.
+    """The hub (or runtime, or the portal loop under a sync hub) was closed; it answers nothing more.
 
-    Raised by any call that would start work (``spawn``, ``start``, ``send``, ``run``) on a closed hub,
-    and by waits that a ``hub.close()`` cut short. A ``UsageError``.
+    Raised by every call on a closed ``tn.Hub`` and its handles, reads included (``run``, ``spawn``,
+    ``start``, ``send``, ``interrupt``, ``agents()``, ``jobs()``, ``transcript()``, ``events()``,
+    ``tree()``, ``job.output()``, ``kid.wait()``, …: "this hub is closed"); by the calls of a closed
+    ``tn.AsyncHub`` that would start work (``run``, ``spawn``, ``start``, ``send``; its reads still answer
+    from what it held); and by waits that a ``hub.close()`` cut short. Open a new hub (on the same
+    ``store=`` directory to continue its tree). A ``UsageError``.
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#this-hub-is-closed-create-a-new-hub-to-continue
     """
 
 
@@ -81,6 +89,8 @@ class SubagentError(TohError):
         message: the reference's exact text, which is also ``str(error)``.
         code: the reference's code, kept as ``.code`` (``UNAUTHORIZED``, ``NOT_RESUMABLE``,
             ``NO_PROVIDER``, ``DUPLICATE_PROVIDER``, …).
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#delegation
     """
 
     def __init__(self, message: str, code: str) -> None:
@@ -114,6 +124,8 @@ class SubagentDepthError(TohError):
     Args:
         attempted_depth: the depth the child would have had (kept as ``.attempted_depth``).
         max_depth: the limit in force (kept as ``.max_depth``).
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#subagent-depth-4-exceeds-maxdepth-3
     """
 
     def __init__(self, attempted_depth: int, max_depth: int) -> None:
@@ -130,6 +142,8 @@ class JobError(TohError):
 
     Raised when a job call names no job of this hub (``unknown job subagent-9``), or a start would
     exceed ``max_jobs_per_owner`` active jobs of one owner.
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#unknown-job-subagent-9
     """
 
 
@@ -148,6 +162,8 @@ class StoreError(TohError):
     Raised when ``tn.Hub(store=...)`` finds the directory held by another hub (``… is in use by another
     hub (pid N)``), when an id does not match the id grammar, and when a damaged log is read for a
     transcript or a resume (the message names the file, line and field).
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#hubs-and-stores
     """
 
     #: what a turn that ended on this error names as its cause (:class:`RunError`)
@@ -160,6 +176,8 @@ class ModelError(TohError):
     Raised by a model's ``request`` (an HTTP error after its retries, a response of the wrong shape, an
     unknown ``stop_reason``). The engine never lets it escape a turn: the turn ends with stop reason
     ``error`` and the message becomes its diagnostic.
+
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#models
 
     Args:
         cause: what failed, in one word, for the :class:`RunError` a person's call then raises: ``model``

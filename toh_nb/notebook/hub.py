@@ -405,7 +405,7 @@ class Hub:
         if not isinstance(background, bool):
             raise UsageError(f"background must be True or False, got {background!r}")
         check_flag(check, "check")
-        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        model = check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         call = functools.partial(self._async.spawn, prompt, label=label, background=background, persona=persona,
                                  tool_filter=tool_filter, model=model, max_tokens=max_tokens, provider=provider,
                                  max_steps=max_steps, token_budget=token_budget, turn_timeout=turn_timeout,
@@ -430,7 +430,7 @@ class Hub:
         second one, does not send ``prompt``, and prints one line saying so. Pass another label (or
         none) for a second child.
         """
-        check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        model = check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         value = self._call(functools.partial(self._async.start, prompt, label=label, persona=persona,
                                              tool_filter=tool_filter, model=model, max_tokens=max_tokens,
                                              provider=provider, max_steps=max_steps, token_budget=token_budget,

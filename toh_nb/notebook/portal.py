@@ -40,6 +40,7 @@ import threading
 from typing import Any, Callable
 
 from ..core.errors import ClosedError, TohError, UsageError
+from .blocking import warn_if_blocking_a_loop
 
 #: seconds a KeyboardInterrupted caller waits for its call's cancellation to land on the loop
 CANCEL_GRACE = 2.0
@@ -185,6 +186,7 @@ class Portal:
             raise UsageError(GUARD_MESSAGE)
         if self._closed:
             raise ClosedError("the toh_nb portal loop is stopped; create a new Hub to continue")
+        warn_if_blocking_a_loop()  # inside a script's async def this call freezes the caller's loop
         call = _Call(fn, args)
         pending = self._pending
         pending.add(call)

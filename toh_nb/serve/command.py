@@ -12,14 +12,14 @@ from ..core.errors import UsageError
 
 
 def model_from(name: str, base_url: str | None, latency: float) -> Any:
-    """``demo`` → the offline DemoModel; anything else → an OpenAI-compatible model of that name."""
-    if name == "demo":
-        from ..models.demo import DemoModel
+    """``--model`` read by the one parser of model names (``toh_nb.models.names``): ``demo`` (with
+    ``--latency``), ``local[:PATH.gguf]``, ``openai:NAME[@URL]``, ``ollama:NAME[@URL]``, ... — and, as
+    before, a bare name is an OpenAI-compatible model of that name. ``--base-url`` is the URL of a
+    server name that has none; a UsageError names what is wrong."""
+    from ..models.names import build_model, parse_model_name
 
-        return DemoModel(latency=latency)
-    from ..models.openai_chat import OpenAIChatModel
-
-    return OpenAIChatModel(name, base_url=base_url) if base_url else OpenAIChatModel(name)
+    spec = parse_model_name(name, argument="--model", bare="openai")
+    return build_model(spec, base_url=base_url, demo_latency=latency, argument="--model", text=name)
 
 
 def prepare(command: str, args: Any, check_sdk: Callable[[], Any]) -> tuple[Any, str | None] | int:
@@ -29,6 +29,7 @@ def prepare(command: str, args: Any, check_sdk: Callable[[], Any]) -> tuple[Any,
                         format=f"toh_nb {command}: %(message)s")
     try:
         check_sdk()
+        model = model_from(args.model, args.base_url, args.latency)
     except UsageError as error:
         print(f"toh-nb {command}: error: {error}", file=sys.stderr)
         return 2
@@ -40,4 +41,4 @@ def prepare(command: str, args: Any, check_sdk: Callable[[], Any]) -> tuple[Any,
             print(f"toh-nb {command}: error: --store {store!r} is not a usable directory: {error.strerror}",
                   file=sys.stderr)
             return 2
-    return model_from(args.model, args.base_url, args.latency), store
+    return model, store

@@ -423,6 +423,8 @@ class JsonlStore(StoreBase):
         check_count(max_open, "max_open")
         if isinstance(directory, bytes):
             directory = os.fsdecode(directory)
+        if os.fspath(directory) in ("", b""):  # an unset variable would make the current directory a store
+            raise UsageError('JsonlStore directory is an empty path; pass a directory, or "." for the current one')
         self.directory = os.path.abspath(os.fspath(directory))
         self.fsync = fsync
         self.batch_interval = float(batch_interval)

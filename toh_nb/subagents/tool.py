@@ -15,6 +15,7 @@ from ..core.content import text_of
 from ..core.errors import UsageError, describe
 from ..core.tools import STRICT, Tool, ToolAborted, ToolContext, ToolResult, error_text
 from ..jobs.registry import JobOutcome, JobRegistry
+from ..models.names import model_of
 from . import texts
 from .arguments import AGENT_OPTIONS_DEPRECATED, ChildOptions, StartRequest, validate_max_depth, validate_tool_filter
 from .one_shot import SubagentResult
@@ -48,7 +49,9 @@ class SubagentTool:
         tool_filter: allow/deny lists of the tools its children are offered (``{"deny": ["subagent"]}``).
         max_depth: the deepest child it may start; ``None``: the hub's; ``"provider-managed"``: no cap, for
             providers whose children own their recursion budget.
-        model: the model its children run (default: their parent's).
+        model: the model its children run (default: their parent's): a model object, a name such as
+            ``"openai:gpt-4o-mini"`` (:mod:`toh_nb.models.names`) or a plain function of the request, built
+            into its model object here.
         max_tokens: the completion limit of its children's model calls.
         max_steps: model calls per turn of each child.
         token_budget: tokens each child's subtree may use.
@@ -56,6 +59,7 @@ class SubagentTool:
         tools: MCP servers (``tn.MCPServer``) whose tools every child it starts sees besides the hub's.
 
     Raises:
+        UsageError: ``model`` is neither a model object, a known name nor a function (here, at once).
         UsageError: (when the hub mounts it) a setting of the wrong type or range, or a name taken twice.
         ProviderError: (when the hub mounts it) ``provider`` names no registered provider.
     """
@@ -73,6 +77,9 @@ class SubagentTool:
     token_budget: int | None = None
     turn_timeout: float | None = None
     tools: tuple = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model", model_of(self.model, "SubagentTool model"))
 
     def build(self, service: SubagentService, jobs: JobRegistry | None, *, background_mode: str,
               max_depth: int | str, child_tools: Callable[[], Awaitable[tuple[tuple, tuple]]] | None = None) -> Tool:
@@ -121,6 +128,8 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         if twice:
             raise UsageError(f"{', '.join(twice)} given both in agent_options and as keywords; give each once")
         given.update({key: value for key, value in agent_options.items() if value is not None})
+    if given["model"] is not None:  # a dict of delegation_tools settings may name one too
+        given["model"] = model_of(given["model"], "model")
     check_count(given["max_tokens"], "max_tokens", none="")
     limits = service.runtime.limits.for_child(**{key: given[key] for key in BUDGET_KEYS})  # UsageError names a bad one
     options = (ChildOptions(given["model"], given["max_tokens"], limits)
