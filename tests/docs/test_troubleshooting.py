@@ -14,7 +14,8 @@ from ..markdown_code import ROOT
 
 PAGE = ROOT / "docs" / "troubleshooting.md"
 SITE = "https://toh-nb.github.io/toh_nb/troubleshooting/"
-LINKED = ["UsageError", "ClosedError", "SubagentError", "SubagentDepthError", "JobError", "StoreError", "ModelError"]
+LINKED = ["UsageError", "ClosedError", "SubagentError", "SubagentDepthError", "JobError", "StoreError", "ModelError",
+          "RunError"]
 
 
 def anchors() -> set[str]:

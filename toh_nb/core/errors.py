@@ -238,6 +238,8 @@ class RunError(TohError):
         except tn.RunError as error:
             print(error.cause, error.result.diagnostic)
 
+    Troubleshooting: https://toh-nb.github.io/toh_nb/troubleshooting/#runerror-the-roots-turn-failed-model
+
     Args:
         message: the headline and diagnostic (``str(error)``).
         result: the run's :class:`~toh_nb.results.RunResult` (kept as ``.result``).
