@@ -180,7 +180,7 @@ def test_stop_reasons_map_to_turn_endings(tmp_path, reason, stop, diagnostic):
     async def main():
         h, _ = hub(tmp_path)
         async with h:
-            return await h.spawn(f"STOP {reason}", provider="coder")
+            return await h.spawn(f"STOP {reason}", provider="coder", check=False)
 
     result = asyncio.run(main())
     assert result.stop_reason == stop
@@ -198,16 +198,17 @@ def test_crash_garbage_missing_and_hang_end_the_turn_with_a_diagnostic_and_spare
                   "missing": tn.AcpAgent(["/nonexistent/agent-bin", "acp"], cwd=str(tmp_path)),
                   "hang": tn.AcpAgent(fake("--hang-init"), cwd=str(tmp_path), timeout=2, eof_grace=0.5)}
         async with tn.AsyncHub(ids="sequential", providers=agents) as h:
-            crash = await h.spawn("CRASH", provider="coder")
-            garbage = await h.spawn("GARBAGE", provider="coder")
-            missing = await h.spawn("x", provider="missing")
-            hang = await h.spawn("x", provider="hang")
+            crash = await h.spawn("CRASH", provider="coder", check=False)
+            garbage = await h.spawn("GARBAGE", provider="coder", check=False)
+            missing = await h.spawn("x", provider="missing", check=False)
+            hang = await h.spawn("x", provider="hang", check=False)
             after = await h.spawn("still fine?", provider="coder")
             pids = [pid for agent in agents.values() for link in agent.links for pid in link.pids]
             return crash, garbage, missing, hang, after, pids
 
     crash, garbage, missing, hang, after, pids = asyncio.run(main())
     assert [r.stop_reason for r in (crash, garbage, missing, hang)] == ["error"] * 4
+    assert [r.cause for r in (crash, garbage, missing)] == ["agent process"] * 3  # what tn.RunError names
     assert crash.diagnostic == (f"ACP agent `{command}` exited during session/prompt; exit code 3\n"
                                 "stderr (last lines):\nfake agent: fatal: out of cheese")
     assert garbage.diagnostic.startswith(f"ACP agent `{command}` wrote non-protocol output to stdout during "
@@ -288,7 +289,7 @@ def test_a_continuable_child_recovers_from_a_crash_by_reloading_its_session(tmp_
         h, agent = hub(tmp_path)
         async with h:
             kid = await h.start("CRASH", label="coder", provider="coder")
-            await kid.wait(timeout=30)
+            await kid.wait(timeout=30, check=False)
             ends = [r["text"] for r in await h.transcript(kid.id, raw=True) if r["kind"] == "turn/end"]
             assert ends[0].startswith("error: ACP agent `") and ends[0].endswith("out of cheese")
             await kid.send("HISTORY")
@@ -336,7 +337,7 @@ def test_a_message_the_agent_never_got_is_sent_with_the_next_one(tmp_path):
             same = [r["text"] for r in await h.transcript(kid.id, raw=True) if r["kind"] in ("turn/end", "assistant/message")]
             agent.command = ["/nonexistent/agent-bin"]
             later = await h.start("third", label="later", provider="coder")
-            await later.wait(timeout=30)
+            await later.wait(timeout=30, check=False)
             agent.command, agent.timeout = fake(), 60  # it never opened a session: the next message starts one
             await h.send(later.id, "fourth")
             assert await later.wait(timeout=30) == "echo: third\n\nfourth"
@@ -387,7 +388,7 @@ def test_a_hostile_stdout_ends_the_turn_with_a_diagnostic_and_spares_the_hub(tmp
     async def main():
         agent = tn.AcpAgent(fake(), cwd=str(tmp_path), eof_grace=0.5, kill_grace=0.5)
         async with tn.AsyncHub(ids="sequential", providers={"coder": agent}) as h:
-            results = [await h.spawn(prompt, provider="coder") for prompt in ("NONOBJECT", "HUGE", "FLOOD")]
+            results = [await h.spawn(prompt, provider="coder", check=False) for prompt in ("NONOBJECT", "HUGE", "FLOOD")]
             return results, agent
 
     (nonobject, huge, flood), agent = asyncio.run(main())

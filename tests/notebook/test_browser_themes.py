@@ -34,7 +34,7 @@ CELLS = [
     'kid.wait(timeout=10)\n'
     'hold = hub.start("wait", label="hold on")\n'
     'import time; time.sleep(0.5); hold.interrupt(); hold.wait(timeout=10)\n'
-    'hub.spawn("check it", label="checker")\n'
+    'hub.spawn("check it", label="checker", check=False)\n'
     'None',
     "tree = hub.tree()\ntree",
 ]

@@ -44,7 +44,9 @@ def test_a_host_killed_mid_turn_ends_the_turn_error_naming_the_node_and_loses_no
             await until(lambda: marks_of(marks) == ["started agent-1"], "the remote turn to start", WAIT)
             host = placed(provider, kid.id)
             os.kill(host.pid, signal.SIGKILL)
-            await kid.wait(timeout=WAIT)
+            with pytest.raises(tn.RunError) as died:  # a person's wait names the part that failed
+                await kid.wait(timeout=WAIT)
+            assert died.value.cause == "placement"
             session = engine_of(hub).runtime.store.open(kid.id)
             ended = [e.data for e in session.events if e.kind == TURN_END]
             lines = render(session)

@@ -142,7 +142,7 @@ def test_without_env_vars_the_host_has_no_key_and_the_server_refuses_it(ray_clus
 
     async def main():
         async with tn.AsyncHub(Script(), ids="sequential", providers={"ray": provider}) as hub:
-            result = await hub.spawn("hello", label="nokey", provider="ray")
+            result = await hub.spawn("hello", label="nokey", provider="ray", check=False)
             return result, turn_ends(hub, "agent-1")
 
     result, ends = asyncio.run(main())
@@ -160,7 +160,7 @@ def test_a_server_message_quoting_the_key_is_redacted_on_the_host_as_in_process(
         server.push(error(400, f"this request used the key {KEY}"))
         provider = tn.RayProvider(model=make, env_vars=["OPENAI_API_KEY"])
         async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
-            await hub.spawn("leak", label="leaky", provider=name)
+            await hub.spawn("leak", label="leaky", provider=name, check=False)
             return turn_ends(hub, "agent-1"), sessions(hub), repr(engine_of(hub).runtime.bus.history)
 
     out = {name: asyncio.run(main(name)) for name in ("spawn", "ray")}
@@ -288,7 +288,7 @@ def test_a_model_error_on_the_host_ends_the_turn_error_with_the_in_process_diagn
         server.push(*failure)
         provider = tn.RayProvider(model=make, env_vars=["OPENAI_API_KEY"])
         async with tn.AsyncHub(make(), ids="sequential", providers={"ray": provider}) as hub:
-            result = await hub.spawn("fail", label="unlucky", provider=name)
+            result = await hub.spawn("fail", label="unlucky", provider=name, check=False)
             events = [(e.reason, e.error) for e in engine_of(hub).runtime.bus.history if e.kind == "turn/end"]
             return result.text, result.stop_reason, turn_ends(hub, "agent-1"), sessions(hub), events
 
