@@ -46,12 +46,12 @@ class Bare(Records):
     def who(self):
         return {"agent_id": self.id, "parent_id": None, "depth": 0}
 
-    def _log_user(self, message, turn):
+    def log_user(self, message, turn):
         self.session.append("user/message", turn=turn, message=message)
         self.messages.append(message)
 
     def claim(self, message, turn):
-        self._log_user(message, turn)
+        self.log_user(message, turn)
 
     def queued(self):
         return list(self.next_step_inbox), self.steer_pending

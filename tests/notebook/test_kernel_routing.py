@@ -21,7 +21,7 @@ import time
 import pytest
 
 import toh_nb as tn
-from toh_nb.notebook import kernel_routing
+from toh_nb.notebook import kernel_adapter, kernel_routing
 from toh_nb.notebook.widget import AgentTree
 
 from .. import real_parts
@@ -85,7 +85,7 @@ def test_the_trees_comm_routes_with_the_rule(routing, monkeypatch):
     ipykernel_comm = pytest.importorskip("ipykernel.comm.comm")
     import comm
 
-    if not hasattr(ipykernel_comm.BaseComm, kernel_routing.KERNEL_ROUTING_HOOK):
+    if not hasattr(ipykernel_comm.BaseComm, kernel_adapter.KERNEL_ROUTING_HOOK):
         pytest.skip("this ipykernel does not ask comms where to route (< 7.4)")
     monkeypatch.setattr(comm, "create_comm", lambda **kwargs: ipykernel_comm.BaseComm(**kwargs))
     with tn.Hub(ids="sequential") as hub:
@@ -118,7 +118,7 @@ def test_the_pump_does_nothing_outside_an_ipykernel_6_kernel(monkeypatch):
 SETUP = """\
 import asyncio, os, time
 import toh_nb as tn
-from toh_nb.notebook import kernel_routing
+from toh_nb.notebook import kernel_adapter, kernel_routing
 
 async def reply(request):
     if request.label == 'slow':
@@ -247,13 +247,21 @@ class Kernel:
         return self.client.get_stdin_msg(timeout=timeout)
 
 
-@pytest.fixture
-def kernel():
-    from jupyter_client.kernelspec import KernelSpecManager
+@pytest.fixture(params=["test venv", "7.x"], ids=["the test venv's ipykernel", "the newest ipykernel 7.x"])
+def kernel(request, tmp_path):
+    """A kernel whose comms have ipykernel's routing hook: the test venv's own (its python3 kernelspec),
+    and the newest ipykernel 7.x (``.ci-agents/ipykernel7``, tests/real_parts.py)."""
+    if request.param == "7.x":
+        python, variable, venv = real_parts.IPYKERNELS["7.x"]
+        if not python:
+            pytest.skip(f"no Python with ipykernel 7.x: .ci/run makes one in .ci-agents/{venv}, or set {variable}")
+        started = Kernel(python=python, specs=tmp_path / "kernels")
+    else:
+        from jupyter_client.kernelspec import KernelSpecManager
 
-    if "python3" not in KernelSpecManager().find_kernel_specs():
-        pytest.skip("no python3 kernelspec (install one with: python -m ipykernel install --sys-prefix)")
-    started = Kernel()
+        if "python3" not in KernelSpecManager().find_kernel_specs():
+            pytest.skip("no python3 kernelspec (install one with: python -m ipykernel install --sys-prefix)")
+        started = Kernel()
     try:
         yield started
     finally:
@@ -267,9 +275,10 @@ def comm_id_of(setup_text: str) -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_main_shell_click_takes_effect_while_the_cell_blocks_and_cells_keep_their_order(kernel):
-    ipykernel_comm = pytest.importorskip("ipykernel.comm.comm")
-    if not hasattr(ipykernel_comm.BaseComm, kernel_routing.KERNEL_ROUTING_HOOK):
-        pytest.skip("this ipykernel does not ask comms where to route (< 7.4)")
+    has_hook = kernel.run("import ipykernel.comm\nfrom toh_nb.notebook import kernel_adapter\n"
+                          "print(hasattr(ipykernel.comm.Comm, kernel_adapter.KERNEL_ROUTING_HOOK))")
+    if has_hook != "True\n":
+        pytest.skip("this kernel's ipykernel does not ask comms where to route (< 7.4)")
     setup = kernel.run(SETUP)
     assert "subshell ready True None" in setup, setup
     comm_id = comm_id_of(setup)
@@ -397,3 +406,103 @@ def test_on_ipykernel_6_a_blocking_hub_call_serves_the_trees_clicks_and_queues_t
     assert kernel.text_of(queued) == "after 5 ready\n"
     status = kernel.run("print(kernel_pump.status())")
     assert status == "{'comms': 1, 'served': 2, 'queued': 2}\n"
+
+
+# -- each kind of kernel: what the adapter turns on there, and the fallback ----------------------------------
+
+
+@pytest.fixture
+def kernel_of(tmp_path):
+    """``kernel_of("6.31" | "7.3" | "7.x")``: a real kernel of that ipykernel (tests/real_parts.py IPYKERNELS;
+    skips, naming how to get one, where it is absent)."""
+    started: list[Kernel] = []
+
+    def start(version: str) -> Kernel:
+        python, variable, venv = real_parts.IPYKERNELS[version]
+        if not python:
+            pytest.skip(f"no Python with ipykernel {version}: .ci/run makes one in .ci-agents/{venv}, or set {variable}")
+        started.append(Kernel(python=python, specs=tmp_path / f"kernels-{len(started)}"))
+        return started[-1]
+
+    yield start
+    for kernel in started:
+        kernel.close()
+
+
+REPORT = """\
+import ipykernel
+from toh_nb.notebook import kernel_pump
+hook = kernel_adapter.KERNEL_ROUTING_HOOK
+print('version', ipykernel.__version__)
+print('toh_nb', tn.__file__)
+print('status', kernel_adapter.status())
+print('hook', callable(getattr(type(tree.comm), hook, None)), getattr(tree.comm, hook, None) is kernel_routing.route)
+print('pumped', kernel_pump.status()['comms'])
+"""
+
+#: what each kernel has: (routing hook on its comms, our route installed, trees pumped)
+HAS = {"6.31": (False, False, 1), "7.3": (False, False, 0), "7.x": (True, True, 0)}
+
+
+def report_of(text: str) -> dict:
+    return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in text.splitlines() if " " in line}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("version", list(HAS))
+def test_each_kernel_turns_on_the_quirks_its_version_has_and_they_match_its_insides(kernel_of, version):
+    from .test_kernel_adapter import OUTSIDE
+
+    kernel = kernel_of(version)
+    report = report_of(kernel.run(SETUP.replace("wait_ready(10)", "wait_ready(0.1)") + REPORT))
+    installed = report["version"]
+    assert installed.startswith({"6.31": "6.31.", "7.3": "7.3.", "7.x": "7."}[version]), report
+    assert report["toh_nb"].startswith(str(SOURCE_ROOT)), report  # the kernel runs this checkout
+    ipykernel = f"ipykernel {installed}"
+    expected = {
+        "6.31": {"routing": OUTSIDE.format(ipykernel, "7.4", "8"), "busy_again": OUTSIDE.format(ipykernel, "7.4", "8"),
+                 "pump": None},
+        "7.3": {"routing": OUTSIDE.format(ipykernel, "7.4", "8"), "busy_again": OUTSIDE.format(ipykernel, "7.4", "8"),
+                "pump": OUTSIDE.format(ipykernel, "6", "7")},
+        "7.x": {"routing": None, "busy_again": None, "pump": OUTSIDE.format(ipykernel, "6", "7")},
+    }[version]
+    assert report["status"] == repr(expected)
+    hook, routed, pumped = HAS[version]
+    assert report["hook"] == f"{hook} {routed}" and report["pumped"] == str(pumped)
+    assert report["subshell"] == ("ready True None" if version == "7.x" else "ready False None")
+
+
+#: before the tree exists, the kernel is made to look like one of a version the adapter does not know
+FAKED = {"7.x": "{'ipykernel': (8, 0, 0), 'pyzmq': (27, 3, 0)}", "6.31": "{'ipykernel': (6, 31, 0), 'pyzmq': (28, 0, 0)}"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("version, faked", [("7.3", None), ("7.x", FAKED["7.x"]), ("6.31", FAKED["6.31"])],
+                         ids=["ipykernel 7.3", "newest 7.x faked as ipykernel 8", "ipykernel 6 faked with pyzmq 28"])
+def test_where_no_quirk_is_known_to_work_a_main_shell_click_waits_for_the_cell(kernel_of, version, faked):
+    """The fallback: no kernel internal is touched, the click sent on the main shell while the cell blocks
+    in ``kid.wait()`` is handled when the cell ends, and the cells keep their order."""
+    kernel = kernel_of(version)
+    if faked:
+        kernel.run(f"from toh_nb.notebook import kernel_adapter\nkernel_adapter.versions = lambda: {faked}")
+    setup = kernel.run(SETUP.replace("wait_ready(10)", "wait_ready(0.1)") + REPORT)
+    assert "subshell ready False None" in setup, setup
+    report = report_of(setup)
+    assert report["hook"].endswith(" False") and report["pumped"] == "0", report
+    comm_id = comm_id_of(setup)
+    kernel.run("time.sleep(0.5)\nprint(slow.status)")
+    blocked = kernel.client.execute(BLOCKED.replace("answer = input('go? ')", "answer = 'fallback'").format(
+        seconds=3, label="waiter"))
+    time.sleep(0.5)
+    kernel.click(comm_id, {"action": "interrupt", "id": "agent-1", "request": 1})
+    queued = kernel.client.execute(AFTER)
+    ended = kernel.idle_at(blocked)
+    at, outcome = kernel.outcome(1)
+    assert at > ended, "the click is handled after the cell"
+    assert kernel.text_of(blocked).startswith("cell done fallback running ")  # the slow turn ran on meanwhile
+    assert outcome == {"type": "outcome", "request": 1, "action": "interrupt", "id": "agent-1",
+                       "text": "interrupt requested for agent agent-1", "error": False}
+    assert kernel.idle_at(queued) > ended
+    assert kernel.run("print(kernel_routing.status()['routed'])") == "0\n"

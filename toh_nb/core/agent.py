@@ -301,7 +301,9 @@ class Agent(Records):
                     waiter.set_result(None)
             self._set_status("idle")
 
-    def _log_user(self, message: Message, turn: int) -> None:
+    def log_user(self, message: Message, turn: int) -> None:
+        """The step loop's hook (:meth:`TurnContext.log_user`): ``message`` read in ``turn`` is logged, joins
+        the conversation, is no longer pending for the runtime, and ``MessageRead`` says so."""
         self.session.append(USER_MESSAGE, turn=turn, message=message)
         self.messages.append(message)
         self.runtime.on_claimed(self, message)
@@ -327,7 +329,7 @@ class Agent(Records):
             if first.id is not None and first.id == self.opening:
                 self.opening = None
             waiter = self._waiters.pop(first.id, None) if first.id else None
-            self._log_user(first, turn)
+            self.log_user(first, turn)
         if aborted_by is not None:
             self._end_turn(turn, "aborted", None, [], Usage(), waiter)
             return
@@ -396,7 +398,7 @@ class Agent(Records):
                     self.steer_pending = False
                 message = queued
                 break
-        self._log_user(message, turn)
+        self.log_user(message, turn)
 
     def queued(self) -> tuple[list[Message], bool]:
         return list(self.next_step_inbox), self.steer_pending

@@ -101,6 +101,12 @@ class TurnContext(Protocol):
     def claim(self, message: Message, turn: int) -> None:
         """Claim one queued message that a loop running elsewhere read (the agent's own copy, if still queued)."""
 
+    def log_user(self, message: Message, turn: int) -> None:
+        """The hook :meth:`next_step` and :meth:`claim` end in: a user message the agent read at a step
+        boundary of ``turn`` is logged (``user/message``) and joins the conversation; the driver's Agent
+        also publishes ``MessageRead`` and tells the runtime it was claimed. A stand-in of a loop running
+        elsewhere logs and appends only (the driver replays the rest)."""
+
     def queued(self) -> tuple[list[Message], bool]:
         """The next-step inbox, and whether one of its messages wakes the agent (a steer)."""
 
@@ -158,8 +164,8 @@ TURNS_PER_YIELD = 32
 
 class Records:
     """The inbox and records half of a :class:`TurnContext`, over ``session``, ``messages``, ``bus``,
-    ``who()``, ``_log_user()`` and the ``next_step_inbox``: shared by the driver's Agent and the
-    stand-in a step loop running elsewhere uses (one copy of each)."""
+    ``who()``, the :meth:`TurnContext.log_user` hook and the ``next_step_inbox``: shared by the driver's
+    Agent and the stand-in a step loop running elsewhere uses (one copy of each)."""
 
     __slots__ = ()
 
@@ -167,7 +173,7 @@ class Records:
         inbox = self.next_step_inbox
         self.steer_pending = False
         while inbox:
-            self._log_user(inbox.popleft(), turn)
+            self.log_user(inbox.popleft(), turn)
 
     def commit(self, turn: int, call: ToolCallBlock, result: ToolResult) -> None:
         message = Message("tool", [ToolResultBlock(call.id, call.name, result.text, result.is_error)])

@@ -22,9 +22,11 @@ so the kernel still accepts it later. ``input()`` uses the stdin socket, which i
 wait on the kernel's main thread pumps, never a nested one; a click that arrived before the cell
 started waiting is already in the kernel's queue and runs after the cell, as before.
 
-Private member, isolated here: the stream's current receive callback (``ZMQStream._recv_callback``,
-:data:`STREAM_CALLBACK`) is read so that exactly it is put back; without it nothing is pumped. Only
-ipykernel 6 is pumped (ipykernel 7 reads the shell socket on its own thread). ``TOH_NB_BUSY_CLICKS=off``
+Every touch of the kernel's and pyzmq's insides (the stream's current receive callback,
+``ZMQStream._recv_callback``, read so that exactly it is put back; the session's envelope reading) is in
+:mod:`toh_nb.notebook.kernel_adapter`, behind its :data:`~toh_nb.notebook.kernel_adapter.PUMP` version
+check: only ipykernel 6 is pumped (ipykernel 7 reads the shell socket on its own thread), with a pyzmq
+the adapter knows; elsewhere nothing is pumped and a click waits for the cell. ``TOH_NB_BUSY_CLICKS=off``
 turns this off too.
 """
 
@@ -36,13 +38,9 @@ import threading
 import weakref
 from typing import Any
 
+from . import kernel_adapter as adapter
 from . import portal as portals
 from .kernel_routing import enabled
-
-#: pyzmq's ZMQStream keeps its receive callback here (no public getter): read to restore it exactly
-STREAM_CALLBACK = "_recv_callback"
-#: the ipykernel major version whose shell socket the main thread reads itself
-PUMPED_MAJOR = 6
 
 log = logging.getLogger("toh_nb")
 
@@ -63,7 +61,7 @@ _PUMP = _Pump()
 def register(comm: Any) -> bool:
     """Serve ``comm``'s (a tree's) messages during blocking hub calls, if this is an ipykernel 6
     kernel; True if so. A no-op elsewhere."""
-    kernel = _pumpable_kernel()
+    kernel = adapter.pumpable_kernel()
     comm_id = getattr(comm, "comm_id", None)
     if kernel is None or not isinstance(comm_id, str):
         return False
@@ -81,22 +79,6 @@ def status() -> dict:
     return {"comms": len(_PUMP.comms), "served": _PUMP.served, "queued": _PUMP.queued}
 
 
-def _pumpable_kernel() -> Any:
-    """The running ipykernel if it is one this module pumps (ipykernel 6, a shell stream), else None."""
-    try:
-        import ipykernel
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    if getattr(ipykernel, "version_info", (0,))[0] != PUMPED_MAJOR:
-        return None
-    kernel = getattr(get_ipython(), "kernel", None)
-    stream = getattr(kernel, "shell_stream", None)
-    if stream is None or not callable(getattr(stream, "flush", None)):
-        return None
-    return kernel
-
-
 def pump() -> None:
     """Handle the trees' waiting comm messages now (see the module docstring). Called by a blocked
     :meth:`Portal.call` on its own thread; does nothing off the main thread or when nothing waits."""
@@ -105,18 +87,13 @@ def pump() -> None:
     if (kernel is None or state.busy or not state.comms or not enabled()
             or threading.current_thread() is not threading.main_thread()):
         return
-    stream = getattr(kernel, "shell_stream", None)
-    original = getattr(stream, STREAM_CALLBACK, None)
-    if stream is None or original is None or stream.closed():
+    original = adapter.shell_callback(kernel)
+    if original is None:
         return
     state.busy = True
     taken: collections.deque = collections.deque()
     try:
-        stream.on_recv(taken.append, copy=False)
-        try:
-            stream.flush(_POLLIN)
-        finally:
-            stream.on_recv(original, copy=False)
+        adapter.drain_shell(kernel, taken.append, original)
     finally:
         try:
             while taken:
@@ -133,29 +110,21 @@ def pump() -> None:
 
 def _serve(kernel: Any, raw: list) -> bool:
     """Handle ``raw`` if it is a ``comm_msg`` of a tree's comm; False (untouched) otherwise."""
-    session = kernel.session
     try:
-        _, frames = session.feed_identities(raw, copy=False)
-        envelope = session.deserialize(frames, content=False, copy=False)  # a peek: the signature stays unused
-        if envelope["header"].get("msg_type") != "comm_msg":
+        peeked = adapter.comm_message_of(kernel, raw)  # a peek: the signature stays unused
+        if peeked is None:
             return False
-        comm_id = session.unpack(envelope["content"]).get("comm_id")
+        frames, comm_id = peeked
         comm = _PUMP.comms.get(comm_id)
         # a closed tree's comm is no longer the kernel's: its message goes the kernel's way
-        if comm is None or getattr(kernel.comm_manager, "comms", {}).get(comm_id) is not comm:
+        if comm is None or adapter.kernels_comm(kernel, comm_id) is not comm:
             return False
     except Exception:  # not ours to judge: the kernel reports what is wrong with it
         return False
     try:
-        msg = session.deserialize(frames, content=True, copy=False)
+        msg = adapter.decode(kernel, frames)
         comm.handle_msg(msg)
         _PUMP.served += 1
     except Exception:  # a bad message from the page is the tree's to report, never the cell's
         log.exception("toh_nb: a tree message could not be handled during a blocking call")
     return True
-
-
-try:
-    from zmq import POLLIN as _POLLIN
-except ImportError:  # no pyzmq: no kernel to pump either
-    _POLLIN = 1

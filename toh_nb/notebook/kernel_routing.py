@@ -17,8 +17,8 @@ kernel's own lock bypassed.
 
 What this module does instead: ipykernel >= 7.4 asks each comm, on its shell-channel thread, which
 subshell handles an incoming ``comm_msg``/``comm_close`` of that comm (the per-comm hook
-``_reply_subshell_for``; the only seam there is, and private: see :data:`KERNEL_ROUTING_HOOK`). The
-tree's comm answers (:func:`route`):
+``_reply_subshell_for``; the only seam there is, and private: every touch of the kernel's insides is in
+:mod:`toh_nb.notebook.kernel_adapter`, behind its version checks). The tree's comm answers (:func:`route`):
 
 - the subshell the front-end named, when it named one (JupyterLab's own; this also undoes ipykernel
   7.4's re-routing of replies to the subshell of the comm's last outgoing message, which sent every
@@ -43,7 +43,8 @@ hub's loop and sets traits: the same handler JupyterLab's subshell runs). A clic
 
 No effect outside an ipykernel (plain scripts, tests), on a kernel without subshells (ipykernel 6:
 there the hub's blocking calls serve the tree's clicks, :mod:`toh_nb.notebook.kernel_pump`) or without
-the hook (ipykernel 7.0–7.3: clicks sent on the main shell wait for the cell, as before). Opt-out: the
+the hook (ipykernel 7.0–7.3: clicks sent on the main shell wait for the cell, as before), nor on a version
+the adapter does not know (its :func:`~toh_nb.notebook.kernel_adapter.status` says why). Opt-out: the
 environment variable ``TOH_NB_BUSY_CLICKS=off`` (read at each click) leaves the tree's messages where
 the front-end sent them and publishes no status.
 """
@@ -54,17 +55,13 @@ import asyncio
 import logging
 import os
 import threading
-import time
 from typing import Any
 
-#: the per-comm hook ipykernel >= 7.4 asks which subshell handles a front-end message of a comm (private:
-#: no public seam exists; a comm without it is left alone, see :func:`keep_routing`)
-KERNEL_ROUTING_HOOK = "_reply_subshell_for"
+from . import kernel_adapter as adapter
+
 #: the environment variable that turns the busy-cell routing off (``off``, ``0``, ``false``, ``no``)
 SWITCH = "TOH_NB_BUSY_CLICKS"
 OFF = ("0", "off", "false", "no")
-#: the ``kernel_info`` feature of a kernel that has subshells (JEP 91)
-SUBSHELL_FEATURE = "kernel subshells"
 #: seconds the kernel's control channel gets to create the subshell
 CREATE_TIMEOUT = 10.0
 
@@ -106,19 +103,9 @@ def route(data: Any, default: Any) -> Any:
 
 def keep_routing(comm: Any) -> None:
     """Route the messages of ``comm`` (the tree's) with :func:`route`. A comm without the kernel's hook
-    (ipykernel < 7.4, the ``comm`` package's own) is left alone."""
-    if comm is not None and callable(getattr(comm, KERNEL_ROUTING_HOOK, None)):
-        setattr(comm, KERNEL_ROUTING_HOOK, route)  # on this comm only: ipykernel looks it up per comm
-        handle = comm.handle_msg
-        if not getattr(handle, "toh_nb_routed", False):
-            def handle_msg(msg: Any) -> Any:
-                try:
-                    return handle(msg)
-                finally:
-                    _after_message(msg)
-
-            handle_msg.toh_nb_routed = True  # type: ignore[attr-defined]
-            comm.handle_msg = handle_msg  # this comm's public handler, wrapped (what the kernel calls)
+    (ipykernel < 7.4, the ``comm`` package's own), or on a kernel version the adapter does not know, is
+    left alone."""
+    if adapter.route_comm(comm, route, _after_message):
         prepare()
 
 
@@ -144,7 +131,7 @@ def prepare() -> None:
     with state.lock:
         if state.started:
             return
-        kernel, shell = _kernel()
+        kernel, shell = adapter.kernel_and_shell()
         if kernel is None:
             return  # not in a kernel (yet): a later tree tries again
         state.started = True
@@ -153,33 +140,19 @@ def prepare() -> None:
         shell.events.register("post_run_cell", _cell_ended)
         if threading.current_thread() is threading.main_thread():
             state.cell_running = True  # a tree is made by a cell: this one runs already (its end says so)
-            state.cell_parent = kernel.get_parent()
-    features = kernel.kernel_info.get("supported_features", ())
-    if SUBSHELL_FEATURE not in features:
+            state.cell_parent = adapter.current_request(kernel)
+    if not adapter.has_subshells(kernel):
         _give_up("the kernel has no subshells (ipykernel >= 7 has)")
         return
     threading.Thread(target=_create_subshell, name="toh_nb-subshell", daemon=True).start()
 
 
-def _kernel() -> tuple[Any, Any]:
-    """(the running ipykernel, its IPython shell), or (None, None)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None, None
-    shell = get_ipython()
-    kernel = getattr(shell, "kernel", None)
-    if kernel is None or not hasattr(kernel, "kernel_info"):
-        return None, None
-    return kernel, shell
-
-
 def _cell_started(*_: Any) -> None:
     if threading.current_thread() is threading.main_thread():  # a subshell's cell leaves the main shell free
-        kernel, _ = _kernel()
+        kernel, _ = adapter.kernel_and_shell()
         with _STATE.lock:
             _STATE.cell_running = True
-            _STATE.cell_parent = kernel.get_parent() if kernel is not None else None
+            _STATE.cell_parent = adapter.current_request(kernel) if kernel is not None else None
 
 
 def _cell_ended(*_: Any) -> None:
@@ -204,7 +177,7 @@ def _after_message(msg: Any) -> None:
 
 
 def _busy_again() -> None:
-    kernel, _ = _kernel()
+    kernel, _ = adapter.kernel_and_shell()
     if kernel is None:
         return
     with _STATE.lock:
@@ -212,8 +185,7 @@ def _busy_again() -> None:
         if not _STATE.cell_running or not parent or not parent.get("header"):
             return
         try:
-            kernel.session.send(kernel.iopub_socket, "status", {"execution_state": "busy"}, parent=parent,
-                                ident=f"kernel.{kernel.ident}.status".encode())
+            adapter.publish_busy(kernel, parent)
         except Exception as error:  # a status is advice to the front-end: never worth an error
             log.debug("toh_nb: could not publish the running cell's busy status: %s", error)
 
@@ -226,34 +198,10 @@ def _give_up(why: str) -> None:
 
 def _create_subshell() -> None:
     """Ask the kernel, on its own control channel, for a subshell (``create_subshell_request``)."""
-    client = None
     try:
-        from ipykernel.connect import get_connection_file
-        from jupyter_client import BlockingKernelClient
-
-        client = BlockingKernelClient(connection_file=get_connection_file())
-        client.load_connection_file()
-        client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
-        request = client.session.msg("create_subshell_request", {})
-        client.control_channel.send(request)
-        deadline = time.monotonic() + CREATE_TIMEOUT
-        while True:  # the reply to our request (the control channel answers each of its requests)
-            reply = client.control_channel.get_msg(timeout=max(0.01, deadline - time.monotonic()))
-            if reply.get("parent_header", {}).get("msg_id") == request["header"]["msg_id"]:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no create_subshell_reply within {CREATE_TIMEOUT} s")
-        content = reply.get("content", {})
-        if content.get("status") != "ok" or not isinstance(content.get("subshell_id"), str):
-            _give_up(f"the kernel refused a subshell: {content.get('evalue') or content}")
-            return
-        _STATE.subshell_id = content["subshell_id"]
+        _STATE.subshell_id = adapter.create_subshell(CREATE_TIMEOUT)
         _STATE.ready.set()
+    except adapter.SubshellRefused as refused:
+        _give_up(str(refused))
     except Exception as error:  # no connection file, no answer in time …: clicks wait for the cell
         _give_up(f"no subshell could be created ({type(error).__name__}: {error})")
-    finally:
-        if client is not None:
-            try:
-                client.stop_channels()
-            except Exception:
-                pass

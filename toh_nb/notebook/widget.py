@@ -43,7 +43,9 @@ thread-safe (it only hands work to the portal and sets traits). On ipykernel 6 (
 sync facade's blocking calls serve the tree's waiting messages themselves
 (:mod:`toh_nb.notebook.kernel_pump`; a cell in ``time.sleep`` or ``input()`` does not). ipykernel
 7.0–7.3 (subshells, no routing hook) still delivers main-shell clicks only between cells; the button
-then stays pending until the kernel reads the click.
+then stays pending until the kernel reads the click. What those two modules touch of the kernel's
+insides is in :mod:`toh_nb.notebook.kernel_adapter`, each behind a version check (on a version it does
+not know: as on ipykernel 7.0–7.3).
 
 Every click of an action button carries a ``request`` number; the page marks the button pending at
 once and the kernel answers ``{"type": "outcome", "request": n, "id", "action", "text", "error"}``

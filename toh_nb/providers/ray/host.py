@@ -271,12 +271,14 @@ class HostTurn(Records):
     def who(self) -> dict:
         return {"agent_id": self.id, "parent_id": self.parent_id, "depth": self.depth}
 
-    def _log_user(self, message: Message, turn: int) -> None:
+    def log_user(self, message: Message, turn: int) -> None:
+        """The step loop's hook (:meth:`TurnContext.log_user`): logged and into the conversation here; the
+        driver replays the record (its ``MessageRead``, the runtime's claim)."""
         self.session.append(USER_MESSAGE, turn=turn, message=message)
         self.messages.append(message)
 
     def claim(self, message: Message, turn: int) -> None:
-        self._log_user(message, turn)
+        self.log_user(message, turn)
 
     def queued(self) -> tuple[list[Message], bool]:
         return list(self.next_step_inbox), self.steer_pending

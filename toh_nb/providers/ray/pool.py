@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from ...core.errors import UsageError
 from .host import Host
+from .ray_adapter import keep_on_loopback
 
 NAMESPACE = "toh_nb"
 NAME_PREFIX = "toh_nb-host-"
@@ -30,7 +31,6 @@ NAME_PREFIX = "toh_nb-host-"
 START_TIMEOUT = 120.0
 #: seconds ``close`` lets cancelled calls unwind on their hosts before the hosts are killed
 CANCEL_GRACE = 10.0
-SINGLE_NODE_VARIABLE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def import_ray() -> Any:
@@ -79,16 +79,11 @@ def loopback_only() -> None:
     Ray resolves "localhost" to the machine's network address and its servers listen on every
     interface, so that other nodes can join; a cluster started for one notebook needs neither. Ray's
     single-node mode (the one it uses on macOS and Windows) keeps every server on loopback. Set
-    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` before starting to opt out.
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` before starting to opt out. On a Ray version
+    :mod:`~toh_nb.providers.ray.ray_adapter` does not know, only that variable is set (an imported Ray
+    does not read it again) and the ``toh_nb`` log says so once.
     """
-    os.environ.setdefault(SINGLE_NODE_VARIABLE, "0")
-    if os.environ[SINGLE_NODE_VARIABLE] == "0":
-        try:
-            from ray._private import ray_constants
-
-            ray_constants.ENABLE_RAY_CLUSTER = False  # read when Ray was imported; read again at start
-        except (ImportError, AttributeError):
-            pass
+    keep_on_loopback()  # Ray's read switch set again (its adapter: a version check and a fallback)
 
 
 @dataclass(slots=True, eq=False)
