@@ -113,6 +113,7 @@ from typing import Any, Iterable
 
 from ..core.checks import check_count, check_seconds
 from ..core.errors import StoreError, UsageError
+from ..core.event_lines import read_event_line
 from ..core.ids import is_valid_id
 from ..core.records import RecordError, check_descriptor
 from ..core.session import DESCRIPTOR, Event, LogSummary, Session, SessionHeader, summarize
@@ -213,7 +214,7 @@ _ROOT_LOG = object()
 def _parse_event(line: bytes) -> Event:
     """One event line; ``ValueError``/``UnicodeDecodeError`` when it is not JSON, :class:`RecordError`
     (a ``ValueError`` too) when it is JSON of the wrong shape (see :mod:`toh_nb.core.records`)."""
-    return Event.from_json(json.loads(line))
+    return Event.from_checked(read_event_line(line))
 
 
 def _summary_to_json(summary: LogSummary) -> list:
