@@ -53,6 +53,8 @@ tool-call deltas into the same ``ModelResponse`` as a plain call, and passes eac
 ``on_delta(agent_id, text)`` (sync or async) for live display. A stream that breaks after text was
 shown is not retried (the display would repeat itself): it fails with a ``ModelError``. Servers that
 reject ``stream_options`` (some older local servers) should be used with ``stream=False``.
+Why our own assembly rather than the SDK's stream accumulator (``client.chat.completions.stream``):
+it crashes on tool-call chunks without an ``index``, which some servers send (measured, issue 45).
 
 Malformed tool-call arguments: a tool call whose arguments are not a JSON object raises a
 ``ModelError`` naming the tool and quoting the bad JSON, so the turn ends with a diagnostic that says

@@ -1,5 +1,11 @@
 """The JSONL session store: one append-only log file per session (``store="dir/"``).
 
+Why our own rather than sqlite3 (measured, issue 45): not speed (sqlite3 in WAL mode with
+``synchronous=FULL`` committed a four-event turn in 230-290 µs, this store's create, append and
+``flush`` 870-1,560 µs, on this machine under load) but the format: one plain append-only log per
+session that a crash can tear only at its last line, that any tool reads, and that a reopen skips
+through the listing index.
+
 Layout of a store directory::
 
     <dir>/.lock                 the writing store's pid (the exclusion is flock on <dir> itself)
