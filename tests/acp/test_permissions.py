@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import typing
 
 import pytest
 
@@ -13,7 +14,7 @@ from toh_nb.testing import engine_of
 
 pytest.importorskip("acp", reason="needs the acp extra: pip install 'toh-nb[acp]'")
 from toh_nb.core.asks import PermissionDesk
-from toh_nb.providers.acp.permissions import (PENDING, AskUser, PendingAsks, PermissionPolicy,
+from toh_nb.providers.acp.permissions import (PENDING, TOOL_KINDS, AskUser, PendingAsks, PermissionPolicy,
                                              PermissionRequest, answer)
 from toh_nb.providers.acp.workspace import Workspace, WorkspaceError
 
@@ -21,6 +22,19 @@ from .helpers import fake
 
 OPTIONS = [{"id": "yes", "name": "Allow", "kind": "allow_once"}, {"id": "always", "name": "Always", "kind": "allow_always"},
            {"id": "no", "name": "Reject", "kind": "reject_once"}]
+
+
+def test_the_tool_kinds_are_the_sdks():
+    """TOOL_KINDS is a copy of the SDK's ``ToolKind``: an SDK upgrade that adds or renames a kind fails here."""
+    from acp.schema import ToolKind
+
+    assert TOOL_KINDS == typing.get_args(ToolKind)
+
+
+def test_the_kinds_the_acp_server_reports_are_the_sdks():
+    from toh_nb.serve.acp import TOOL_KINDS as SERVED
+
+    assert set(SERVED.values()) | {"other"} <= set(TOOL_KINDS)  # "other": a tool the map does not name
 
 
 def request(kind="edit", options=OPTIONS):

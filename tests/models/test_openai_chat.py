@@ -8,8 +8,10 @@ that the API key never leaks into repr or error messages.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import gc
 import json
+import time
 
 import pytest
 
@@ -377,6 +379,79 @@ def test_other_4xx_fail_immediately(server, status):
     assert info.value.status_code == status
     assert f"HTTP {status}" in str(info.value) and "you did something wrong" in str(info.value)
     assert "test-model" in str(info.value)
+
+
+# the openai SDK's retry rules (issue 45: each row measured against the SDK with max_retries=2 on both sides)
+
+
+@pytest.mark.parametrize("status", [408, 409])
+def test_request_timeouts_and_conflicts_are_retried(server, status):
+    server.push(error(status, "try again"), text("second time"))
+    assert call(make(server, max_retries=2), req()).text == "second time"
+    assert len(server.requests) == 2
+
+
+def test_retried_conflicts_are_bounded(server):
+    server.push(*[error(409, "still conflicting")] * 4)
+    with pytest.raises(ModelError) as info:
+        call(make(server, max_retries=2), req())
+    assert len(server.requests) == 3 and info.value.attempts == 3
+    assert str(info.value) == (f"OpenAIChatModel('test-model' at {server.url}): HTTP 409: still conflicting "
+                               "(gave up after 3 attempts)")
+
+
+def test_x_should_retry_false_is_obeyed_on_a_server_error(server):
+    server.push(error(503, "overloaded, do not retry", headers={"x-should-retry": "false"}), text("never"))
+    with pytest.raises(ModelError) as info:
+        call(make(server, max_retries=2), req())
+    assert len(server.requests) == 1 and info.value.attempts == 1 and info.value.status_code == 503
+    assert str(info.value) == (f"OpenAIChatModel('test-model' at {server.url}): HTTP 503: overloaded, do not retry "
+                               "(not retried: the server sent x-should-retry: false)")
+
+
+def test_x_should_retry_true_is_obeyed_on_a_client_error(server):
+    server.push(error(400, "transient, retry me", headers={"x-should-retry": "true"}), text("retried"))
+    assert call(make(server, max_retries=2), req()).text == "retried"
+    assert len(server.requests) == 2
+
+
+def test_x_should_retry_true_is_still_bounded(server):
+    server.push(*[error(400, "transient", headers={"x-should-retry": "true"})] * 3)
+    with pytest.raises(ModelError) as info:
+        call(make(server, max_retries=1), req())
+    assert len(server.requests) == 2
+    assert str(info.value).endswith("HTTP 400: transient (gave up after 2 attempts)")
+
+
+def test_retry_after_as_an_http_date_is_waited_for(server):
+    """The server asks for the retry at a time one to two seconds ahead (an HTTP date has whole seconds)."""
+    arrivals: list = []
+
+    def responder(body):
+        arrivals.append(time.monotonic())
+        if len(arrivals) == 1:
+            return error(503, "busy", headers={"Retry-After": email.utils.formatdate(time.time() + 2, usegmt=True)})
+        return text("on time")
+
+    server.responder = responder
+    assert call(make(server, max_retries=2, backoff=0.01, max_backoff=10), req()).text == "on time"
+    assert len(arrivals) == 2
+    assert 0.9 <= arrivals[1] - arrivals[0] < 3.5, arrivals[1] - arrivals[0]
+
+
+def test_retry_after_as_an_http_date_is_capped_at_max_backoff(server, monkeypatch):
+    delays = record_delays(monkeypatch)
+    later = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    server.push(error(429, "come back in an hour", headers={"Retry-After": later}), text("ok"))
+    assert call(make(server, backoff=0.001, max_backoff=0.05), req()).text == "ok"
+    assert delays == [0.05]
+
+
+def test_retry_after_ms_is_honoured(server, monkeypatch):
+    delays = record_delays(monkeypatch)
+    server.push(error(503, "busy", headers={"retry-after-ms": "30", "Retry-After": "100"}), text("ok"))
+    assert call(make(server, backoff=0.001, max_backoff=1), req()).text == "ok"
+    assert delays == [0.03]  # retry-after-ms wins over Retry-After, as in the SDK
 
 
 def test_hang_times_out_with_bounded_retries(server):

@@ -78,7 +78,7 @@ KERNEL_MODE_CELLS = [
 
 @pytest.mark.slow
 def test_the_explicit_kernel_loop_mode_in_a_real_kernel(tmp_path):
-    """``Hub(loop="kernel")`` (nest_asyncio on the kernel's own loop) on this machine's ipykernel."""
+    """``Hub(loop="kernel")`` (nest_asyncio2 on the kernel's own loop) on this machine's ipykernel."""
     from jupyter_client.kernelspec import KernelSpecManager
 
     if "python3" not in KernelSpecManager().find_kernel_specs():

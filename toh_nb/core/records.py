@@ -8,7 +8,10 @@ reader, and a reader never has to check again.
 
 Plain functions over the decoded JSON rather than pydantic models: every line of every transcript
 and every header of a 10,000-child store goes through them on the way in, and a few type checks
-per field cost a fraction of what building a model instance would (bench/store.py, reopen).
+per field cost a fraction of what building a model instance would (bench/store.py, reopen). They
+define the shapes and word the errors; a store reads an event line first through
+:mod:`toh_nb.core.event_lines` (pydantic's ``TypeAdapter.validate_json``, about half the time for a
+well-formed line), which falls back to them for any line it refuses.
 Unknown top-level keys of an event or a header are ignored (a newer version may add some); the
 descriptor, as the reference defines it, allows no unknown key.
 

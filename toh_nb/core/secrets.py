@@ -16,6 +16,9 @@ than a filter: a logger's filters see only the records logged on that very logge
 children propagate to it, and handlers belong to the user. The root logger, its handlers and levels
 are never touched; when the last holder releases, the previous factory is put back (if another
 library wrapped ours meanwhile, ours stays in its chain but does nothing).
+
+Why our own (measured, issue 45): the openai SDK's own redaction alone leaked the key into 1 of 18
+DEBUG records of such a request; with this masking, none.
 """
 
 from __future__ import annotations

@@ -145,6 +145,11 @@ class Event:
         """An event from its stored line (already decoded); :class:`~toh_nb.core.records.RecordError`
         (a ``ValueError``) naming the field when the line has the wrong shape."""
         check_event(data)
+        return cls.from_checked(data)
+
+    @classmethod
+    def from_checked(cls, data: dict) -> "Event":
+        """An event from a line whose shape is already checked (:func:`toh_nb.core.event_lines.read_event_line`)."""
         message = data.get("message")
         return cls(data["seq"], data["kind"], float(data["time"]), data.get("turn"),
                    message_from_json(message) if message is not None else None, data.get("data"))

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import pydantic
 import pydantic.json_schema
 
+from .docstrings import read_docstring
 from .errors import ToolError, UsageError
 from .threads import user_threads
 
@@ -309,7 +310,9 @@ class FunctionTool(Tool):
     Args:
         fn: the function (sync or async) with annotated parameters.
         name: the tool name the model calls (default: the function's ``__name__``).
-        description: what the model reads (default: the function's docstring).
+        description: what the model reads (default: the function's docstring without its parameter and
+            other sections; each parameter's own description, in the Google, NumPy, reST or Epydoc
+            style, goes into the schema).
         concurrency_safe: whether calls of this tool may run in parallel with others of one response.
 
     Raises:
@@ -331,8 +334,8 @@ class FunctionTool(Tool):
             hints = typing.get_type_hints(fn)
         except Exception:
             hints = {}
-        doc = inspect.getdoc(fn) or ""
-        param_docs = _param_docs(doc)
+        doc = read_docstring(inspect.getdoc(fn))
+        param_docs = doc.parameters
         fields: dict[str, Any] = {}
         for pname, param in signature.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -341,7 +344,7 @@ class FunctionTool(Tool):
             default = param.default if param.default is not param.empty else ...
             fields[pname] = (annotation, pydantic.Field(default, description=param_docs.get(pname)))
         args_model = pydantic.create_model(f"{tool_name}_args", __config__=STRICT_LAX_NUMBERS, **fields)
-        summary = description or doc.split("\n\n")[0].strip() or f"Call {tool_name}."
+        summary = description or doc.description or f"Call {tool_name}."
         names = tuple(fields)
         if inspect.iscoroutinefunction(fn):
             async def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
@@ -356,26 +359,3 @@ class FunctionTool(Tool):
 
 # User functions get the usual JSON coercions a model needs (ints for floats), but no extra keys.
 STRICT_LAX_NUMBERS = pydantic.ConfigDict(extra="forbid")
-
-
-def _param_docs(doc: str) -> dict[str, str]:
-    """Parameter descriptions from a Google- or reST-style docstring (``name: text`` under Args)."""
-    out: dict[str, str] = {}
-    in_args = False
-    for raw in doc.splitlines():
-        line = raw.strip()
-        if line.lower() in ("args:", "arguments:", "parameters:"):
-            in_args = True
-            continue
-        if line.startswith(":param "):
-            head, _, text = line[7:].partition(":")
-            out[head.strip().split()[-1]] = text.strip()
-            continue
-        if in_args:
-            if not line:
-                in_args = False
-                continue
-            head, sep, text = line.partition(":")
-            if sep and head and " " not in head.split("(")[0].strip():
-                out[head.split("(")[0].strip()] = text.strip()
-    return out

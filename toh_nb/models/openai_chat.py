@@ -31,9 +31,11 @@ saying so (construction never fails, so a notebook can build its hub before the 
 
 Why the adapter runs its own retry loop (the client is built with ``max_retries=0``): the agent tree
 fans out many concurrent calls, and a retry must stay cancellable, bounded and visible in one place.
-429, 5xx, connection errors and timeouts are retried up to ``max_retries`` times with exponential
-backoff (``backoff`` seconds doubling per attempt, with a little jitter, capped at ``max_backoff``;
-a ``Retry-After`` header is honoured within the cap); any other 4xx fails at once. Every failure
+It follows the ``openai`` SDK's rules (``retry_rules.py``): 408, 409, 429, 5xx, connection errors and
+timeouts are retried up to ``max_retries`` times, a server's ``x-should-retry: true|false`` overriding
+the status, with exponential backoff (``backoff`` seconds doubling per attempt, with a little jitter,
+capped at ``max_backoff``; ``retry-after-ms`` and ``Retry-After``, in seconds or as an HTTP date, are
+honoured within the cap); any other 4xx fails at once. Every failure
 becomes a :class:`ModelError` whose message names the model, the HTTP status (``.status_code``) and the
 server's message — never the API key, which is also kept out of ``repr()``/``str()``. ``timeout``
 bounds each attempt (for streams: the wait for each chunk). Cancelling the awaiting task (interrupt,
@@ -51,6 +53,8 @@ tool-call deltas into the same ``ModelResponse`` as a plain call, and passes eac
 ``on_delta(agent_id, text)`` (sync or async) for live display. A stream that breaks after text was
 shown is not retried (the display would repeat itself): it fails with a ``ModelError``. Servers that
 reject ``stream_options`` (some older local servers) should be used with ``stream=False``.
+Why our own assembly rather than the SDK's stream accumulator (``client.chat.completions.stream``):
+it crashes on tool-call chunks without an ``index``, which some servers send (measured, issue 45).
 
 Malformed tool-call arguments: a tool call whose arguments are not a JSON object raises a
 ``ModelError`` naming the tool and quoting the bad JSON, so the turn ends with a diagnostic that says
@@ -109,6 +113,7 @@ from .deltas import DeltaSink
 from .partial_json import is_cut_json
 from .markup import MarkupFilter, notice_text, result_message, strip_markup
 from .profiles import DeltaUnescaper, bounded_schema, resolve_profile, unescape_html, unescape_values
+from .retry_rules import SHOULD_RETRY, retry_after, server_says_retry, should_retry
 from .tool_choice import ToolChoice, check_tool_choice, resolve_tool_choice
 
 log = logging.getLogger(__name__)
@@ -156,7 +161,8 @@ class OpenAIChatModel:
     """Any OpenAI-compatible chat-completions endpoint as a model: OpenAI, DeepSeek, Ollama, vLLM, llama.cpp.
 
     Tool calling, usage (estimated at about four characters a token when the server reports none),
-    bounded retries with backoff on 429/5xx/connection errors, per-attempt timeouts, cancellation on
+    bounded retries with backoff on 408/409/429/5xx/connection errors (the ``openai`` SDK's rules, a
+    server's ``x-should-retry`` and ``Retry-After`` obeyed), per-attempt timeouts, cancellation on
     interrupt or kill, and optional streaming are built in. ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are
     honoured when ``api_key``/``base_url`` are not given; the key never reaches logs, recordings or reprs.
     Needs the ``openai`` extra (in ``dev``). Nothing is sent before the first request.
@@ -165,10 +171,12 @@ class OpenAIChatModel:
         model: the model name the server knows (``"gpt-4o-mini"``); also its key in ``prices=``.
         base_url: the endpoint (``http://localhost:11434/v1``); default ``OPENAI_BASE_URL``, else OpenAI's.
         api_key: the key; default ``OPENAI_API_KEY``. A local server with a ``base_url`` needs none.
-        max_retries: retries of a 429, 5xx, connection error or timeout (0: none).
+        max_retries: retries of a 408, 409, 429, 5xx, connection error or timeout, or of a response the
+            server marked ``x-should-retry: true`` (0: none); ``x-should-retry: false`` is never retried.
         timeout: seconds per attempt (for a stream: per chunk).
         backoff: the first retry's wait in seconds, doubling per attempt.
-        max_backoff: the cap of a retry's wait (a ``Retry-After`` header is honoured within it).
+        max_backoff: the cap of a retry's wait (``Retry-After``, in seconds or as an HTTP date, and
+            ``retry-after-ms`` are honoured within it).
         stream: stream the completion, passing text deltas to ``on_delta``.
         on_delta: ``on_delta(agent_id, text)`` (sync or async), called with each text delta.
         temperature: sent when given; the server's default otherwise.
@@ -463,8 +471,7 @@ class OpenAIChatModel:
                     await self._deltas.emit(request, response.text, self.on_delta)
                 return response
             except openai.APIStatusError as exc:
-                status = exc.status_code
-                retryable = status == 429 or status >= 500
+                retryable = should_retry(exc.status_code, _headers(exc))
                 if retryable and attempt < attempts and not shown[0]:
                     await asyncio.sleep(self.retry_delay(attempt, exc))
                     continue
@@ -488,20 +495,12 @@ class OpenAIChatModel:
 
     def retry_delay(self, attempt: int, exc: Any) -> float:
         """How long the retry loop sleeps after failed attempt ``attempt``: exponential ``backoff`` with
-        jitter, at least the server's ``Retry-After`` (``-ms``), at most ``max_backoff`` seconds."""
+        jitter, at least what the server asked (``retry-after-ms``, ``Retry-After`` in seconds or an HTTP date:
+        :func:`~toh_nb.models.retry_rules.retry_after`), at most ``max_backoff`` seconds."""
         delay = self.backoff * (2 ** (attempt - 1)) * (1 + random.random() * 0.25)
-        headers = getattr(getattr(exc, "response", None), "headers", None)
-        if headers is not None:
-            retry_after = None
-            try:
-                if headers.get("retry-after-ms") is not None:
-                    retry_after = float(headers["retry-after-ms"]) / 1000
-                elif headers.get("retry-after") is not None:
-                    retry_after = float(headers["retry-after"])
-            except (TypeError, ValueError):
-                retry_after = None  # an HTTP date: fall back to our own backoff
-            if retry_after is not None and retry_after > 0:
-                delay = max(delay, retry_after)
+        asked = retry_after(_headers(exc))
+        if asked is not None:
+            delay = max(delay, asked)
         return max(0.0, min(delay, self.max_backoff))
 
     def _server_message(self, exc: Any) -> str:
@@ -519,6 +518,8 @@ class OpenAIChatModel:
         text = f"{self._who}: HTTP {status}: {self._server_message(exc)}"
         if retryable and attempt > 1:
             text += f" (gave up after {attempt} attempts)"
+        elif server_says_retry(_headers(exc)) is False and self.max_retries and should_retry(status, None):
+            text += f" (not retried: the server sent {SHOULD_RETRY}: false)"
         elif status == 401:
             text += " (check the API key: api_key=... or OPENAI_API_KEY)"
         elif status == 404:
@@ -656,6 +657,11 @@ class OpenAIChatModel:
                              "the server sent no chunks at all (an empty answer)")
         raw_calls = [(s["id"], s["name"], "".join(s["arguments"])) for _, s in sorted(slots.items())]
         return self._response("".join(text), raw_calls, usage, finish_reason, "".join(refusal) or None, limit)
+
+
+def _headers(exc: Any) -> Any:
+    """The HTTP response headers of an ``openai`` error (None when it carries no response)."""
+    return getattr(getattr(exc, "response", None), "headers", None)
 
 
 def _retry_note(attempt: int, shown: bool, why_not_retried: str) -> str:

@@ -5,12 +5,16 @@ Why: a server that stops generating mid tool call (the token limit) may still re
 arguments were cut" (a ``max_tokens`` stop, the turn ends ``max-tokens``) from "the model wrote bad
 JSON" (a clear ModelError). Cut JSON is a proper prefix of some valid document: this small parser
 reads the text and says whether it ran out of input before any syntax error.
+
+Why our own: no library answers "cut, or wrong?" exactly; pydantic_core/jiter's partial mode (the
+nearest) reads ``'{"a": 1 2}'`` as ``{'a': 1}``, a bad document taken for a cut one.
 """
 
 from __future__ import annotations
 
 _WS = " \t\r\n"
 _LITERALS = ("true", "false", "null")
+_DIGITS = "0123456789"
 
 
 class _End(Exception):
@@ -62,7 +66,7 @@ class _Parser:
             self.container("]", member=False)
         elif char == '"':
             self.string()
-        elif char == "-" or char.isdigit():
+        elif char == "-" or char in _DIGITS:  # not str.isdigit(): "\u0663" is no JSON digit
             self.number()
         else:
             self.literal()
@@ -109,16 +113,33 @@ class _Parser:
                 raise _Bad
 
     def number(self) -> None:
-        start = self.pos
-        while self.pos < len(self.text) and self.text[self.pos] in "+-0123456789.eE":
+        """``-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?``, RFC 8259's grammar, read strictly.
+
+        Why not "any run of number characters, checked with ``float()``": ``1.2.3``, ``4-5`` or ``01``
+        at the very end of the text then look unfinished, and bad arguments would pass for cut ones.
+        The text ending inside a number that can still go on (``-``, ``1.``, ``1e+``) is ``_End``.
+        """
+        if self.peek() == "-":
             self.pos += 1
-        token = self.text[start:self.pos]
-        if self.pos >= len(self.text):
-            return  # a number at the very end may go on: the caller's next read ends the text
-        try:
-            float(token)
-        except ValueError:
-            raise _Bad from None
+        if self.peek() == "0":
+            self.pos += 1
+        else:
+            self.digits()
+        if self.pos < len(self.text) and self.text[self.pos] == ".":
+            self.pos += 1
+            self.digits()
+        if self.pos < len(self.text) and self.text[self.pos] in "eE":
+            self.pos += 1
+            if self.peek() in "+-":
+                self.pos += 1
+            self.digits()
+
+    def digits(self) -> None:
+        """One or more ASCII digits (the first must be there: ``_End`` at the end, else ``_Bad``)."""
+        if self.peek() not in _DIGITS:
+            raise _Bad
+        while self.pos < len(self.text) and self.text[self.pos] in _DIGITS:
+            self.pos += 1
 
     def literal(self) -> None:
         rest = self.text[self.pos:]

@@ -209,10 +209,11 @@ class Hub:
         report_delivery: ``"next-step"`` (default: a child's report wakes its parent) or ``"quiet"``
             (reports wait for the parent's next turn).
         loop: ``"portal"`` (default): the engine runs on a shared loop thread, so the kernel stays free;
-            ``"kernel"``: on the kernel's own event loop through ``nest_asyncio``, an explicit opt-in with known
-            limits: ``nest_asyncio`` is unmaintained, breaks ``asyncio.current_task()`` on Python 3.14, cannot
-            patch uvloop, has been reported to corrupt ipykernel >= 7 kernels, patches asyncio for the whole
-            process, and background children only progress while the kernel loop runs.
+            ``"kernel"``: on the kernel's own event loop through ``nest_asyncio2`` (the maintained fork of
+            ``nest_asyncio``), an explicit opt-in with known limits: it patches asyncio for the whole process
+            for good (pure-Python tasks below Python 3.14), cannot patch uvloop (a UsageError), has been
+            reported to corrupt ipykernel >= 7 kernels, and background children only progress while the
+            kernel loop runs (``toh_nb.notebook.portal.KernelRunner`` says what was re-checked).
         max_tokens: the completion limit of the root's model calls (children inherit it).
         max_steps: model calls per turn (default 50; ``None``: no limit) -> stop ``max-steps``.
         token_budget: input plus output tokens of the root and all its descendants -> ``token-budget``.

@@ -2,10 +2,11 @@
 
 Why a thread rather than the kernel's own loop: a notebook cell already runs inside a running event
 loop, so ``asyncio.run`` fails there and ``loop.run_until_complete`` raises "This event loop is already
-running". ``nest_asyncio`` works around that by patching asyncio, but it is unmaintained, breaks
-``asyncio.current_task()`` on Python 3.14, cannot patch uvloop and has been reported to corrupt
-ipykernel >= 7 kernels. And loop-bound resources (HTTP connection pools) must always see one loop.
-So the engine lives on its own loop, in its own thread, and the sync facade *submits* work to it:
+running". ``nest_asyncio2`` (the maintained fork of ``nest_asyncio``) works around that by patching
+asyncio for the whole process, but it swaps in asyncio's pure-Python Task and Future, cannot patch
+uvloop, has been reported to corrupt ipykernel >= 7 kernels, and lets background children run only
+while the kernel's loop does. And loop-bound resources (HTTP connection pools) must always see one
+loop. So the engine lives on its own loop, in its own thread, and the sync facade *submits* work to it:
 
 - background children keep running between cells and while a cell runs long synchronous code;
 - :meth:`Portal.call` from the portal thread itself (a model function, a tool, a listener) raises a
@@ -25,6 +26,11 @@ awaitable result in a task, and releases the lock from the task's done callback.
 read loop-owned state (tables, listings) on the loop thread.
 
 ``Hub(loop="kernel")`` uses :class:`KernelRunner` instead: see its docstring for the trade-offs.
+
+Why our own portal rather than a library's loop thread (measured, issue 45): after a kernel interrupt,
+a coroutine submitted with ``asyncio.run_coroutine_threadsafe`` or anyio's ``start_blocking_portal`` ran
+on to its end where ours is cancelled; a call from the loop thread deadlocks the former; and a trivial
+call costs 25 µs here against 30 µs and 67 µs.
 """
 
 from __future__ import annotations
@@ -427,18 +433,28 @@ atexit.register(stop)
 
 
 class KernelRunner:
-    """Runs a hub on the caller's own event loop through ``nest_asyncio`` (``Hub(loop="kernel")``).
+    """Runs a hub on the caller's own event loop through ``nest_asyncio2`` (``Hub(loop="kernel")``).
 
-    An explicit opt-in, never applied implicitly. ``nest_asyncio.apply()`` patches the loop so that
-    ``run_until_complete`` can re-enter it from a cell that already runs inside it. Limits:
+    An explicit opt-in, never applied implicitly. ``nest_asyncio2.apply()`` (the maintained fork of the
+    archived ``nest_asyncio``, which ipykernel itself depends on) patches the loop so that
+    ``run_until_complete`` can re-enter it from a cell that already runs inside it. Limits, as
+    re-checked on nest-asyncio2 1.7.4 with ipykernel 7.4.0 (Python 3.11 and 3.13):
 
-    - ``nest_asyncio`` is unmaintained; it breaks ``asyncio.current_task()`` on Python 3.14, cannot
-      patch uvloop (or any non-standard loop), and public reports describe kernel corruption with
-      ipykernel >= 7;
+    - the patch is process-wide and cannot be undone (the fork has no ``unapply``): every asyncio
+      loop of the process becomes re-entrant, and on Python < 3.14 asyncio's C ``Task`` and
+      ``Future`` are replaced by the slower pure-Python ones;
+    - it cannot patch uvloop (``ValueError: Can't patch loop of type <class 'uvloop.Loop'>``) or any
+      loop that is not an ``asyncio.BaseEventLoop``: such a loop is refused with a UsageError;
+    - ipykernel >= 7 runs its message handling as tasks in per-message contexts, and a public report
+      (inspect_ai issue 4530, against nest_asyncio2) describes kernels corrupted by nested runs there
+      (``cannot enter context``); toh_nb's real-kernel test of this mode, and nested ``asyncio.run``
+      in cells, ran clean on ipykernel 7.4.0, but the risk stays with this mode;
     - background children only make progress while the kernel's loop runs: between cells and during
       facade calls, **not** while a cell runs long synchronous code (``time.sleep``);
-    - the patch is process-wide and cannot be undone;
     - only the thread that owns the loop may call the hub.
+
+    (The archived ``nest_asyncio`` broke ``asyncio.current_task()`` on Python 3.14; the fork keeps
+    asyncio's C Task there to avoid that. toh_nb supports Python 3.11-3.13 and has not run on 3.14.)
 
     Prefer the default ``loop="portal"``. Use this mode only when the engine must share the kernel's
     loop (for example with loop-bound objects created in the kernel).
@@ -447,7 +463,7 @@ class KernelRunner:
     name = "kernel"
 
     def __init__(self) -> None:
-        import nest_asyncio
+        import nest_asyncio2
 
         try:
             loop = asyncio.get_running_loop()
@@ -460,9 +476,9 @@ class KernelRunner:
                 loop = asyncio.new_event_loop()
                 asyncio.set_event_loop(loop)
         if type(loop).__module__.split(".")[0] not in ("asyncio",):
-            raise UsageError(f'Hub(loop="kernel") needs a standard asyncio loop; nest_asyncio cannot patch '
+            raise UsageError(f'Hub(loop="kernel") needs a standard asyncio loop; nest_asyncio2 cannot patch '
                              f'{type(loop).__module__}.{type(loop).__name__} (use the default loop="portal")')
-        nest_asyncio.apply(loop)
+        nest_asyncio2.apply(loop)
         self.loop = loop
         self.thread_id = threading.get_ident()
         self._closed = False
@@ -472,7 +488,7 @@ class KernelRunner:
         return not self._closed and not self.loop.is_closed()
 
     def in_portal_thread(self) -> bool:
-        return False  # re-entry is what nest_asyncio allows
+        return False  # re-entry is what nest_asyncio2 allows
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if threading.get_ident() != self.thread_id:

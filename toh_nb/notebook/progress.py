@@ -20,6 +20,9 @@ the line without a ``text/plain`` part and, when it ends, empties it (a display 
 that nbval compares, nothing nbconvert or GitHub shows). All the waits of one cell share that one
 output (a loop of long waits leaves one empty output, not one per wait). Removing an output outright
 would take ``clear_output()``, which also erases everything else the cell printed, so it is not used.
+
+Why our own rather than ``tqdm.auto`` (measured, issue 45): tqdm's bar froze during a blocking wait and
+left a widget plus a text line in the saved notebook; this line keeps ticking and leaves one empty output.
 """
 
 from __future__ import annotations

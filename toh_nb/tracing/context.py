@@ -22,7 +22,11 @@ _outbound: ContextVar[tuple[int, int, int] | None] = ContextVar("toh_nb_trace_ou
 #: (trace id, span id, flags, tracestate) received from a client, or None
 _inbound: ContextVar[tuple[int, int, int, str | None] | None] = ContextVar("toh_nb_trace_inbound", default=None)
 
-_PARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
+#: OpenTelemetry's own reading (``TraceContextTextMapPropagator``, opentelemetry-api 1.45): lower-case hex
+#: only, as W3C Trace Context requires; spaces and tabs around it; a suffix only after a future version
+_PARENT = re.compile(r"^[ \t]*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:(-.*)|[ \t]*)$")
+#: the propagator ignores a longer header
+MAX_TRACEPARENT = 512
 
 
 def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:
@@ -32,10 +36,14 @@ def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:
 
 def parse_traceparent(value: Any) -> tuple[int, int, int] | None:
     """``(trace id, span id, flags)`` of a valid ``traceparent``, else None (an invalid one is ignored,
-    as the W3C spec asks: the receiver starts a new trace)."""
-    if not isinstance(value, str):
+    as the W3C spec asks: the receiver starts a new trace).
+
+    Read exactly as OpenTelemetry's ``TraceContextTextMapPropagator`` reads it (a table test holds the
+    two together), so a context toh_nb continues is one the traced agent on the other side would too;
+    upper-case hex, which it once accepted, is refused (W3C Trace Context forbids it)."""
+    if not isinstance(value, str) or len(value) > MAX_TRACEPARENT:
         return None
-    match = _PARENT.match(value.strip().lower())
+    match = _PARENT.search(value)
     if match is None or match.group(1) == "ff" or (match.group(1) == "00" and match.group(5)):
         return None
     trace_id, span_id = int(match.group(2), 16), int(match.group(3), 16)

@@ -34,7 +34,8 @@ def denied_line(labels: list[str]) -> str:
     return f"{noun} denied: " + "; ".join(labels)
 
 
-#: ACP's tool kinds (``schema.ToolKind``)
+#: ACP's tool kinds (``schema.ToolKind``), copied so a policy is checked without the ``acp`` extra
+#: imported; tests/acp/test_permissions.py holds the copy equal to the installed SDK's
 TOOL_KINDS = ("read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other")
 
 
