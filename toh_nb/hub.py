@@ -939,7 +939,7 @@ class AsyncHub:
         settles (``ready``: a later ``send`` still resumes it). Its parent is told it was stopped. False
         when it was not running (an accepted no-op, like ``interrupt``)."""
         self._check_open()
-        return self._service.kill(agent_id_of(agent_id), self._root)
+        return await self._service.kill(agent_id_of(agent_id), self._root)
 
     async def kill_job(self, job_id: str, reason: str | None = None) -> str:
         """Ask any background job of the tree to stop, also one a descendant's model started (the
