@@ -30,6 +30,7 @@ MOVED = {
     "toh_nb.ray.remote": "toh_nb.providers.ray.remote",
     "toh_nb.subagents.provider": "toh_nb.providers.base",
     "toh_nb.subagents.providers": "toh_nb.providers.local",
+    "toh_nb.providers.acp.launcher": "toh_nb.core.launcher",
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 import toh_nb as tn
 from toh_nb.mcp import texts
 
+from ..helpers import alive
 from .helpers import descendants, hostile
 
 pytestmark = pytest.mark.timeout(120)
@@ -116,6 +117,25 @@ def test_an_is_error_result_is_a_tool_error():
             return results(hub)
 
     assert asyncio.run(main()) == [("Error: Error executing tool fail: the disk is made of cheese", True)]
+
+
+def test_a_helper_that_left_the_servers_process_group_dies_with_hub_close():
+    """Issue 41.12: a stdio server runs under the launcher an ACP agent has, so its whole tree (a
+    ``setsid`` helper that ignores SIGTERM included) is gone when ``hub.close()`` returns."""
+    before = descendants()
+    server = tn.MCPServer(hostile(), name="h")
+    model = tn.ScriptedModel({"root": [tn.ToolCall("detach", {}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[server]) as hub:
+            result = await hub.run("go")
+            (helper, is_error), = results(hub)
+            assert (result.text, is_error) == ("done", False) and alive(int(helper))
+        return int(helper)
+
+    helper = asyncio.run(main())
+    assert not alive(helper)
+    assert descendants() - before == set()
 
 
 def test_a_program_that_never_speaks_mcp_fails_within_the_connect_timeout_and_is_stopped():

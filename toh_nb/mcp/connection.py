@@ -21,6 +21,7 @@ import tempfile
 from typing import Any, Callable
 
 from ..core.errors import ToolError, describe
+from ..core.launcher import start_failure, stdio_command
 from ..core.tools import ToolResult
 from . import texts
 from .config import MCPServer, sdk
@@ -28,6 +29,9 @@ from .results import tool_result
 
 log = logging.getLogger("toh_nb.mcp")
 
+#: seconds a stdio server's tree gets between SIGTERM and SIGKILL under its launcher: below the SDK's
+#: own wait (2 s) before it SIGKILLs the process group, the launcher among it
+STDIO_GRACE = 1.0
 #: seconds each shutdown step may take (the SDK's own stdio shutdown is bounded at about 6 s)
 CLOSE_GRACE = 10.0
 #: seconds past a call's timeout after which the call is abandoned even if the SDK has not given up
@@ -46,6 +50,14 @@ def reason_of(error: BaseException) -> str:
         where = f": {error.filename!r}" if error.filename else ""
         return f"{error.strerror}{where}"
     return describe(error)
+
+
+def launch_reason(failure: dict) -> str:
+    """The launcher's report of a command it could not start, in :func:`reason_of`'s words."""
+    strerror, filename = failure.get("strerror"), failure.get("filename")
+    if not strerror:
+        return str(failure.get("message"))
+    return f"{strerror}: {filename!r}" if filename else str(strerror)
 
 
 def noise_line(error: Exception) -> str:
@@ -128,9 +140,11 @@ class MCPConnection:
             await self._teardown()
             raise
         except Exception as error:
-            stderr = self.stderr_tail()
+            failure = start_failure(self._stderr_text())  # the launcher could not start the command
+            reason = reason_of(error) if failure is None else launch_reason(failure)
+            stderr = "" if failure is not None else self.stderr_tail()
             await self._teardown()
-            raise ToolError(self.noted(texts.start_failed(server.display, reason_of(error), stderr))) from None
+            raise ToolError(self.noted(texts.start_failed(server.display, reason, stderr))) from None
         if self.closed:  # the hub closed while this session started: it is not handed out
             await self._teardown()
             raise ToolError(texts.closed_hub(server.display))
@@ -148,7 +162,8 @@ class MCPConnection:
             if server.command is not None:
                 from mcp.client.stdio import stdio_client
 
-                params = mcp.StdioServerParameters(command=server.command[0], args=server.command[1:],
+                command = stdio_command(server.command, STDIO_GRACE)  # the server's whole tree goes with it
+                params = mcp.StdioServerParameters(command=command[0], args=command[1:],
                                                    env=server.env or None, cwd=server.cwd)
                 async with mcp.Client(stdio_client(params, errlog=stderr), client_info=info,
                                       message_handler=self._message) as client:
@@ -240,17 +255,20 @@ class MCPConnection:
 
     def stderr_tail(self) -> str:
         """The end of what the server wrote to stderr (one line, for a diagnostic)."""
+        return " ".join(self._stderr_text(from_end=True).split())[-STDERR_TAIL:]
+
+    def _stderr_text(self, from_end: bool = False) -> str:
+        """What the server wrote to stderr: its first ``4 * STDERR_TAIL`` characters, or its last."""
         file = self._stderr
         if file is None or file.closed:
             return ""
         try:
             file.flush()
             size = file.seek(0, 2)
-            file.seek(max(0, size - 4 * STDERR_TAIL))
-            text = file.read()
+            file.seek(max(0, size - 4 * STDERR_TAIL) if from_end else 0)
+            return file.read(4 * STDERR_TAIL)
         except (OSError, ValueError):
             return ""
-        return " ".join(text.split())[-STDERR_TAIL:]
 
     async def _teardown(self) -> None:
         """Leave the session: the owner closes the SDK client (stdio: stdin closed, then the process
