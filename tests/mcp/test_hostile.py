@@ -13,7 +13,8 @@ import toh_nb as tn
 from toh_nb.mcp import texts
 
 from ..helpers import alive
-from .helpers import descendants, hostile
+from .helpers import descendants, hostile, raw
+from .servers import raw as raw_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -194,3 +195,27 @@ def test_a_crash_names_the_non_protocol_lines_of_that_session():
     assert first[0].endswith("; 1 line(s) it wrote on stdout were not JSON-RPC, the first: "
                              "'hostile 1.0 starting (not JSON-RPC)'")
     assert second == first  # the restarted session counts its own lines (one banner again, not two)
+
+
+def test_an_answer_the_sdk_cannot_parse_is_named_not_called_a_silence():
+    """Issue 41.13: a listing or call that ends because the server sent a line the SDK could not parse
+    names that line instead of saying only that no answer came."""
+    call = tn.MCPServer(raw("--garble-call"), name="c", timeout=1)
+    listing = tn.MCPServer(raw("--garble-list"), name="l", connect_timeout=1)
+    model = tn.ScriptedModel({"root": [tn.ToolCall("t", {}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[call]) as hub:
+            await hub.run("go")
+            called = results(hub)
+        async with tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[listing]) as hub:
+            with pytest.raises(tn.ToolError) as listed:
+                await hub.run("go")
+        return called, str(listed.value)
+
+    called, listed = asyncio.run(main())
+    line = raw_server.GARBLED
+    assert called == [("Error: " + texts.call_unparsed(display(call), "t", 1, line), True)]
+    assert called[0][0] == (f'Error: {display(call)} failed tools/call "t": it sent a line that is not valid JSON-RPC '
+                            f"instead of an answer (none came within 1 s): {line!r}")
+    assert listed == texts.list_failed(display(listing), texts.unparsed(1, line))

@@ -85,6 +85,8 @@ class MCPConnection:
         #: lines the server wrote on stdout that are not JSON-RPC (this session), and the first of them
         self.noise = 0
         self.first_noise: str | None = None
+        #: the latest such line: what a request that timed out after it names as the likely cause
+        self.last_noise: str | None = None
         self.closed = False
         self._client: Any = None
         self._owner: asyncio.Task | None = None
@@ -122,7 +124,7 @@ class MCPConnection:
         server = self.server
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
-        self.noise, self.first_noise = 0, None
+        self.noise, self.first_noise, self.last_noise = 0, None, None
         if server.command is not None:
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         self._owner = asyncio.get_running_loop().create_task(self._own(ready, self._stop, self._stderr),
@@ -234,8 +236,9 @@ class MCPConnection:
 
         if isinstance(message, Exception):  # a line on stdout that is not JSON-RPC (the SDK logs it too)
             self.noise += 1
+            self.last_noise = noise_line(message)
             if self.first_noise is None:
-                self.first_noise = noise_line(message)
+                self.first_noise = self.last_noise
             return
         if isinstance(getattr(message, "root", message), ToolListChangedNotification):
             self._tools_changed()
@@ -311,6 +314,7 @@ class MCPConnection:
             return self._listing
         changes = self.changes
         client = await self.client()
+        seen = self.noise
         tools: list = []
         cursor = None
         try:
@@ -321,7 +325,10 @@ class MCPConnection:
                 if cursor is None:
                     break
         except asyncio.TimeoutError:
-            raise ToolError(texts.list_failed(self.server.display, f"no answer within {self.server.connect_timeout:g} s")) from None
+            seconds = self.server.connect_timeout
+            problem = (texts.unparsed(seconds, self.last_noise or "") if self.noise > seen
+                       else f"no answer within {seconds:g} s")
+            raise ToolError(texts.list_failed(self.server.display, problem)) from None
         except Exception as error:
             stderr = self.stderr_tail()
             await self._drop(client)
@@ -331,6 +338,14 @@ class MCPConnection:
             self._listing = tools
         return tools
 
+    def _no_answer(self, tool: str, seen: int) -> str:
+        """A call that got no answer in time; when the server sent a line the SDK could not parse since
+        it began (``seen``: the count before), that line is the likely answer, and is named."""
+        server = self.server
+        if self.noise > seen:
+            return texts.call_unparsed(server.display, tool, server.timeout, self.last_noise or "")
+        return texts.call_timeout(server.display, tool, server.timeout)
+
     async def call(self, tool: str, arguments: dict) -> ToolResult:
         """One ``tools/call``, as the result a model reads; every failure is a :class:`ToolError`."""
         mcp = sdk()
@@ -339,6 +354,7 @@ class MCPConnection:
 
         server = self.server
         client = await self.client()
+        seen = self.noise
         try:
             result = await asyncio.wait_for(
                 client.call_tool(tool, arguments, read_timeout_seconds=server.timeout), server.timeout + HARD_MARGIN)
@@ -348,10 +364,10 @@ class MCPConnection:
                 await self._drop(client)
                 raise ToolError(self.noted(texts.closed_during(server.display, tool, stderr))) from None
             if error.code == REQUEST_TIMEOUT:
-                raise ToolError(texts.call_timeout(server.display, tool, server.timeout)) from None
+                raise ToolError(self._no_answer(tool, seen)) from None
             raise ToolError(texts.refused(server.display, tool, error.error.message)) from None
         except asyncio.TimeoutError:
-            raise ToolError(texts.call_timeout(server.display, tool, server.timeout)) from None
+            raise ToolError(self._no_answer(tool, seen)) from None
         except pydantic.ValidationError as error:
             raise ToolError(texts.invalid_answer(server.display, tool, f"{error.error_count()} validation "
                                                  f"error(s), first: {error.errors()[0]['msg']}")) from None

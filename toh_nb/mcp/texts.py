@@ -89,10 +89,23 @@ def closed_hub(display: str) -> str:
 NOISE_QUOTE = 120
 
 
+def _quoted(line: str) -> str:
+    return repr(line if len(line) <= NOISE_QUOTE else line[:NOISE_QUOTE] + "\u2026")
+
+
 def noise(count: int, first: str) -> str:
     """Said after a failure diagnostic: the server's stdout lines that were not JSON-RPC."""
-    quoted = first if len(first) <= NOISE_QUOTE else first[:NOISE_QUOTE] + "\u2026"
-    return f"; {count} line(s) it wrote on stdout were not JSON-RPC, the first: {quoted!r}"
+    return f"; {count} line(s) it wrote on stdout were not JSON-RPC, the first: {_quoted(first)}"
+
+
+def unparsed(seconds: float, line: str) -> str:
+    """Why a request got no answer when the server sent a line the SDK could not parse meanwhile."""
+    return (f"it sent a line that is not valid JSON-RPC instead of an answer (none came within {seconds:g} s): "
+            f"{_quoted(line)}")
+
+
+def call_unparsed(display: str, tool: str, seconds: float, line: str) -> str:
+    return f'{display} failed tools/call "{tool}": {unparsed(seconds, line)}'
 
 
 def _tail(stderr: str) -> str:

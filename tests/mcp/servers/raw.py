@@ -1,0 +1,40 @@
+"""A hand-written stdio MCP server (no SDK) for answers the SDK cannot parse.
+
+It answers ``initialize`` and ``ping`` properly; ``--garble-list`` answers ``tools/list`` with a line that
+is not JSON, else it lists one tool ``t``; ``--garble-call`` answers every ``tools/call`` with such a
+line, else with the text ``ok``. The garbled line is :data:`GARBLED` (cut short).
+"""
+
+import json
+import sys
+
+GARBLED = '{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "cut'
+
+
+def answer(request_id, result) -> None:
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, request_id = message.get("method"), message.get("id")
+        if request_id is None:
+            continue  # a notification
+        if method == "initialize":
+            answer(request_id, {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                                "serverInfo": {"name": "raw", "version": "1"}})
+        elif method == "tools/list" and "--garble-list" not in sys.argv:
+            answer(request_id, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]})
+        elif method == "tools/call" and "--garble-call" not in sys.argv:
+            answer(request_id, {"content": [{"type": "text", "text": "ok"}]})
+        elif method in ("tools/list", "tools/call"):
+            sys.stdout.write(GARBLED + "\n")
+            sys.stdout.flush()
+        else:
+            answer(request_id, {})
+
+
+if __name__ == "__main__":
+    main()
