@@ -912,6 +912,8 @@ class AsyncHub:
         for entry in self._service.list_descendants(self._root.id):
             if entry.id == child_id and entry.kind == "child":
                 return AsyncChild(self, child_id, entry.label or "")
+            if entry.id == child_id:  # listed as a diagnostic: say what is wrong, as send does
+                raise await self._service.refusal(entry)
         raise UsageError(f'no continuable child "{child_id}" below this hub\'s root')
 
     async def job(self, job_id: str) -> AsyncJob:

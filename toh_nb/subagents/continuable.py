@@ -212,18 +212,22 @@ class ContinuableChildren(Settlement, RuntimeObserver):
             act.child.session.append(MESSAGE_DISCARDED, data=discarded_data((message.id,)))
             raise
 
-    async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
-        runtime = self.runtime
-        store = runtime.store
+    async def read_log(self, child_id: str) -> Any:
+        """A stored child's log, read off the loop when the store reads a disk; ``SubagentError``
+        naming what is wrong with a log that exists and cannot be read (corrupt, unreadable)."""
+        store = self.runtime.store
         try:
             if store.reads_block:  # a disk read off the loop: a slow disk stalls no agent
-                session = await run_engine(store.open, child_id)
-            else:
-                session = store.open(child_id)
+                return await run_engine(store.open, child_id)
+            return store.open(child_id)
         except StoreError as error:  # the log exists and cannot be read: say what is wrong with it
             raise SubagentError(texts.unavailable_because(child_id, str(error)), "NOT_RESUMABLE") from None
         except (KeyError, OSError, ValueError):
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
+
+    async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
+        runtime = self.runtime
+        session = await self.read_log(child_id)
         if child_id in self.activations or self.draining or not runtime.is_live(parent):
             return await self.followup(parent, child_id, content, source)  # the world moved during the read
         header = session.header
