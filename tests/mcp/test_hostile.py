@@ -219,3 +219,29 @@ def test_an_answer_the_sdk_cannot_parse_is_named_not_called_a_silence():
     assert called[0][0] == (f'Error: {display(call)} failed tools/call "t": it sent a line that is not valid JSON-RPC '
                             f"instead of an answer (none came within 1 s): {line!r}")
     assert listed == texts.list_failed(display(listing), texts.unparsed(1, line))
+
+
+def test_a_server_listing_a_name_twice_degrades_only_itself_and_says_so_once():
+    """Issue 41.11: the duplicates are refused by name in one line (a problem event, once per listing);
+    that server's other tools and the hub's other servers work in every run."""
+    twice = tn.MCPServer(raw("--twice"), name="twice")
+    other = tn.MCPServer(hostile(), name="other")
+    model = tn.ScriptedModel({"root": [tn.ToolCall("t", {}), tn.ToolCall("u", {}), tn.ToolCall("echo", {"text": "x"}),
+                                       "done", tn.ToolCall("t", {}), "again"]})
+    problems: list = []
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[twice, other]) as hub:
+            hub._runtime.bus.subscribe(lambda e: problems.append(e.message) if type(e).__name__ == "Problem" else None)
+            first = await hub.run("go")
+            second = await hub.run("go again")
+            specs = {tool.name: tool.description for tool in hub.root_agent.tools.values() if tool.name in ("t", "u")}
+            return first.text, second.text, results(hub), specs
+
+    first, second, seen, specs = asyncio.run(main())
+    assert (first, second) == ("done", "again")
+    assert seen == [("ok t", False), ("ok u", False), ("echo: x", False), ("ok t", False)]
+    assert specs == {"t": "t number 0", "u": "u number 2"}  # the first of each name
+    assert problems == [texts.listed_twice(display(twice), ["t", "u"])]
+    assert problems[0] == (f"{display(twice)} lists tool name(s) more than once: 't', 'u'; only the first tool "
+                           "of each name is offered")

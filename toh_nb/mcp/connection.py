@@ -87,6 +87,8 @@ class MCPConnection:
         self.first_noise: str | None = None
         #: the latest such line: what a request that timed out after it names as the likely cause
         self.last_noise: str | None = None
+        #: the listing whose names given twice were last reported (each listing is reported once)
+        self.told_twice: list | None = None
         self.closed = False
         self._client: Any = None
         self._owner: asyncio.Task | None = None

@@ -38,6 +38,12 @@ def name_clash(name: str, first: str, second: str) -> str:
     return f'MCP tool name "{name}" is offered by {first} and {second}; give one of the servers another name='
 
 
+def listed_twice(display: str, names: list[str]) -> str:
+    """One line for a server whose listing names tools more than once: only the first of each is mounted."""
+    return (f"{display} lists tool name(s) more than once: {', '.join(repr(n) for n in names)}; "
+            "only the first tool of each name is offered")
+
+
 def not_a_server(item: Any) -> str:
     return f"tools= of spawn/start takes tn.MCPServer objects, got {type(item).__name__}"
 

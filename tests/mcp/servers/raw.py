@@ -1,8 +1,9 @@
-"""A hand-written stdio MCP server (no SDK) for answers the SDK cannot parse.
+"""A hand-written stdio MCP server (no SDK) for answers the SDK would never send.
 
 It answers ``initialize`` and ``ping`` properly; ``--garble-list`` answers ``tools/list`` with a line that
-is not JSON, else it lists one tool ``t``; ``--garble-call`` answers every ``tools/call`` with such a
-line, else with the text ``ok``. The garbled line is :data:`GARBLED` (cut short).
+is not JSON, else it lists one tool ``t`` (``--twice``: ``t``, ``t``, ``u``, ``t``, ``u``, names given
+twice); ``--garble-call`` answers every ``tools/call`` with such a line, else with the text ``ok <tool>``.
+The garbled line is :data:`GARBLED` (cut short).
 """
 
 import json
@@ -26,9 +27,11 @@ def main() -> None:
             answer(request_id, {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
                                 "serverInfo": {"name": "raw", "version": "1"}})
         elif method == "tools/list" and "--garble-list" not in sys.argv:
-            answer(request_id, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]})
+            names = ["t", "t", "u", "t", "u"] if "--twice" in sys.argv else ["t"]
+            answer(request_id, {"tools": [{"name": name, "description": f"{name} number {i}",
+                                           "inputSchema": {"type": "object"}} for i, name in enumerate(names)]})
         elif method == "tools/call" and "--garble-call" not in sys.argv:
-            answer(request_id, {"content": [{"type": "text", "text": "ok"}]})
+            answer(request_id, {"content": [{"type": "text", "text": f"ok {message['params']['name']}"}]})
         elif method in ("tools/list", "tools/call"):
             sys.stdout.write(GARBLED + "\n")
             sys.stdout.flush()
