@@ -29,7 +29,7 @@ from .core.budget import DEFAULT_MAX_STEPS, Limits
 from .core.checks import agent_id_of, check_count, check_flag, check_text, check_timeout
 from .core.events import DEFAULT_HISTORY, HubClosed, HubEvent, SubtreeFilter
 from .core.content import USER_SOURCE, text_of, user_message
-from .core.errors import ClosedError, UsageError
+from .core.errors import ClosedError, ToolError, UsageError
 from .core.ids import IdSource
 from .core.model import Model
 from .core.runtime import Runtime
@@ -42,6 +42,7 @@ from .jobs import JobRegistry, make_job_tools
 from .jobs import texts as job_texts
 from .jobs.registry import Job
 from .mcp.config import MCPServer
+from .mcp import texts as mcp_texts
 from .mcp.mounts import MCPMounts, connection_of
 from .results import AgentListing, RunResult, item_html, job_output, job_result, run_result
 from .activations import activation_rows
@@ -691,21 +692,27 @@ class AsyncHub:
         if self._closed:
             raise ClosedError("this hub is closed; create a new Hub to continue (a store= directory keeps its children)")
 
-    async def _mounted(self) -> None:
+    async def _mounted(self, timeout: float | None = None) -> None:
         """Start the hub's MCP servers and mount their tools (once, before the first work that needs
-        tools). A server that cannot start raises its ToolError; the next call tries again."""
+        tools). A server that cannot start raises its ToolError; the next call tries again. The wait
+        counts toward the work it precedes: at most ``timeout`` (a run's) or the root's ``turn_timeout``."""
         if self._mcp_ready:
             return
         if self._mcp_lock is None:
             self._mcp_lock = asyncio.Lock()
-        async with self._mcp_lock:
-            if self._mcp_ready:
-                return
-            for tool in await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names(), shared=True):
-                self._runtime.tools.add(tool)
-            root = self._root  # made before the tools were known: it sees them from now on
-            root.tools, root.tool_specs, root.system = self._runtime.compose(None)
-            self._mcp_ready = True
+        bounds = [b for b in (timeout, self._root.limits.turn_timeout) if b is not None]
+        try:
+            async with asyncio.timeout(min(bounds) if bounds else None), self._mcp_lock:
+                if self._mcp_ready:
+                    return
+                tools = await self._mcp.tools(self._runtime.mcp_servers, self._runtime.tools.names(), shared=True)
+                for tool in tools:
+                    self._runtime.tools.add(tool)
+                root = self._root  # made before the tools were known: it sees them from now on
+                root.tools, root.tool_specs, root.system = self._runtime.compose(None)
+                self._mcp_ready = True
+        except TimeoutError:
+            raise ToolError(mcp_texts.not_ready(min(bounds))) from None
 
     def _mcp_changed(self, old: list, new: list, shared: bool) -> None:
         """An MCP server's tool list changed (``notifications/tools/list_changed``): ``new`` replaces
@@ -773,7 +780,10 @@ class AsyncHub:
         self._check_open()
         check_text(prompt, "prompt")
         timeout = check_timeout(timeout)
-        await self._mounted()
+        began = time.monotonic()
+        await self._mounted(timeout)
+        if timeout is not None:  # what starting the servers took counts toward it
+            timeout = max(0.0, timeout - (time.monotonic() - began))
         future = self._root.submit(user_message(prompt, id=self._ids.message()))
         try:
             outcome = await asyncio.wait_for(asyncio.shield(future), timeout)

@@ -27,6 +27,17 @@ def display(server: tn.MCPServer) -> str:
     return f'MCP server "{server.name}" (`{shlex.join(server.command)}`)'
 
 
+def refused_run(server: tn.MCPServer) -> str:
+    """The text of the ToolError a hub with ``server`` raises for ``run("go")``."""
+    async def main():
+        async with tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[server]) as hub:
+            with pytest.raises(tn.ToolError) as caught:
+                await hub.run("go")
+            return str(caught.value)
+
+    return asyncio.run(main())
+
+
 def test_a_crash_mid_call_is_the_calls_error_and_the_next_call_restarts_the_server():
     before = descendants()
     server = tn.MCPServer(hostile(), name="h")
@@ -142,14 +153,7 @@ def test_a_helper_that_left_the_servers_process_group_dies_with_hub_close():
 def test_a_program_that_never_speaks_mcp_fails_within_the_connect_timeout_and_is_stopped():
     before = descendants()
     server = tn.MCPServer(hostile("--garbage-only"), name="g", connect_timeout=2)
-
-    async def main():
-        async with tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[server]) as hub:
-            with pytest.raises(tn.ToolError) as caught:
-                await hub.run("go")
-            return str(caught.value)
-
-    message = asyncio.run(main())
+    message = refused_run(server)
     # the banner it printed instead of JSON-RPC is named (the SDK also logs it on mcp.client.stdio)
     noise = texts.noise(1, "Welcome to not-an-MCP-server 1.0")
     assert message == texts.handshake_timeout(display(server), 2, "") + noise
@@ -207,13 +211,9 @@ def test_an_answer_the_sdk_cannot_parse_is_named_not_called_a_silence():
     async def main():
         async with tn.AsyncHub(model, tools=[call]) as hub:
             await hub.run("go")
-            called = results(hub)
-        async with tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[listing]) as hub:
-            with pytest.raises(tn.ToolError) as listed:
-                await hub.run("go")
-        return called, str(listed.value)
+            return results(hub)
 
-    called, listed = asyncio.run(main())
+    called, listed = asyncio.run(main()), refused_run(listing)
     line = raw_server.GARBLED
     assert called == [("Error: " + texts.call_unparsed(display(call), "t", 1, line), True)]
     assert called[0][0] == (f'Error: {display(call)} failed tools/call "t": it sent a line that is not valid JSON-RPC '
@@ -245,3 +245,35 @@ def test_a_server_listing_a_name_twice_degrades_only_itself_and_says_so_once():
     assert problems == [texts.listed_twice(display(twice), ["t", "u"])]
     assert problems[0] == (f"{display(twice)} lists tool name(s) more than once: 't', 'u'; only the first tool "
                            "of each name is offered")
+
+
+def test_a_listing_has_one_deadline_for_all_its_pages():
+    """Issue 41.6: ``connect_timeout`` bounds the whole ``tools/list``, not each of its 100 pages (a
+    page every 0.3 s never met a per-page bound of 1 s)."""
+    server = tn.MCPServer(raw("--slow-pages"), name="pages", connect_timeout=1)
+    message = refused_run(server)
+    pages = [n for n in range(1, 4) if message == texts.list_failed(display(server), texts.list_timeout(1, n))]
+    assert len(pages) == 1, message
+    assert message.startswith(f"{display(server)} could not list its tools: the listing was not complete within 1 s (")
+
+
+@pytest.mark.parametrize("bound", ["timeout", "turn_timeout"])
+def test_a_run_timeout_and_turn_timeout_bound_the_wait_for_the_servers(bound):
+    """Issue 41.6: a run's ``timeout=`` and the root's ``turn_timeout`` cover starting and listing its
+    servers (the listing's own bound, ``connect_timeout``, is 60 s here)."""
+    server = tn.MCPServer(raw("--slow-pages"), name="pages", connect_timeout=60)
+    before = descendants()
+
+    async def main():
+        options = {"turn_timeout": 1} if bound == "turn_timeout" else {}
+        async with tn.AsyncHub(tn.ScriptedModel({"root": ["done"]}), tools=[server], **options) as hub:
+            with pytest.raises(tn.ToolError) as failed:
+                await hub.run("go", **({"timeout": 1} if bound == "timeout" else {}))
+            return str(failed.value), (await hub.agents())[0]["turns"]
+
+    message, turns = asyncio.run(main())
+    assert message == texts.not_ready(1) == (
+        "the hub's MCP servers were not started and listed within 1 s (the call's timeout= or the root's "
+        "turn_timeout); nothing ran, and the next call tries again")
+    assert turns == 0
+    assert descendants() - before == set()

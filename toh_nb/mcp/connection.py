@@ -5,7 +5,8 @@ has an *owner* task that opens it, hands the connected client out and holds it o
 stop. Calls are made from the agents' own tasks (JSON-RPC requests on one session run concurrently); a
 cancelled call is cancelled on the server by the SDK (``notifications/cancelled``).
 
-Every wait is bounded: the start and handshake by ``connect_timeout``, a call by ``timeout`` (the SDK's
+Every wait is bounded: the start and handshake by ``connect_timeout``, a whole ``tools/list`` (all its
+pages) by ``connect_timeout`` again, a call by ``timeout`` (the SDK's
 read timeout, and an outer bound a little later in case the transport itself is stuck), the shutdown
 by :data:`CLOSE_GRACE` per step. A server that closes the connection (it exited or crashed) fails the
 call in flight with a diagnostic carrying the end of its stderr; the session is dropped and the next
@@ -319,17 +320,21 @@ class MCPConnection:
         seen = self.noise
         tools: list = []
         cursor = None
+        pages = 0
+        seconds = self.server.connect_timeout
         try:
-            for _ in range(MAX_PAGES):
-                page = await asyncio.wait_for(client.list_tools(cursor=cursor), self.server.connect_timeout)
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-        except asyncio.TimeoutError:
-            seconds = self.server.connect_timeout
-            problem = (texts.unparsed(seconds, self.last_noise or "") if self.noise > seen
-                       else f"no answer within {seconds:g} s")
+            async with asyncio.timeout(seconds):  # one deadline for the whole listing, every page
+                for pages in range(1, MAX_PAGES + 1):
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+        except TimeoutError:
+            if self.noise > seen:
+                problem = texts.unparsed(seconds, self.last_noise or "")
+            else:
+                problem = texts.list_timeout(seconds, pages - 1)
             raise ToolError(texts.list_failed(self.server.display, problem)) from None
         except Exception as error:
             stderr = self.stderr_tail()

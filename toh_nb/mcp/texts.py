@@ -83,6 +83,19 @@ def list_failed(display: str, problem: str) -> str:
     return f"{display} could not list its tools: {problem}"
 
 
+def list_timeout(seconds: float, pages: int) -> str:
+    """Why a listing failed when its deadline (``connect_timeout``, for all its pages) passed."""
+    if pages <= 0:
+        return f"no answer within {seconds:g} s"
+    return f"the listing was not complete within {seconds:g} s ({pages} page(s) read)"
+
+
+def not_ready(seconds: float) -> str:
+    """A run (or any hub call) whose MCP servers were not started and listed within its time."""
+    return (f"the hub's MCP servers were not started and listed within {seconds:g} s (the call's timeout= or "
+            "the root's turn_timeout); nothing ran, and the next call tries again")
+
+
 def relist_failed(display: str, problem: str) -> str:
     return f"{display} said its tools changed, but listing them again failed: {problem}"
 

@@ -161,6 +161,8 @@ class _Served:
         self.turn: asyncio.Task | None = None
         #: a session/cancel for the current prompt arrived (perhaps before its turn began)
         self.cancelled = False
+        #: the current prompt's task has begun (``hub.run`` is starting the servers or running the turn)
+        self.running = False
         self.queue: asyncio.Queue = asyncio.Queue()
         session = hub.root_agent.session
         sink = session.sink
@@ -175,18 +177,29 @@ class _Served:
 
     def start(self, text: str) -> asyncio.Task:
         self.cancelled = False
+        self.running = False
         self.turn = asyncio.ensure_future(self._run(text))
         return self.turn
 
     async def _run(self, text: str) -> Any:
         if self.cancelled:  # cancelled before the turn began: it never runs
             return None
-        return await self.hub.run(text)  # the message is queued in this same step, so a cancel reaches it
+        self.running = True  # from now on a cancel stops the hub's wait for its servers, if it is in it
+        try:
+            return await self.hub.run(text)  # the message is queued in this same step, so a cancel reaches it
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self.cancelled and task is not None and task.uncancel() == 0:  # ours: the turn never began
+                return None
+            raise
 
     def cancel(self) -> None:
         if self.turn is not None and not self.turn.done():
             self.cancelled = True
-            self.hub.root_agent.cancel("user")
+            if self.hub.root_agent.status == "running":  # the turn runs: it ends aborted, its records kept
+                self.hub.root_agent.cancel("user")
+            elif self.running:  # still starting the session's MCP servers: nothing ran, stop the wait itself
+                self.turn.cancel()
 
 
 class HubAgent:

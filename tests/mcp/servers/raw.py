@@ -2,12 +2,13 @@
 
 It answers ``initialize`` and ``ping`` properly; ``--garble-list`` answers ``tools/list`` with a line that
 is not JSON, else it lists one tool ``t`` (``--twice``: ``t``, ``t``, ``u``, ``t``, ``u``, names given
-twice); ``--garble-call`` answers every ``tools/call`` with such a line, else with the text ``ok <tool>``.
+twice; ``--slow-pages``: a page every 0.3 s, each with a next cursor, without end); ``--garble-call`` answers every ``tools/call`` with such a line, else with the text ``ok <tool>``.
 The garbled line is :data:`GARBLED` (cut short).
 """
 
 import json
 import sys
+import time
 
 GARBLED = '{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "cut'
 
@@ -26,6 +27,11 @@ def main() -> None:
         if method == "initialize":
             answer(request_id, {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
                                 "serverInfo": {"name": "raw", "version": "1"}})
+        elif method == "tools/list" and "--slow-pages" in sys.argv:  # a page every 0.3 s, never the last
+            cursor = int((message.get("params") or {}).get("cursor") or 0)
+            time.sleep(0.3)
+            answer(request_id, {"tools": [{"name": f"t{cursor}", "inputSchema": {"type": "object"}}],
+                                "nextCursor": str(cursor + 1)})
         elif method == "tools/list" and "--garble-list" not in sys.argv:
             names = ["t", "t", "u", "t", "u"] if "--twice" in sys.argv else ["t"]
             answer(request_id, {"tools": [{"name": name, "description": f"{name} number {i}",
