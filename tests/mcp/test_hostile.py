@@ -5,6 +5,7 @@ hub, and leaves no process behind."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 
 import pytest
@@ -277,3 +278,24 @@ def test_a_run_timeout_and_turn_timeout_bound_the_wait_for_the_servers(bound):
         "turn_timeout); nothing ran, and the next call tries again")
     assert turns == 0
     assert descendants() - before == set()
+
+
+def test_an_answer_still_arriving_at_the_timeout_is_not_called_a_silence():
+    """Issue 41.13: a large result on its way when the call's timeout passed is said to be arriving
+    (with how much of it was sent), not "did not answer"; a server that sent nothing still gets that."""
+    slow = tn.MCPServer(raw("--slow-answer"), name="slow", timeout=1)
+    silent = tn.MCPServer(hostile(), name="silent", timeout=1, env={"HOSTILE_MARKS": os.devnull})
+    model = tn.ScriptedModel({"root": [tn.ToolCall("t", {}), tn.ToolCall("hang", {}), "done"]})
+
+    async def main():
+        async with tn.AsyncHub(model, tools=[slow, silent]) as hub:
+            await hub.run("go")
+            return results(hub)
+
+    (arriving, error), (nothing, _) = asyncio.run(main())
+    assert error is True
+    assert arriving == "Error: " + texts.still_sending(display(slow), "t", 1, 1_000_000)
+    assert arriving == (f'Error: {display(slow)} was still sending its answer to tools/call "t" when 1 s had passed '
+                        "(about 1.0 MB of it sent); the call was cancelled: a larger timeout= would let a result "
+                        "that large arrive")
+    assert nothing == "Error: " + texts.call_timeout(display(silent), "hang", 1)

@@ -25,7 +25,8 @@ later SIGKILL (repeated until none is left), and the launcher exits with the age
 :func:`stdio_command` builds) is for a process that another library starts, such as the MCP SDK's stdio
 client, which gives it no lifeline: the command, its environment and its working directory are the
 launcher's own; a command that cannot be started is told on stderr as one ``toh_nb launcher: failed
-<json>`` line (exit status 127; :func:`start_failure` reads it back); and the tree ends when the process
+<json>`` line (exit status 127; :func:`start_failure` reads it back), one that runs as ``toh_nb
+launcher: started <pid>`` (:func:`started_pid`); and the tree ends when the process
 exits, when the launcher gets SIGTERM/SIGHUP/SIGINT (the SDK's shutdown signals the process group), or
 when toh_nb's thread dies. ``GRACE`` must stay below the other library's own wait before it SIGKILLs the
 group, so the launcher is never killed before it has killed the helpers that left that group.
@@ -50,6 +51,8 @@ import time
 LAUNCHER = os.path.abspath(__file__)
 #: the first word of stdio mode's failure line on stderr
 FAILED = "toh_nb launcher: failed "
+#: stdio mode's first stderr line once the command runs, with its pid (:func:`started_pid` reads it)
+STARTED = "toh_nb launcher: started "
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -112,6 +115,14 @@ def start_failure(stderr: str) -> "dict | None":
             except ValueError:
                 return None
             return data if isinstance(data, dict) else None
+    return None
+
+
+def started_pid(stderr: str) -> "int | None":
+    """The pid stdio mode's ``started`` line in ``stderr`` names, or None."""
+    for line in stderr.splitlines():
+        if line.startswith(STARTED) and line[len(STARTED):].strip().isdigit():
+            return int(line[len(STARTED):])
     return None
 
 
@@ -184,6 +195,8 @@ class Launcher:
             self.send("failed " + detail)
             return 127
         self.agent = child.pid
+        if self.lifeline is None:  # stdio mode: the pid goes where the starter reads the server's stderr
+            os.write(2, f"{STARTED}{child.pid}\n".encode())
         self.send(f"started {child.pid}")
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)  # let go of the agent's pipes: only the agent (and its helpers) hold them

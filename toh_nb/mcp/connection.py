@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import tempfile
 from typing import Any, Callable
 
 from ..core.errors import ToolError, describe
-from ..core.launcher import start_failure, stdio_command
+from ..core.launcher import STARTED, start_failure, started_pid, stdio_command
 from ..core.tools import ToolResult
 from . import texts
 from .config import MCPServer, sdk
@@ -30,6 +31,9 @@ from .results import tool_result
 
 log = logging.getLogger("toh_nb.mcp")
 
+#: bytes a stdio server must have written on stdout during a call that timed out for its answer to
+#: count as still arriving (a large result), not as never sent
+SENDING = 64 * 1024
 #: seconds a stdio server's tree gets between SIGTERM and SIGKILL under its launcher: below the SDK's
 #: own wait (2 s) before it SIGKILLs the process group, the launcher among it
 STDIO_GRACE = 1.0
@@ -90,6 +94,8 @@ class MCPConnection:
         self.last_noise: str | None = None
         #: the listing whose names given twice were last reported (each listing is reported once)
         self.told_twice: list | None = None
+        #: the stdio server's own pid (its launcher says it on stderr), once read
+        self._server_pid: int | None = None
         self.closed = False
         self._client: Any = None
         self._owner: asyncio.Task | None = None
@@ -128,6 +134,7 @@ class MCPConnection:
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self.noise, self.first_noise, self.last_noise = 0, None, None
+        self._server_pid = None
         if server.command is not None:
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         self._owner = asyncio.get_running_loop().create_task(self._own(ready, self._stop, self._stderr),
@@ -260,8 +267,35 @@ class MCPConnection:
         return message
 
     def stderr_tail(self) -> str:
-        """The end of what the server wrote to stderr (one line, for a diagnostic)."""
-        return " ".join(self._stderr_text(from_end=True).split())[-STDERR_TAIL:]
+        """The end of what the server wrote to stderr (one line, for a diagnostic; the launcher's
+        own line left out)."""
+        text = "\n".join(line for line in self._stderr_text(from_end=True).splitlines()
+                         if not line.startswith(STARTED))
+        return " ".join(text.split())[-STDERR_TAIL:]
+
+    def _output_mark(self) -> "tuple[int, int, int] | None":
+        """(server pid, bytes it has written, bytes of its stderr): what :meth:`_sent_since` compares
+        with; None where that cannot be known (an HTTP server, no ``/proc``, another user's process)."""
+        file = self._stderr
+        if file is None or file.closed:
+            return None
+        if self._server_pid is None:
+            self._server_pid = started_pid(self._stderr_text())
+        pid = self._server_pid
+        try:
+            with open(f"/proc/{pid}/io") as io:
+                written = next(int(line.split()[1]) for line in io if line.startswith("wchar:"))
+            file.flush()
+            return pid, written, os.fstat(file.fileno()).st_size
+        except (OSError, StopIteration, ValueError, TypeError):
+            return None
+
+    def _sent_since(self, mark: "tuple[int, int, int] | None") -> int:
+        """About how many bytes the server wrote on stdout since ``mark`` (what it wrote, less its stderr)."""
+        now = self._output_mark()
+        if mark is None or now is None or now[0] != mark[0]:
+            return 0
+        return max(0, (now[1] - mark[1]) - (now[2] - mark[2]))
 
     def _stderr_text(self, from_end: bool = False) -> str:
         """What the server wrote to stderr: its first ``4 * STDERR_TAIL`` characters, or its last."""
@@ -272,7 +306,10 @@ class MCPConnection:
             file.flush()
             size = file.seek(0, 2)
             file.seek(max(0, size - 4 * STDERR_TAIL) if from_end else 0)
-            return file.read(4 * STDERR_TAIL)
+            text = file.read(4 * STDERR_TAIL)
+            # the server writes through the same open file (one offset): leave it at the end again
+            file.seek(0, 2)
+            return text
         except (OSError, ValueError):
             return ""
 
@@ -345,12 +382,16 @@ class MCPConnection:
             self._listing = tools
         return tools
 
-    def _no_answer(self, tool: str, seen: int) -> str:
+    def _no_answer(self, tool: str, seen: int, mark: "tuple[int, int, int] | None") -> str:
         """A call that got no answer in time; when the server sent a line the SDK could not parse since
-        it began (``seen``: the count before), that line is the likely answer, and is named."""
+        it began (``seen``: the count before), that line is the likely answer, and is named; when it
+        was still writing on stdout (``mark``: what it had written before), its answer was arriving."""
         server = self.server
         if self.noise > seen:
             return texts.call_unparsed(server.display, tool, server.timeout, self.last_noise or "")
+        sent = self._sent_since(mark)
+        if sent >= SENDING:
+            return texts.still_sending(server.display, tool, server.timeout, sent)
         return texts.call_timeout(server.display, tool, server.timeout)
 
     async def call(self, tool: str, arguments: dict) -> ToolResult:
@@ -361,7 +402,7 @@ class MCPConnection:
 
         server = self.server
         client = await self.client()
-        seen = self.noise
+        seen, mark = self.noise, self._output_mark()
         try:
             result = await asyncio.wait_for(
                 client.call_tool(tool, arguments, read_timeout_seconds=server.timeout), server.timeout + HARD_MARGIN)
@@ -371,10 +412,10 @@ class MCPConnection:
                 await self._drop(client)
                 raise ToolError(self.noted(texts.closed_during(server.display, tool, stderr))) from None
             if error.code == REQUEST_TIMEOUT:
-                raise ToolError(self._no_answer(tool, seen)) from None
+                raise ToolError(self._no_answer(tool, seen, mark)) from None
             raise ToolError(texts.refused(server.display, tool, error.error.message)) from None
         except asyncio.TimeoutError:
-            raise ToolError(self._no_answer(tool, seen)) from None
+            raise ToolError(self._no_answer(tool, seen, mark)) from None
         except pydantic.ValidationError as error:
             raise ToolError(texts.invalid_answer(server.display, tool, f"{error.error_count()} validation "
                                                  f"error(s), first: {error.errors()[0]['msg']}")) from None

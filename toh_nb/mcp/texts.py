@@ -71,6 +71,13 @@ def call_timeout(display: str, tool: str, seconds: float) -> str:
             "on the server")
 
 
+def still_sending(display: str, tool: str, seconds: float, sent: int) -> str:
+    """A call whose answer was still arriving when its timeout passed (a large result, not a silence)."""
+    return (f'{display} was still sending its answer to tools/call "{tool}" when {seconds:g} s had passed '
+            f"(about {sent / 1e6:.1f} MB of it sent); the call was cancelled: a larger timeout= would let a "
+            "result that large arrive")
+
+
 def refused(display: str, tool: str, message: str) -> str:
     return f'{display} refused tools/call "{tool}": {message}'
 

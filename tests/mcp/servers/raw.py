@@ -2,7 +2,8 @@
 
 It answers ``initialize`` and ``ping`` properly; ``--garble-list`` answers ``tools/list`` with a line that
 is not JSON, else it lists one tool ``t`` (``--twice``: ``t``, ``t``, ``u``, ``t``, ``u``, names given
-twice; ``--slow-pages``: a page every 0.3 s, each with a next cursor, without end); ``--garble-call`` answers every ``tools/call`` with such a line, else with the text ``ok <tool>``.
+twice; ``--slow-pages``: a page every 0.3 s, each with a next cursor, without end); ``--slow-answer``
+writes the first 1 MB of a 2 MB ``tools/call`` answer, then pauses 30 s; ``--garble-call`` answers every ``tools/call`` with such a line, else with the text ``ok <tool>``.
 The garbled line is :data:`GARBLED` (cut short).
 """
 
@@ -36,6 +37,14 @@ def main() -> None:
             names = ["t", "t", "u", "t", "u"] if "--twice" in sys.argv else ["t"]
             answer(request_id, {"tools": [{"name": name, "description": f"{name} number {i}",
                                            "inputSchema": {"type": "object"}} for i, name in enumerate(names)]})
+        elif method == "tools/call" and "--slow-answer" in sys.argv:  # 1 MB of the answer, then a pause
+            line = json.dumps({"jsonrpc": "2.0", "id": request_id,
+                               "result": {"content": [{"type": "text", "text": "x" * 2_000_000}]}}) + "\n"
+            sys.stdout.write(line[:1_000_000])
+            sys.stdout.flush()
+            time.sleep(30)
+            sys.stdout.write(line[1_000_000:])
+            sys.stdout.flush()
         elif method == "tools/call" and "--garble-call" not in sys.argv:
             answer(request_id, {"content": [{"type": "text", "text": f"ok {message['params']['name']}"}]})
         elif method in ("tools/list", "tools/call"):
