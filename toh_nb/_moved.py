@@ -35,6 +35,7 @@ MOVED = {
     "toh_nb.mcp.entries": "toh_nb.serve.mcp_entries",
     "toh_nb.subagents.provider": "toh_nb.providers.base",
     "toh_nb.subagents.providers": "toh_nb.providers.local",
+    "toh_nb.providers.acp.launcher": "toh_nb.core.launcher",
 }
 
 

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 from .core.budget import Limits
 from .core.checks import agent_id_of, check_count, check_flag, check_text, check_timeout, job_id_of
 from .core.content import USER_SOURCE, user_message
-from .core.errors import ClosedError, RunError, UsageError
+from .core.errors import ClosedError, RunError, ToolError, UsageError
 from .core.events import HubClosed, HubEvent, SubtreeFilter
 from .core.ids import IdSource
 from .core.runtime import Runtime
@@ -35,6 +35,7 @@ from .costs import CostBook
 from .jobs import JobRegistry, make_job_tools
 from .jobs import texts as job_texts
 from .jobs.registry import Job
+from .mcp import texts as mcp_texts
 from .mcp.config import MCPServer
 from .mcp.mounts import MCPMounts, connection_of
 from .models.names import check_model, model_of
@@ -151,6 +152,11 @@ class RootPort:
             if session.sink is tee:
                 session.sink = sink
         return untap
+
+    @property
+    def status(self) -> str:
+        """The root's status (``running`` while a turn runs)."""
+        return self._engine.root.status
 
     def cancel(self, reason: str = "user") -> None:
         """Abort the root's current turn (its queued messages wait, as for ``interrupt``)."""
@@ -376,21 +382,27 @@ class Engine:
 
     # -- MCP mounts ------------------------------------------------------------------------------
 
-    async def mounted(self) -> None:
+    async def mounted(self, timeout: float | None = None) -> None:
         """Start the hub's MCP servers and mount their tools (once, before the first work that needs
-        tools). A server that cannot start raises its ToolError; the next call tries again."""
+        tools). A server that cannot start raises its ToolError; the next call tries again. The wait
+        counts toward the work it precedes: at most ``timeout`` (a run's) or the root's ``turn_timeout``."""
         if self._mcp_ready:
             return
         if self._mcp_lock is None:
             self._mcp_lock = asyncio.Lock()
-        async with self._mcp_lock:
-            if self._mcp_ready:
-                return
-            for tool in await self.mcp.tools(self.runtime.mcp_servers, self.runtime.tools.names(), shared=True):
-                self.runtime.tools.add(tool)
-            root = self.root  # made before the tools were known: it sees them from now on
-            root.tools, root.tool_specs, root.system = self.runtime.compose(None)
-            self._mcp_ready = True
+        bounds = [b for b in (timeout, self.root.limits.turn_timeout) if b is not None]
+        try:
+            async with asyncio.timeout(min(bounds) if bounds else None), self._mcp_lock:
+                if self._mcp_ready:
+                    return
+                tools = await self.mcp.tools(self.runtime.mcp_servers, self.runtime.tools.names(), shared=True)
+                for tool in tools:
+                    self.runtime.tools.add(tool)
+                root = self.root  # made before the tools were known: it sees them from now on
+                root.tools, root.tool_specs, root.system = self.runtime.compose(None)
+                self._mcp_ready = True
+        except TimeoutError:
+            raise ToolError(mcp_texts.not_ready(min(bounds))) from None
 
     def _mcp_changed(self, old: list, new: list, shared: bool) -> None:
         """An MCP server's tool list changed (``notifications/tools/list_changed``): ``new`` replaces
@@ -460,7 +472,10 @@ class Engine:
         check_text(prompt, "prompt")
         timeout = check_timeout(timeout)
         check_flag(check, "check")
-        await self.mounted()
+        began = time.monotonic()
+        await self.mounted(timeout)
+        if timeout is not None:  # what starting the servers took counts toward it
+            timeout = max(0.0, timeout - (time.monotonic() - began))
         root = self.root
         future = root.submit(user_message(prompt, id=self.ids.message()))
         try:
@@ -528,13 +543,15 @@ class Engine:
             self._labels.setdefault(request.label, child_id)
         return child_id, request.label, False
 
-    def child_label(self, child: Any) -> tuple[str, str]:
+    async def child_label(self, child: Any) -> tuple[str, str]:
         """``(id, label)`` of a continuable child below the root, for a handle on it."""
         self.check_open()
         child_id = self.agent_id(child, "child_id")
         for entry in self.service.list_descendants(self.root.id):
             if entry.id == child_id and entry.kind == "child":
                 return child_id, entry.label or ""
+            if entry.id == child_id:  # listed as a diagnostic: say what is wrong, as send does
+                raise await self.service.refusal(entry)
         raise UsageError(f'no continuable child "{child_id}" below this hub\'s root')
 
     async def wait(self, child: Any, timeout: float | None = None, check: bool = True) -> str | None:
@@ -571,10 +588,11 @@ class Engine:
         self.check_open()
         self.service.interrupt(self.agent_id(agent), self.root)
 
-    def kill(self, agent: Any) -> bool:
-        """Stop a continuable child for good; False when it was not running."""
+    async def kill(self, agent: Any) -> bool:
+        """Stop a continuable child for good, once its record of the dropped follow-ups is written;
+        False when it was not running."""
         self.check_open()
-        return self.service.kill(self.agent_id(agent), self.root)
+        return await self.service.kill(self.agent_id(agent), self.root)
 
     def kill_job(self, job_id: str, reason: str | None = None) -> str:
         """Stop any background job of the tree, acting as its owner; the ``job_kill`` tool's line."""

@@ -439,7 +439,7 @@ class AsyncHub:
     async def child(self, child_id: "str | AsyncChild") -> AsyncChild:
         """A handle on an existing continuable child (for example after a restart); a label is refused
         with the ids it names."""
-        return AsyncChild(self, *self._engine.child_label(child_id))
+        return AsyncChild(self, *await self._engine.child_label(child_id))
 
     async def job(self, job_id: str) -> AsyncJob:
         """A handle on one of the root's background jobs (``subagent-N``), also those its model started."""
@@ -457,7 +457,7 @@ class AsyncHub:
         """Stop a continuable child for good: its turn aborts, its queued messages are dropped and it
         settles (``ready``: a later ``send`` still resumes it). Its parent is told it was stopped. False
         when it was not running (an accepted no-op, like ``interrupt``)."""
-        return self._engine.kill(agent_id)
+        return await self._engine.kill(agent_id)
 
     async def kill_job(self, job_id: str, reason: str | None = None) -> str:
         """Ask any background job of the tree to stop, also one a descendant's model started (the

@@ -12,6 +12,7 @@ Run as ``python fake_agent.py [--no-load] [--hang-init] [--ignore-eof]``. Prompt
 - ``WRITE <path> <text>``: asks permission (edit), then ``fs/write_text_file`` if allowed;
 - ``QUIET <path>``: like ``WRITE`` but says nothing when refused (an empty answer, ``end_turn``);
 - ``READ <path>``: ``fs/read_text_file``; the answer is the content or the error message;
+  ``READLINES <line> <limit> <path>``: the same for ``limit`` lines from ``line`` on;
 - ``GRANDCHILD``: starts ``sleep 300`` in its process group and answers its pid;
 - ``HELPERS``: starts ``setsid sleep 1000`` (holding stdout) and a double-forked daemon; answers both pids;
 - ``ABANDON``: starts ``setsid sleep 1000`` holding stdout, names its pid on stderr and exits 5 mid-turn;
@@ -153,9 +154,13 @@ class FakeAgent:
             elif word == "WRITE":
                 await self.say(sid, "permission refused")
             return acp.PromptResponse(stop_reason="end_turn")
-        if word == "READ":
+        if word in ("READ", "READLINES"):
+            span = {}
+            if word == "READLINES":
+                line, limit, rest = rest.split(" ", 2)
+                span = {"line": int(line), "limit": int(limit)}
             try:
-                got = await self.conn.read_text_file(session_id=sid, path=rest)
+                got = await self.conn.read_text_file(session_id=sid, path=rest, **span)
                 await self.say(sid, f"content: {got.content}")
             except acp.RequestError as error:
                 await self.say(sid, f"read failed: {error}")

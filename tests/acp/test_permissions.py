@@ -215,3 +215,38 @@ def test_a_refused_permission_is_said_to_the_delegating_model_the_notice_and_the
     assert (rows["agent-1"]["stop_reason"], rows["agent-1"]["denied"]) == ("completed", line.split(": ", 1)[1])
     assert rows["agent-2"]["denied"] == f"Write {target} (edit)" and rows["root"]["denied"] is None
     assert not target.exists()
+
+
+@pytest.mark.slow
+def test_file_reads_run_off_the_loop_read_only_the_lines_asked_for_and_keep_to_max_read_bytes(tmp_path, monkeypatch):
+    """Issue 41.8, through a real ACP connection: ``fs/read_text_file`` runs on the engine's threads."""
+    import threading
+
+    from toh_nb.providers.acp import workspace as workspace_module
+
+    work = tmp_path / "work"
+    work.mkdir()
+    big = work / "big.log"
+    with open(big, "wb") as handle:
+        handle.write(b"one\ntwo\nthree\n")
+        handle.truncate(64 * 1024 * 1024)
+    threads = []
+    real_read = workspace_module.Workspace.read
+
+    def read(self, *args):
+        threads.append(threading.current_thread())
+        return real_read(self, *args)
+
+    monkeypatch.setattr(workspace_module.Workspace, "read", read)
+
+    async def main():
+        agent = tn.AcpAgent(fake(), cwd=str(work), permissions="allow", max_read_bytes=4096)
+        async with tn.AsyncHub(ids="sequential", providers={"coder": agent}) as h:
+            return [(await h.spawn(prompt, provider="coder")).text
+                    for prompt in (f"READLINES 2 1 {big}", f"READ {big}")], threading.current_thread()
+
+    texts, loop_thread = asyncio.run(main())
+    assert texts == ["content: two\n", f"read failed: {workspace_module.too_large(str(big), 4096)}"]
+    assert len(threads) == 2 and loop_thread not in threads
+    with pytest.raises(tn.UsageError, match=r"max_read_bytes must be an integer >= 1 \(bytes\), got 0"):
+        tn.AcpAgent(fake(), max_read_bytes=0)

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from toh_nb.providers.acp.workspace import Workspace, WorkspaceError
+from toh_nb.providers.acp.workspace import MAX_READ_BYTES, Workspace, WorkspaceError, too_large
 
 
 @pytest.fixture
@@ -131,3 +131,39 @@ def test_a_component_swapped_for_a_symlink_never_leads_out(tmp_path):
         workspace.close()
     assert sorted(os.listdir(outside)) == ["f.txt"] and (outside / "f.txt").read_text() == "SECRET"
     assert seen["inside"] > 0 and seen["refused"] > 0  # the race really ran both ways
+
+
+def bytes_read() -> int:
+    """What this process has read so far (``rchar`` of /proc/self/io: every read(2), whatever the file)."""
+    with open("/proc/self/io") as handle:
+        return int(next(line for line in handle if line.startswith("rchar:")).split()[1])
+
+
+def test_a_line_range_of_a_huge_sparse_file_reads_only_those_lines(ws):
+    """Issue 41.8: ``line``/``limit`` read the file only up to the last line asked for (a 2 GB sparse file
+    was read whole, +4.1 GB of memory)."""
+    root, workspace = ws
+    big = root / "sparse.log"
+    with open(big, "wb") as handle:
+        handle.write(b"first\nsecond\nthird\n")
+        handle.truncate(256 * 1024 * 1024)  # a hole of zeros after the three lines
+    before = bytes_read()
+    assert workspace.read(str(big), line=2, limit=1) == "second\n"
+    assert workspace.read(str(big), line=1, limit=2) == "first\nsecond\n"
+    assert workspace.read(str(big), limit=0) == ""
+    assert bytes_read() - before < 1024 * 1024  # the lines, not the 256 MB behind them
+
+
+def test_reads_past_the_cap_are_refused_naming_it(ws):
+    root, workspace = ws
+    big = root / "big.txt"
+    with open(big, "wb") as handle:
+        handle.write(b"x" * 5000 + b"\nshort\n")
+    assert workspace.read(str(big), line=2, max_bytes=5010) == "short\n"
+    for asked in ({}, {"line": 2, "limit": 1}, {"line": 1, "limit": 1}):
+        with pytest.raises(WorkspaceError) as refused:
+            workspace.read(str(big), max_bytes=4096, **asked)
+        assert str(refused.value) == too_large(str(big), 4096)
+    assert str(refused.value) == (f"cannot read {big}: the lines asked for go past the read limit of 4096 bytes "
+                                  "(max_read_bytes= of tn.AcpAgent); ask for fewer lines (line=, limit=)")
+    assert MAX_READ_BYTES == 16 * 1024 * 1024

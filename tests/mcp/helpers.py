@@ -16,6 +16,7 @@ from ..real_parts import MCP_NODE_BIN
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTILE = os.path.join(HERE, "servers", "hostile.py")
 HTTP_SERVER = os.path.join(HERE, "servers", "http_server.py")
+RAW = os.path.join(HERE, "servers", "raw.py")
 NODE_BIN = MCP_NODE_BIN
 EVERYTHING = os.path.join(NODE_BIN, "mcp-server-everything")
 FILESYSTEM = os.path.join(NODE_BIN, "mcp-server-filesystem")
@@ -28,6 +29,11 @@ needs_filesystem = pytest.mark.skipif(not os.access(FILESYSTEM, os.X_OK),
 
 def hostile(*flags: str) -> list[str]:
     return [sys.executable, HOSTILE, *flags]
+
+
+def raw(*flags: str) -> list[str]:
+    """The hand-written server of ``servers/raw.py`` (answers the SDK cannot parse, on request)."""
+    return [sys.executable, RAW, *flags]
 
 
 def descendants() -> set[int]:

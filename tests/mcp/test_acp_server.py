@@ -228,3 +228,26 @@ def test_a_toh_nb_hub_hands_its_servers_to_a_served_toh_nb_which_calls_them(tmp_
 
     result = asyncio.run(main())
     assert (result.stop_reason, result.text) == ("completed", "result: echo: nested")
+
+
+def test_session_cancel_stops_a_prompt_still_starting_its_servers(tmp_path):
+    """Issue 41.6: a ``session/cancel`` while the session's servers are being listed ends the prompt
+    ``cancelled`` at once (it waited for the listing's whole ``connect_timeout`` before)."""
+    from .helpers import raw
+
+    async def main():
+        client = Recorder()
+        async with acp.spawn_agent_process(client, *AGENT) as (conn, _):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            command = raw("--slow-pages")
+            slow = acp.schema.McpServerStdio(name="pages", command=command[0], args=command[1:], env=[])
+            session = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[slow])).session_id
+            asking = asyncio.ensure_future(conn.prompt(session_id=session, prompt=[acp.text_block("tools?")]))
+            await asyncio.sleep(0.5)  # the prompt is in the listing (it never ends)
+            await conn.cancel(session_id=session)
+            try:
+                return (await asking).stop_reason
+            except acp.RequestError as error:  # what it did: wait out connect_timeout, then fail the prompt
+                return str(error)
+
+    assert asyncio.run(main()) == "cancelled"

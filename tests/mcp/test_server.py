@@ -170,3 +170,24 @@ def test_fast_agent_as_a_third_party_mcp_client_delegates_to_the_tree(tmp_path):
     expected, rows = asyncio.run(main())
     assert expected in done.stdout
     assert [(row["label"], row["stop_reason"]) for row in rows[1:]] == [("garden", "completed")]
+
+
+def test_stdio_answers_lines_that_are_not_json_rpc_and_serves_on():
+    """Issue 41.13: like ``toh_nb acp``, the stdio server answers a bad line ``-32700`` / ``-32600``
+    (the SDK's own transport dropped it without a word) and keeps serving."""
+    from toh_nb.serve import stdio
+
+    proc = subprocess.Popen([sys.executable, "-m", "toh_nb", "mcp", "--latency", "0"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": REPO})
+    lines = [b"this is not json", b"[1]", b'{"jsonrpc": "2.0", "id": 7, "method": 42}',
+             b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"cursor": 5}}',
+             b'{"jsonrpc": "2.0", "id": 9, "method": "ping"}']
+    out, err = proc.communicate(b"\n".join(lines) + b"\n", timeout=120)
+    answers = [json.loads(line) for line in out.splitlines()]
+    errors = [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers if "error" in a]
+    assert errors[:3] == [(None, stdio.PARSE_ERROR, stdio.NOT_JSON),
+                          (None, stdio.INVALID_REQUEST, stdio.NOT_AN_OBJECT.format(kind="an array")),
+                          (7, stdio.INVALID_REQUEST, stdio.BAD_METHOD)]
+    assert [a["id"] for a in answers] == [None, None, 7, 8, 9], (answers, err)
+    assert answers[-1] == {"jsonrpc": "2.0", "id": 9, "result": {}}
+    assert proc.returncode == 0, err

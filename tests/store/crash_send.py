@@ -14,6 +14,9 @@ but ``send`` itself can have made a blocked follow-up durable. Scenarios:
 - ``consumed``: send ``block B``, ``block C``, ``block D``, interrupt (the first turn aborts; B..D
   park), send ``block E`` (B's turn starts and blocks: B is consumed), wait until B's
   ``user/message`` is recorded, print the four ids, and exit at once.
+- ``killed``: send ``block B`` and ``block C`` behind the blocked first turn, kill the child, print
+  their ids as soon as ``kill`` returned and exit at once (``os._exit``): the crash follows the kill
+  by microseconds.
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ async def main() -> None:
             while not any(e.kind == "user/message" and e.message.id == ids[0] for e in agent.session.events):
                 await asyncio.sleep(0.001)
             await engine_of(hub).runtime.recorded(agent.session)
+            print("sent " + " ".join(ids), flush=True)
+            os._exit(0)
+        elif scenario == "killed":
+            ids = [await kid.send("block B"), await kid.send("block C")]
+            await kid.kill()
             print("sent " + " ".join(ids), flush=True)
             os._exit(0)
         else:

@@ -115,8 +115,8 @@ def test_a_follow_up_whose_send_returned_survives_a_kill_right_after_and_runs_in
         assert all(final.count(message_id) == 1 for message_id in queued), (iteration, final)
 
 
-def _scenario(store_dir: Path, scenario: str) -> tuple[str, list[str]]:
-    proc = _helper(store_dir, "batch", scenario)
+def _scenario(store_dir: Path, scenario: str, fsync: str = "batch") -> tuple[str, list[str]]:
+    proc = _helper(store_dir, fsync, scenario)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and err == "", err
     lines = out.splitlines()
@@ -144,3 +144,16 @@ def test_a_follow_up_whose_turn_had_started_is_not_delivered_again_after_a_crash
     assert [(x["turn"], x["data"]["reason"]) for x in written if x["kind"] == "turn/end"][0] == (2, "interrupted")
     assert [x["message"]["id"] for x in written if x["kind"] == "user/message"] == [c, d, e, f]
     assert _consumed(_log(tmp_path, child_id)).count(b) == 1
+
+
+@pytest.mark.parametrize("fsync", ["batch", "always"])
+def test_follow_ups_a_kill_dropped_never_run_after_a_crash_right_after_it(tmp_path, fsync):
+    """Issue 41.2: a kill is acknowledged when its ``message/discarded`` record is, like a send: a
+    process that dies microseconds after ``kill`` returned never runs the killed follow-ups again."""
+    for trial in range(3):
+        store_dir = tmp_path / str(trial)
+        child_id, (b, c) = _scenario(store_dir, "killed", fsync)
+        crashed = _log(store_dir, child_id)
+        assert [e["data"]["ids"] for e in crashed if e["kind"] == "message/discarded"] == [[b, c]]
+        written, d = _resume(store_dir, child_id, "D")
+        assert [x["message"]["id"] for x in written if x["kind"] == "user/message"] == [d], trial

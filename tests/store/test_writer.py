@@ -69,6 +69,16 @@ def echo(request) -> str:
     return f"echo {request.last_user_text}"
 
 
+def held_on(word: str, gate: asyncio.Event) -> tn.FunctionModel:
+    """A model that answers ``echo <text>``, but waits for ``gate`` on a message that is ``word``."""
+    async def model(request):
+        if request.last_user_text == word:
+            await gate.wait()
+        return f"echo {request.last_user_text}"
+
+    return tn.FunctionModel(model)
+
+
 # -- a stalled disk delays only the log ------------------------------------------------------------
 
 
@@ -117,13 +127,7 @@ def test_send_returns_only_once_the_follow_up_is_written(tmp_path, disk, fsync):
     child's queue and an idle one's next turn alike)."""
     async def main():
         gate = asyncio.Event()
-
-        async def model(request):
-            if request.last_user_text == "wait":
-                await gate.wait()
-            return f"echo {request.last_user_text}"
-
-        async with tn.AsyncHub(tn.FunctionModel(model), store=str(tmp_path), ids="sequential", fsync=fsync) as hub:
+        async with tn.AsyncHub(held_on("wait", gate), store=str(tmp_path), ids="sequential", fsync=fsync) as hub:
             kid = await hub.start("wait", label="kid")
             await until(lambda: kid.status == "running", "the first turn")
             disk.stall()
@@ -146,33 +150,126 @@ def test_send_returns_only_once_the_follow_up_is_written(tmp_path, disk, fsync):
 # -- a full disk surfaces, loses nothing acknowledged, and recovers -------------------------------------
 
 
-def test_disk_full_ends_the_turn_a_send_started_with_the_store_error_and_recovers(tmp_path, disk):
+def texts_in(path: Path) -> str:
+    return path.read_text()
+
+
+@pytest.mark.parametrize("fsync", ["batch", "always"])
+def test_disk_full_fails_a_send_with_the_store_error_and_leaves_no_trace(tmp_path, disk, fsync):
+    """Issue 41.1: ``send`` acknowledges its follow-up only once it is written; one that cannot be
+    written raises, is never queued, and is not written once space is freed."""
     log = tmp_path / "agent-1.jsonl"
-    expected_error = f'cannot append to session log "agent-1" ({log}): {ENOSPC}'
 
     async def main():
-        async with tn.AsyncHub(tn.FunctionModel(echo), store=str(tmp_path), ids="sequential") as hub:
+        async with tn.AsyncHub(tn.FunctionModel(echo), store=str(tmp_path), ids="sequential", fsync=fsync) as hub:
             kid = await hub.start("first", label="kid")
             assert await kid.wait() == "echo first"
+            agent = engine_of(hub).runtime.agents.get(kid.id)
             disk.full = True
-            assert await hub.send(kid.id, "second") == "msg-3"  # accepted into the inbox
-            await kid.wait(check=False)
+            with pytest.raises(StoreError) as refused:
+                await hub.send(kid.id, "second")
+            assert str(refused.value) == f'cannot append to session log "agent-1" ({log}): {ENOSPC}'
+            assert kid.id not in engine_of(hub).service.activations  # nothing was queued: no turn, no activation
             session = engine_of(hub).store.open(kid.id)
-            ends = [e.data for e in session.events if e.kind == TURN_END]
-            assert ends == [{"reason": "completed"}, {"reason": "error", "error": expected_error}]
-            # the user's root got the failure notice
-            notices = [m.text for m in engine_of(hub).root.next_step_inbox]
-            assert any(n.startswith(f"Background subagent {kid.id} failed before it finished.") for n in notices), notices
-            disk.full = False  # space is freed: the next turn writes the backlog first
-            await hub.send(kid.id, "third")
+            assert [e for e in session.events if "second" in json.dumps(e.to_json())] == []
+            assert agent is None or agent.queued_messages() == []
+            disk.full = False  # space is freed: nothing of the refused send is written
+            await engine_of(hub).store.acknowledged(engine_of(hub).root.session)
+            assert "second" not in texts_in(log)
+            third = await hub.send(kid.id, "third")
             assert await kid.wait() == "echo third"
-        return [e.to_json() for e in session.events]
+        return third, [e.to_json() for e in session.events]
 
-    in_memory = asyncio.run(main())
+    third, in_memory = asyncio.run(main())
     on_disk = [json.loads(line) for line in log.read_bytes().splitlines()[1:]]
-    assert on_disk == in_memory  # every event, in order, including the failed turn's
-    assert [e["data"] for e in on_disk if e["kind"] == TURN_END] == [
-        {"reason": "completed"}, {"reason": "error", "error": expected_error}, {"reason": "completed"}]
+    assert on_disk == in_memory
+    assert "second" not in texts_in(log)
+    assert [e["data"]["id"] for e in on_disk if e["kind"] == "message/queued"] == ["msg-1", third]
+    assert [e["data"] for e in on_disk if e["kind"] == TURN_END] == [{"reason": "completed"}] * 2
+
+
+@pytest.mark.parametrize("fsync", ["batch", "always"])
+def test_disk_full_fails_a_start_and_leaves_no_child_anywhere(tmp_path, disk, fsync):
+    """Issue 41.1: a start whose log cannot be written raises and leaves no trace but its error: no
+    agent, no row, no tree event, no file, and its id is free."""
+    seen: list = []
+
+    async def main():
+        async with tn.AsyncHub(tn.FunctionModel(echo), store=str(tmp_path), ids="sequential", fsync=fsync) as hub:
+            await hub.run("warm up")  # the root's log exists
+            engine_of(hub).runtime.bus.subscribe(seen.append)
+            disk.full = True
+            with pytest.raises(StoreError) as refused:
+                await hub.start("first", label="kid")
+            assert str(refused.value) == (f'cannot create session log "agent-1" ({tmp_path / "agent-1.jsonl"}): '
+                                          f"{ENOSPC}")
+            assert list(engine_of(hub).runtime.agents) == ["root"]
+            assert [row["id"] for row in await hub.agents()] == ["root"]
+            assert not engine_of(hub).store.exists("agent-1") and engine_of(hub).store.children_of("root") == []
+            assert [type(e).__name__ for e in seen if getattr(e, "agent_id", None) == "agent-1"] == []
+            disk.full = False
+            await engine_of(hub).store.acknowledged(engine_of(hub).root.session)
+            assert not (tmp_path / "agent-1.jsonl").exists()
+            kid = await hub.start("again", label="kid")
+            assert await kid.wait() == "echo again"
+            return kid.id
+
+    child_id = asyncio.run(main())
+    assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == sorted([f"{child_id}.jsonl", "root.jsonl"])
+
+
+def test_nothing_is_written_behind_the_callers_back_once_space_is_freed(tmp_path, disk):
+    """Issue 41.1: a turn whose events could not be written ended ``error``; freeing space and writing
+    another log does not write them; the next write of that log does, so the log stays whole."""
+    async def main():
+        store = JsonlStore(tmp_path)
+        failing = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+        other = store.create(SessionHeader("agent-2", 2.0, origin="root"))
+        await store.acknowledged(failing)
+        await store.acknowledged(other)
+        disk.full = True
+        failing.append(TURN_START, turn=1)
+        with pytest.raises(StoreError, match="No space left"):
+            await store.acknowledged(failing)
+        disk.full = False
+        for turn in range(1, 4):
+            other.append(TURN_START, turn=turn)
+            await store.acknowledged(other)
+        assert kinds(tmp_path / "agent-1.jsonl") == ["header"]  # untouched by the other log's writes
+        failing.append(TURN_END, turn=1, data={"reason": "error", "error": "disk full"})
+        await store.acknowledged(failing)
+        assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START, TURN_END]
+        await asyncio.to_thread(store.close)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("fsync", ["batch", "always"])
+def test_disk_full_fails_a_kill_that_drops_follow_ups_and_the_child_runs_on(tmp_path, disk, fsync):
+    """Issue 41.2: a kill is acknowledged when its ``message/discarded`` record is; one that cannot be
+    written raises and stops nothing."""
+    log = tmp_path / "agent-1.jsonl"
+
+    async def main():
+        async with tn.AsyncHub(held_on("block", asyncio.Event()), store=str(tmp_path), ids="sequential",
+                               fsync=fsync) as hub:
+            kid = await hub.start("block", label="kid")
+            queued = await kid.send("queued")
+            disk.full = True
+            with pytest.raises(StoreError) as refused:
+                await hub.kill(kid.id)
+            assert str(refused.value) == f'cannot append to session log "agent-1" ({log}): {ENOSPC}'
+            agent = engine_of(hub).runtime.agents[kid.id]
+            assert agent.status == "running" and [m.id for m in agent.queued_messages()] == [queued]
+            assert [e.kind for e in agent.session.events].count("message/discarded") == 0
+            disk.full = False
+            assert await hub.kill(kid.id) is True
+            await kid.wait()
+            return queued
+
+    queued = asyncio.run(main())
+    events = [json.loads(line) for line in log.read_bytes().splitlines()[1:]]
+    assert [e["data"]["ids"] for e in events if e["kind"] == "message/discarded"] == [[queued]]
 
 
 def test_disk_full_during_a_turn_in_flight_ends_it_error_and_a_later_run_works(tmp_path, disk):
@@ -220,28 +317,34 @@ def test_disk_full_on_create_fails_a_synchronous_create_and_frees_the_id(tmp_pat
     assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START]
 
 
-def test_a_synchronous_append_on_a_full_disk_raises_and_is_written_after_recovery(tmp_path, disk):
+def test_a_synchronous_append_on_a_full_disk_raises_and_is_never_written(tmp_path, disk):
     store = JsonlStore(tmp_path)
     session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
     disk.full = True
     with pytest.raises(StoreError, match=rf'cannot append to session log "agent-1" .*\[Errno {errno.ENOSPC}\]'):
         session.append(TURN_START, turn=1)
-    with pytest.raises(StoreError, match="No space left"):
-        store.flush()
+    assert session.events == []  # refused: not in memory either
     disk.full = False
-    session.append(TURN_END, turn=1, data={"reason": "completed"})  # the backlog goes first
+    session.append(TURN_END, turn=1, data={"reason": "completed"})
     store.close()
     assert store.unwritten == []
-    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_START, TURN_END]
+    assert kinds(tmp_path / "agent-1.jsonl") == ["header", TURN_END]
+    assert [json.loads(line)["seq"] for line in (tmp_path / "agent-1.jsonl").read_bytes().splitlines()[1:]] == [1]
 
 
 def test_close_names_sessions_it_could_not_write(tmp_path, disk):
-    store = JsonlStore(tmp_path)
-    session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
-    disk.full = True
-    with pytest.raises(StoreError):
-        session.append(TURN_START, turn=1)
-    store.close()
+    async def main():
+        store = JsonlStore(tmp_path)
+        session = store.create(SessionHeader("agent-1", 1.0, origin="root"))
+        await store.acknowledged(session)
+        disk.full = True
+        session.append(TURN_START, turn=1)  # a turn's event, queued from the loop
+        with pytest.raises(StoreError):
+            await store.acknowledged(session)
+        await asyncio.to_thread(store.close)
+        return store
+
+    store = asyncio.run(main())
     assert store.unwritten == ["agent-1"]
     assert kinds(tmp_path / "agent-1.jsonl") == ["header"]
 

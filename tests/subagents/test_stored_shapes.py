@@ -42,6 +42,9 @@ def _reopen(tmp_path, bad):
                 await hub.transcript(bad, raw=True)
             with pytest.raises(tn.SubagentError) as send:
                 await hub.send(bad, "x")
+            with pytest.raises(tn.SubagentError) as child:  # issue 41.13: the same words as send
+                await hub.child(bad)
+            assert str(child.value) == str(send.value)
             tool = (await hub.call_tool("send_message", subagent_id=bad, message="x")).text
             await hub.send("agent-2", "again")  # a sibling is untouched
             await settled(hub)

@@ -192,6 +192,10 @@ class Agent(Records):
         """Messages waiting in the inbox (both lists)."""
         return len(self.next_turn_inbox) + len(self.next_step_inbox)
 
+    def queued_messages(self) -> list[Message]:
+        """Every message waiting in the inbox (next turns first), oldest first: what a kill drops."""
+        return list(self._next_turn) + list(self.next_step_inbox)
+
     @property
     def parked(self) -> bool:
         return self._parked and bool(self.next_turn_inbox or self.next_step_inbox)

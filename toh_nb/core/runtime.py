@@ -24,7 +24,7 @@ from .content import Message
 from .errors import ClosedError
 from .events import DEFAULT_HISTORY, EventBus, StatusChanged, ToolAbandoned
 from .ids import IdSource
-from .session import ASSISTANT_MESSAGE, Session
+from .session import ASSISTANT_MESSAGE, Event, Session
 from .threads import UserThreads, abandoned_text
 from .tools import Tool, ToolRegistry
 
@@ -87,15 +87,18 @@ class Runtime:
 
     # -- durability ----------------------------------------------------------------------------
 
-    async def recorded(self, session: Session) -> None:
+    async def recorded(self, session: Session, records: Iterable[Event] | None = None) -> None:
         """Return once the store has recorded every event queued so far for ``session`` (the JSONL
         store: written, and fsynced under ``fsync="always"``); ``StoreError`` when it could not.
 
         What every call that hands out an id or a result awaits before it returns (a turn's end, a
         continuable child's start, a job's start, a ``send``'s follow-up, a cold resume): after a
         crash that follows the return, what it acknowledged is in the log. One acknowledgement of the
-        store's writer: the writer's round trip, nothing when the store records at once (memory)."""
-        pending = self.store.acknowledged(session)
+        store's writer: the writer's round trip, nothing when the store records at once (memory).
+
+        ``records``: what an acknowledging call (start, send, kill) wrote; when this raises the store
+        never writes them, and the caller takes them back out of the session (``Session.retract``)."""
+        pending = self.store.acknowledged(session) if records is None else self.store.acknowledged(session, records)
         if pending is not None:
             await pending
 

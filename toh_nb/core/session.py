@@ -209,7 +209,7 @@ class SessionHeader:
 class Session:
     """A session log in memory. ``sink`` receives each appended event (the store's writer)."""
 
-    __slots__ = ("header", "events", "sink", "descriptor", "__weakref__")
+    __slots__ = ("header", "events", "sink", "descriptor", "next_seq", "__weakref__")
 
     def __init__(self, header: SessionHeader, events: Iterable[Event] = (),
                  sink: Callable[["Session", Event], None] | None = None) -> None:
@@ -221,6 +221,8 @@ class Session:
         for event in self.events:
             if event.kind == DESCRIPTOR:
                 self.descriptor = event.data
+        #: the next event's seq: one past the last (seqs only increase; a retracted event leaves a gap)
+        self.next_seq = self.events[-1].seq + 1 if self.events else 0
 
     @property
     def id(self) -> str:
@@ -228,13 +230,26 @@ class Session:
 
     def append(self, kind: str, *, turn: int | None = None, message: Message | None = None,
                data: dict | None = None) -> Event:
-        event = Event(len(self.events), kind, time.time(), turn, message, data)
+        event = Event(self.next_seq, kind, time.time(), turn, message, data)
+        self.next_seq += 1
         self.events.append(event)
+        if self.sink is not None:
+            try:
+                self.sink(self, event)
+            except BaseException:  # refused by the store (never written): no trace of it in memory either
+                self.retract((event,))
+                raise
         if kind == DESCRIPTOR:
             self.descriptor = data
-        if self.sink is not None:
-            self.sink(self, event)
         return event
+
+    def retract(self, events: Iterable[Event]) -> None:
+        """Take events the store could not record out of memory (an acknowledging call that failed:
+        :meth:`~toh_nb.store.base.StoreBase.acknowledged` with ``records``), so the session holds
+        exactly what the log will. Their seqs stay unused: the next event's seq follows the last one."""
+        gone = {id(event) for event in events}
+        if gone:
+            self.events[:] = [event for event in self.events if id(event) not in gone]
 
     def own_events(self) -> list[Event]:
         """Events after the inherited seed prefix (a fork child's own suffix)."""

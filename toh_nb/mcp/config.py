@@ -73,7 +73,8 @@ class MCPServer:
         prefix: ``True`` always prefixes this server's tools with its name.
         timeout: seconds one ``tools/call`` may take (the call is then cancelled on the server and the
             turn reads an error).
-        connect_timeout: seconds to start the server and finish the handshake.
+        connect_timeout: seconds to start the server and finish the handshake; also the bound of one
+            whole ``tools/list`` (all its pages).
 
     Raises:
         UsageError: neither or both of ``command`` and ``url``, an empty or non-string command, a URL that

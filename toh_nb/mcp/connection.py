@@ -5,7 +5,8 @@ has an *owner* task that opens it, hands the connected client out and holds it o
 stop. Calls are made from the agents' own tasks (JSON-RPC requests on one session run concurrently); a
 cancelled call is cancelled on the server by the SDK (``notifications/cancelled``).
 
-Every wait is bounded: the start and handshake by ``connect_timeout``, a call by ``timeout`` (the SDK's
+Every wait is bounded: the start and handshake by ``connect_timeout``, a whole ``tools/list`` (all its
+pages) by ``connect_timeout`` again, a call by ``timeout`` (the SDK's
 read timeout, and an outer bound a little later in case the transport itself is stuck), the shutdown
 by :data:`CLOSE_GRACE` per step. A server that closes the connection (it exited or crashed) fails the
 call in flight with a diagnostic carrying the end of its stderr; the session is dropped and the next
@@ -17,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import tempfile
 from typing import Any, Callable
 
 from ..core.errors import ToolError, describe
+from ..core.launcher import STARTED, start_failure, started_pid, stdio_command
 from ..core.tools import ToolResult
 from . import texts
 from .config import MCPServer, sdk
@@ -28,6 +31,12 @@ from .results import tool_result
 
 log = logging.getLogger("toh_nb.mcp")
 
+#: bytes a stdio server must have written on stdout during a call that timed out for its answer to
+#: count as still arriving (a large result), not as never sent
+SENDING = 64 * 1024
+#: seconds a stdio server's tree gets between SIGTERM and SIGKILL under its launcher: below the SDK's
+#: own wait (2 s) before it SIGKILLs the process group, the launcher among it
+STDIO_GRACE = 1.0
 #: seconds each shutdown step may take (the SDK's own stdio shutdown is bounded at about 6 s)
 CLOSE_GRACE = 10.0
 #: seconds past a call's timeout after which the call is abandoned even if the SDK has not given up
@@ -46,6 +55,14 @@ def reason_of(error: BaseException) -> str:
         where = f": {error.filename!r}" if error.filename else ""
         return f"{error.strerror}{where}"
     return describe(error)
+
+
+def launch_reason(failure: dict) -> str:
+    """The launcher's report of a command it could not start, in :func:`reason_of`'s words."""
+    strerror, filename = failure.get("strerror"), failure.get("filename")
+    if not strerror:
+        return str(failure.get("message"))
+    return f"{strerror}: {filename!r}" if filename else str(strerror)
 
 
 def noise_line(error: Exception) -> str:
@@ -73,6 +90,12 @@ class MCPConnection:
         #: lines the server wrote on stdout that are not JSON-RPC (this session), and the first of them
         self.noise = 0
         self.first_noise: str | None = None
+        #: the latest such line: what a request that timed out after it names as the likely cause
+        self.last_noise: str | None = None
+        #: the listing whose names given twice were last reported (each listing is reported once)
+        self.told_twice: list | None = None
+        #: the stdio server's own pid (its launcher says it on stderr), once read
+        self._server_pid: int | None = None
         self.closed = False
         self._client: Any = None
         self._owner: asyncio.Task | None = None
@@ -110,7 +133,8 @@ class MCPConnection:
         server = self.server
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
-        self.noise, self.first_noise = 0, None
+        self.noise, self.first_noise, self.last_noise = 0, None, None
+        self._server_pid = None
         if server.command is not None:
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         self._owner = asyncio.get_running_loop().create_task(self._own(ready, self._stop, self._stderr),
@@ -128,9 +152,11 @@ class MCPConnection:
             await self._teardown()
             raise
         except Exception as error:
-            stderr = self.stderr_tail()
+            failure = start_failure(self._stderr_text())  # the launcher could not start the command
+            reason = reason_of(error) if failure is None else launch_reason(failure)
+            stderr = "" if failure is not None else self.stderr_tail()
             await self._teardown()
-            raise ToolError(self.noted(texts.start_failed(server.display, reason_of(error), stderr))) from None
+            raise ToolError(self.noted(texts.start_failed(server.display, reason, stderr))) from None
         if self.closed:  # the hub closed while this session started: it is not handed out
             await self._teardown()
             raise ToolError(texts.closed_hub(server.display))
@@ -148,7 +174,8 @@ class MCPConnection:
             if server.command is not None:
                 from mcp.client.stdio import stdio_client
 
-                params = mcp.StdioServerParameters(command=server.command[0], args=server.command[1:],
+                command = stdio_command(server.command, STDIO_GRACE)  # the server's whole tree goes with it
+                params = mcp.StdioServerParameters(command=command[0], args=command[1:],
                                                    env=server.env or None, cwd=server.cwd)
                 async with mcp.Client(stdio_client(params, errlog=stderr), client_info=info,
                                       message_handler=self._message) as client:
@@ -219,8 +246,9 @@ class MCPConnection:
 
         if isinstance(message, Exception):  # a line on stdout that is not JSON-RPC (the SDK logs it too)
             self.noise += 1
+            self.last_noise = noise_line(message)
             if self.first_noise is None:
-                self.first_noise = noise_line(message)
+                self.first_noise = self.last_noise
             return
         if isinstance(getattr(message, "root", message), ToolListChangedNotification):
             self._tools_changed()
@@ -239,18 +267,51 @@ class MCPConnection:
         return message
 
     def stderr_tail(self) -> str:
-        """The end of what the server wrote to stderr (one line, for a diagnostic)."""
+        """The end of what the server wrote to stderr (one line, for a diagnostic; the launcher's
+        own line left out)."""
+        text = "\n".join(line for line in self._stderr_text(from_end=True).splitlines()
+                         if not line.startswith(STARTED))
+        return " ".join(text.split())[-STDERR_TAIL:]
+
+    def _output_mark(self) -> "tuple[int, int, int] | None":
+        """(server pid, bytes it has written, bytes of its stderr): what :meth:`_sent_since` compares
+        with; None where that cannot be known (an HTTP server, no ``/proc``, another user's process)."""
+        file = self._stderr
+        if file is None or file.closed:
+            return None
+        if self._server_pid is None:
+            self._server_pid = started_pid(self._stderr_text())
+        pid = self._server_pid
+        try:
+            with open(f"/proc/{pid}/io") as io:
+                written = next(int(line.split()[1]) for line in io if line.startswith("wchar:"))
+            file.flush()
+            return pid, written, os.fstat(file.fileno()).st_size
+        except (OSError, StopIteration, ValueError, TypeError):
+            return None
+
+    def _sent_since(self, mark: "tuple[int, int, int] | None") -> int:
+        """About how many bytes the server wrote on stdout since ``mark`` (what it wrote, less its stderr)."""
+        now = self._output_mark()
+        if mark is None or now is None or now[0] != mark[0]:
+            return 0
+        return max(0, (now[1] - mark[1]) - (now[2] - mark[2]))
+
+    def _stderr_text(self, from_end: bool = False) -> str:
+        """What the server wrote to stderr: its first ``4 * STDERR_TAIL`` characters, or its last."""
         file = self._stderr
         if file is None or file.closed:
             return ""
         try:
             file.flush()
             size = file.seek(0, 2)
-            file.seek(max(0, size - 4 * STDERR_TAIL))
-            text = file.read()
+            file.seek(max(0, size - 4 * STDERR_TAIL) if from_end else 0)
+            text = file.read(4 * STDERR_TAIL)
+            # the server writes through the same open file (one offset): leave it at the end again
+            file.seek(0, 2)
+            return text
         except (OSError, ValueError):
             return ""
-        return " ".join(text.split())[-STDERR_TAIL:]
 
     async def _teardown(self) -> None:
         """Leave the session: the owner closes the SDK client (stdio: stdin closed, then the process
@@ -293,17 +354,25 @@ class MCPConnection:
             return self._listing
         changes = self.changes
         client = await self.client()
+        seen = self.noise
         tools: list = []
         cursor = None
+        pages = 0
+        seconds = self.server.connect_timeout
         try:
-            for _ in range(MAX_PAGES):
-                page = await asyncio.wait_for(client.list_tools(cursor=cursor), self.server.connect_timeout)
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-        except asyncio.TimeoutError:
-            raise ToolError(texts.list_failed(self.server.display, f"no answer within {self.server.connect_timeout:g} s")) from None
+            async with asyncio.timeout(seconds):  # one deadline for the whole listing, every page
+                for pages in range(1, MAX_PAGES + 1):
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+        except TimeoutError:
+            if self.noise > seen:
+                problem = texts.unparsed(seconds, self.last_noise or "")
+            else:
+                problem = texts.list_timeout(seconds, pages - 1)
+            raise ToolError(texts.list_failed(self.server.display, problem)) from None
         except Exception as error:
             stderr = self.stderr_tail()
             await self._drop(client)
@@ -313,6 +382,18 @@ class MCPConnection:
             self._listing = tools
         return tools
 
+    def _no_answer(self, tool: str, seen: int, mark: "tuple[int, int, int] | None") -> str:
+        """A call that got no answer in time; when the server sent a line the SDK could not parse since
+        it began (``seen``: the count before), that line is the likely answer, and is named; when it
+        was still writing on stdout (``mark``: what it had written before), its answer was arriving."""
+        server = self.server
+        if self.noise > seen:
+            return texts.call_unparsed(server.display, tool, server.timeout, self.last_noise or "")
+        sent = self._sent_since(mark)
+        if sent >= SENDING:
+            return texts.still_sending(server.display, tool, server.timeout, sent)
+        return texts.call_timeout(server.display, tool, server.timeout)
+
     async def call(self, tool: str, arguments: dict) -> ToolResult:
         """One ``tools/call``, as the result a model reads; every failure is a :class:`ToolError`."""
         mcp = sdk()
@@ -321,6 +402,7 @@ class MCPConnection:
 
         server = self.server
         client = await self.client()
+        seen, mark = self.noise, self._output_mark()
         try:
             result = await asyncio.wait_for(
                 client.call_tool(tool, arguments, read_timeout_seconds=server.timeout), server.timeout + HARD_MARGIN)
@@ -330,10 +412,10 @@ class MCPConnection:
                 await self._drop(client)
                 raise ToolError(self.noted(texts.closed_during(server.display, tool, stderr))) from None
             if error.code == REQUEST_TIMEOUT:
-                raise ToolError(texts.call_timeout(server.display, tool, server.timeout)) from None
+                raise ToolError(self._no_answer(tool, seen, mark)) from None
             raise ToolError(texts.refused(server.display, tool, error.error.message)) from None
         except asyncio.TimeoutError:
-            raise ToolError(texts.call_timeout(server.display, tool, server.timeout)) from None
+            raise ToolError(self._no_answer(tool, seen, mark)) from None
         except pydantic.ValidationError as error:
             raise ToolError(texts.invalid_answer(server.display, tool, f"{error.error_count()} validation "
                                                  f"error(s), first: {error.errors()[0]['msg']}")) from None

@@ -12,7 +12,8 @@ each server object has its own session).
 
 1. characters outside ``[a-zA-Z0-9_-]`` become ``_`` (``files.read`` → ``files_read``);
 2. when the name clashes with a tool of another mounted server or with a hub tool, every server that
-   offers it exposes it as ``<server name>_<tool>``; ``MCPServer(prefix=True)`` always prefixes;
+   offers it exposes it as ``<server name>_<tool>``; ``MCPServer(prefix=True)`` always prefixes (a
+   server that lists one name twice offers only the first of them, and a problem event says so);
 3. a name longer than 64 characters is cut to its first 55 and given ``_`` and 8 hex digits of the
    SHA-256 of ``<server name>`` U+001F ``<tool name>`` (64 in all): the same tool of the same server is
    always named the same, and two tools whose names share their first 55 characters differ;
@@ -165,7 +166,8 @@ class MCPMounts:
         sees them). A server that cannot start raises its ToolError."""
         connections = [self.connection(server) for server in servers]
         listings = await asyncio.gather(*(connection.list_tools() for connection in connections))
-        pairs = [(connection, listed) for connection, listing in zip(connections, listings) for listed in listing]
+        pairs = [(connection, listed) for connection, listing in zip(connections, listings)
+                 for listed in self._first_of_each_name(connection, listing)]
         names = exposed_names([(connection.server, listed.name) for connection, listed in pairs], taken)
         made = [MCPTool(connection, listed, name) for (connection, listed), name in zip(pairs, names)]
         key = (tuple(id(server) for server in servers), shared)
@@ -174,6 +176,25 @@ class MCPMounts:
             group = self._groups[key] = MountGroup(tuple(servers), tuple(taken), shared)
         group.tools = made
         return made
+
+    def _first_of_each_name(self, connection: MCPConnection, listing: list) -> list:
+        """``listing`` without the later tools of a name it already had: a server that lists a name twice
+        degrades itself only (the duplicates are refused, said once per listing as a problem), never
+        the hub's other tools or servers."""
+        seen: set[str] = set()
+        kept, twice = [], []
+        for listed in listing:
+            if listed.name in seen:
+                if listed.name not in twice:
+                    twice.append(listed.name)
+                continue
+            seen.add(listed.name)
+            kept.append(listed)
+        if twice and connection.told_twice is not listing:  # once per listing, not once per run
+            connection.told_twice = listing
+            if self.on_problem is not None:
+                self.on_problem(texts.listed_twice(connection.server.display, twice))
+        return kept
 
     # -- notifications/tools/list_changed -------------------------------------------------------------
 

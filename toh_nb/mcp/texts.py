@@ -38,6 +38,12 @@ def name_clash(name: str, first: str, second: str) -> str:
     return f'MCP tool name "{name}" is offered by {first} and {second}; give one of the servers another name='
 
 
+def listed_twice(display: str, names: list[str]) -> str:
+    """One line for a server whose listing names tools more than once: only the first of each is mounted."""
+    return (f"{display} lists tool name(s) more than once: {', '.join(repr(n) for n in names)}; "
+            "only the first tool of each name is offered")
+
+
 def not_a_server(item: Any) -> str:
     return f"tools= of spawn/start takes tn.MCPServer objects, got {type(item).__name__}"
 
@@ -65,6 +71,13 @@ def call_timeout(display: str, tool: str, seconds: float) -> str:
             "on the server")
 
 
+def still_sending(display: str, tool: str, seconds: float, sent: int) -> str:
+    """A call whose answer was still arriving when its timeout passed (a large result, not a silence)."""
+    return (f'{display} was still sending its answer to tools/call "{tool}" when {seconds:g} s had passed '
+            f"(about {sent / 1e6:.1f} MB of it sent); the call was cancelled: a larger timeout= would let a "
+            "result that large arrive")
+
+
 def refused(display: str, tool: str, message: str) -> str:
     return f'{display} refused tools/call "{tool}": {message}'
 
@@ -75,6 +88,19 @@ def invalid_answer(display: str, tool: str, problem: str) -> str:
 
 def list_failed(display: str, problem: str) -> str:
     return f"{display} could not list its tools: {problem}"
+
+
+def list_timeout(seconds: float, pages: int) -> str:
+    """Why a listing failed when its deadline (``connect_timeout``, for all its pages) passed."""
+    if pages <= 0:
+        return f"no answer within {seconds:g} s"
+    return f"the listing was not complete within {seconds:g} s ({pages} page(s) read)"
+
+
+def not_ready(seconds: float) -> str:
+    """A run (or any hub call) whose MCP servers were not started and listed within its time."""
+    return (f"the hub's MCP servers were not started and listed within {seconds:g} s (the call's timeout= or "
+            "the root's turn_timeout); nothing ran, and the next call tries again")
 
 
 def relist_failed(display: str, problem: str) -> str:
@@ -89,10 +115,23 @@ def closed_hub(display: str) -> str:
 NOISE_QUOTE = 120
 
 
+def _quoted(line: str) -> str:
+    return repr(line if len(line) <= NOISE_QUOTE else line[:NOISE_QUOTE] + "\u2026")
+
+
 def noise(count: int, first: str) -> str:
     """Said after a failure diagnostic: the server's stdout lines that were not JSON-RPC."""
-    quoted = first if len(first) <= NOISE_QUOTE else first[:NOISE_QUOTE] + "\u2026"
-    return f"; {count} line(s) it wrote on stdout were not JSON-RPC, the first: {quoted!r}"
+    return f"; {count} line(s) it wrote on stdout were not JSON-RPC, the first: {_quoted(first)}"
+
+
+def unparsed(seconds: float, line: str) -> str:
+    """Why a request got no answer when the server sent a line the SDK could not parse meanwhile."""
+    return (f"it sent a line that is not valid JSON-RPC instead of an answer (none came within {seconds:g} s): "
+            f"{_quoted(line)}")
+
+
+def call_unparsed(display: str, tool: str, seconds: float, line: str) -> str:
+    return f'{display} failed tools/call "{tool}": {unparsed(seconds, line)}'
 
 
 def _tail(stderr: str) -> str:

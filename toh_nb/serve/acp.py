@@ -160,6 +160,8 @@ class _Served:
         self.turn: asyncio.Task | None = None
         #: a session/cancel for the current prompt arrived (perhaps before its turn began)
         self.cancelled = False
+        #: the current prompt's task has begun (``hub.run`` is starting the servers or running the turn)
+        self.running = False
         self.queue: asyncio.Queue = asyncio.Queue()
         #: what this face drives of the root: its log as it is written, its conversation, cancelling it
         self.root = hub.engine.root_port
@@ -172,20 +174,31 @@ class _Served:
 
     def start(self, text: str) -> asyncio.Task:
         self.cancelled = False
+        self.running = False
         self.turn = asyncio.ensure_future(self._run(text))
         return self.turn
 
     async def _run(self, text: str) -> Any:
         if self.cancelled:  # cancelled before the turn began: it never runs
             return None
-        # the message is queued in this same step, so a cancel reaches it; a failed turn is answered with
-        # its stop reason (check=False), never raised into the protocol loop
-        return await self.hub.run(text, check=False)
+        self.running = True  # from now on a cancel stops the hub's wait for its servers, if it is in it
+        try:
+            # queued in this same step, so a cancel reaches it; a failed turn is answered with its stop reason
+            # (check=False), never raised into the protocol loop
+            return await self.hub.run(text, check=False)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self.cancelled and task is not None and task.uncancel() == 0:  # ours: the turn never began
+                return None
+            raise
 
     def cancel(self) -> None:
         if self.turn is not None and not self.turn.done():
             self.cancelled = True
-            self.root.cancel("user")
+            if self.root.status == "running":  # the turn runs: it ends aborted, its records kept
+                self.root.cancel("user")
+            elif self.running:  # still starting the session's MCP servers: nothing ran, stop the wait itself
+                self.turn.cancel()
 
 
 class HubAgent:

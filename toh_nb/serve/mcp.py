@@ -12,13 +12,17 @@ While a call runs, each step of the tree (a child's model call, tool call, turn 
 ``notifications/progress`` when the client asked for progress. A client's ``notifications/cancelled``
 cancels the call like an interrupt: a foreground ``subagent`` run is stopped and disposed.
 
-Transports: stdio (default; the SDK keeps fds 0 and 1 for the protocol, so a stray ``print`` cannot
-corrupt it), or streamable HTTP on ``127.0.0.1:PORT`` at ``/mcp`` (``--http PORT``).
+Transports: stdio (default; fds 0-2 made safe and the protocol on a private duplicate of stdout, so a
+stray ``print`` cannot corrupt it), or streamable HTTP on ``127.0.0.1:PORT`` at ``/mcp`` (``--http PORT``).
+Over stdio every line goes through the transport ``toh_nb acp`` uses (:mod:`toh_nb.serve.stdio`): a
+line that is not a JSON-RPC message is answered ``-32700`` / ``-32600`` (the SDK's own stdio transport
+drops it without a word) and the server reads on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 from typing import Any
@@ -115,8 +119,54 @@ async def with_progress(ctx: Any, hub: Any, call: Any) -> Any:
         await asyncio.gather(forwarder, return_exceptions=True)
 
 
-async def serve(*, model: Any, store: str | None, max_depth: int = 3, http_port: int | None = None) -> None:
-    """Serve one hub until the client closes stdin (stdio) or the process is stopped (HTTP)."""
+class _Lines:
+    """The SDK's stdio server reads lines from this: only JSON-RPC messages the SDK can take; every
+    other line is answered by the transport (``-32700`` / ``-32600``) and skipped."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+
+    def __aiter__(self) -> "_Lines":
+        return self
+
+    async def __anext__(self) -> str:
+        import pydantic
+        from mcp_types import jsonrpc_message_adapter
+
+        from .stdio import INVALID_REQUEST
+
+        while True:
+            message = await self._transport.receive()
+            if message is None:
+                raise StopAsyncIteration
+            try:
+                jsonrpc_message_adapter.validate_python(message, by_name=False)
+            except pydantic.ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(part) for part in first.get("loc") or ()) or "message"
+                await self._transport.refuse(INVALID_REQUEST, f"Invalid request: {where}: {first.get('msg')}",
+                                             message.get("id"))
+                continue
+            return json.dumps(message)
+
+
+class _Wire:
+    """Where the SDK's stdio server writes its lines: the transport (one writer, answers counted)."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+
+    async def write(self, line: str) -> None:
+        await self._transport.send(json.loads(line))
+
+    async def flush(self) -> None:
+        return None
+
+
+async def serve(*, model: Any, store: str | None, max_depth: int = 3, http_port: int | None = None,
+                output_fd: int | None = None) -> None:
+    """Serve one hub until the client closes stdin (stdio) or the process is stopped (HTTP).
+    ``output_fd``: the protocol's stdout (:func:`toh_nb.serve.stdio.protocol_streams`)."""
     sdk()
     from ..hub import AsyncHub
 
@@ -125,8 +175,14 @@ async def serve(*, model: Any, store: str | None, max_depth: int = 3, http_port:
         if http_port is None:
             from mcp.server.stdio import stdio_server
 
-            async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+            from .stdio import ServerTransport
+
+            transport = await ServerTransport.open(0, output_fd)
+            try:
+                async with stdio_server(_Lines(transport), _Wire(transport)) as (read_stream, write_stream):
+                    await server.run(read_stream, write_stream, server.create_initialization_options())
+            finally:
+                await transport.close()
             return
         import uvicorn
 
@@ -140,12 +196,16 @@ def main(args: Any) -> int:
     from ..core.errors import TohError
     from .command import prepare
 
+    from .stdio import protocol_streams
+
+    output_fd = protocol_streams() if args.http is None else None  # first: before anything opens a file
     prepared = prepare("mcp", args, sdk)
     if isinstance(prepared, int):
         return prepared
     model, store = prepared
     try:
-        asyncio.run(serve(model=model, store=store, max_depth=args.max_depth, http_port=args.http))
+        asyncio.run(serve(model=model, store=store, max_depth=args.max_depth, http_port=args.http,
+                          output_fd=output_fd))
     except KeyboardInterrupt:
         pass
     except TohError as error:  # a store another process writes, a model that cannot be made

@@ -277,6 +277,10 @@ class ServerTransport:
     def _key(request_id: Any) -> Any:
         return (type(request_id).__name__, request_id)
 
+    async def refuse(self, code: int, message: str, request_id: Any = None, data: Any = None) -> None:
+        """Answer a message the server cannot take with a JSON-RPC error (id ``None``: no valid id)."""
+        await self._refuse(code, message, request_id if _valid_id(request_id) else None, data)
+
     async def _refuse(self, code: int, message: str, request_id: Any = None, data: Any = None) -> None:
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:

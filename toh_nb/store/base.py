@@ -51,7 +51,7 @@ class SessionStore(Protocol):
 
 @runtime_checkable
 class Acknowledging(Protocol):
-    def acknowledged(self, session: Session) -> Awaitable[None] | None: ...
+    def acknowledged(self, session: Session, records: Iterable[Event] | None = None) -> Awaitable[None] | None: ...
 
 
 @runtime_checkable
@@ -95,9 +95,10 @@ class StoreBase:
     #: ``open`` reads a disk: the engine calls it off the loop (a slow disk stalls no agent)
     reads_block: bool = False
 
-    def acknowledged(self, session: Session) -> Awaitable[None] | None:
+    def acknowledged(self, session: Session, records: Iterable[Event] | None = None) -> Awaitable[None] | None:
         """An awaitable that resolves once ``session``'s events so far are recorded (``None``: they
-        are, as soon as appended)."""
+        are, as soon as appended). ``records``: the events an acknowledging call (start, send, kill)
+        wrote; a store that can should never write them once the awaitable failed."""
         return None
 
     def reserved_ids(self) -> list[str]:
@@ -134,7 +135,8 @@ class FittedStore(StoreBase):
         # each ability the store has replaces the default (checked once, here, by its typed protocol)
         self.reads_block = bool(inner.reads_block) if isinstance(inner, BlockingReads) else False
         if isinstance(inner, Acknowledging):
-            self.acknowledged = inner.acknowledged  # type: ignore[method-assign]
+            acknowledged = inner.acknowledged  # a store of one's own may not take the records: never passed
+            self.acknowledged = lambda session, records=None: acknowledged(session)  # type: ignore[method-assign]
         if isinstance(inner, ReservingIds):
             self.reserved_ids = inner.reserved_ids  # type: ignore[method-assign]
         if isinstance(inner, Describing):

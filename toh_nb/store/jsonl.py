@@ -40,12 +40,15 @@ start (the child's header and descriptor); a background job's start (its in-proc
 descriptor); ``send`` to a continuable child, resident or cold-resumed (the message's
 ``message/queued`` record, and for a cold resume the records closing the turn a crash left open: see
 :mod:`toh_nb.core.inbox_log`), so that a message whose id was returned is delivered after a crash by
-the next ``send`` that resumes the child. A write that fails (disk full, I/O error) keeps the
-unwritten events in order and retries them on every later operation of the store; until a retry
-succeeds, acknowledgements of that session fail with a :class:`~toh_nb.core.errors.StoreError`
-naming the file and the OS error, and the engine ends the turn ``error`` with that text as its
-diagnostic (a start raises it; a ``send`` returns its id, and the turn that runs the message ends
-``error``). Once space is freed the next operation writes the backlog, so nothing is lost.
+the next ``send`` that resumes the child; a ``kill`` (the ``message/discarded`` record of the
+follow-ups it drops, so none of them runs after a crash). A write that fails (disk full, I/O error)
+fails the acknowledgement with a :class:`~toh_nb.core.errors.StoreError` naming the file and the OS
+error. An acknowledging call (``start``, ``send``, ``kill``) names the records it acknowledges
+(``acknowledged(session, records)``): when that fails they are never written, the call raises and
+leaves no trace (a start's whole log and its id go). A running turn's events that cannot be written
+end that turn ``error`` with that text as its diagnostic; they stay queued, in order, and are written
+only when that session is written or acknowledged again (or the store is flushed or closed), never
+behind a caller's back.
 
 Durability (``fsync=``):
 
@@ -115,7 +118,7 @@ import threading
 import weakref
 from asyncio.events import _get_running_loop
 from collections import OrderedDict
-from typing import Any, Iterable
+from typing import Any, Awaitable, Iterable
 
 from ..core.checks import check_count, check_seconds
 from ..core.errors import StoreError, UsageError
@@ -1075,24 +1078,40 @@ class JsonlStore(StoreBase):
         if event.kind == DESCRIPTOR:
             self._descriptors[session.header.id] = event.data
         self.writer.append(session, event)
-        if _no_running_loop():
-            self.writer.wait(session.header.id)
+        if _no_running_loop():  # a failure raises and the event is never written (Session.append forgets it)
+            self.writer.wait(session.header.id, records=(event,))
 
     def _refuse(self, session: Session, event: Event) -> None:
         raise StoreError(f'store {self.directory} is read-only: cannot append to session "{session.header.id}"')
 
     # -- acknowledging and syncing ---------------------------------------------------------------
 
-    def acknowledged(self, session: Session) -> "asyncio.Future[None] | None":
+    def acknowledged(self, session: Session, records: Iterable[Event] | None = None) -> "Awaitable[None] | None":
         """An awaitable that resolves once every event queued so far for ``session`` is written (and
         fsynced under ``"always"``), or fails with ``StoreError`` when it could not be; ``None`` when
-        there is nothing to wait for (a read-only or closed store). Call it on the event loop."""
+        there is nothing to wait for (a read-only or closed store). Call it on the event loop.
+
+        ``records``: the events an acknowledging call wrote (a ``send``'s ``message/queued``, a start's
+        log): when the acknowledgement fails they are never written, and a log whose creation failed
+        is forgotten (its id is free again); the caller takes them out of memory (``Session.retract``)."""
         if self._closed or self.read_only:
             return None
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self.writer.barrier(session.header.id, LoopAck(loop, future))
-        return future
+        if records is None:
+            self.writer.barrier(session.header.id, LoopAck(loop, future))
+            return future
+        self.writer.barrier(session.header.id, LoopAck(loop, future), records=tuple(records))
+        return self._forgetting(session, future)
+
+    async def _forgetting(self, session: Session, future: "asyncio.Future[None]") -> None:
+        try:
+            await future
+        except StoreError:
+            if self.writer.dropped(session.header.id):  # its creation was dropped with the records
+                with self._mutex:
+                    self._unindex_locked(session.header)
+            raise
 
     def flush(self, session: Session | None = None, wait: bool = True) -> None:
         """fsync what was written and not yet synced (one session's log, or all), whatever the policy.

@@ -45,7 +45,7 @@ class MemoryStore(StoreBase):
     def flush(self, session: Session | None = None, wait: bool = True) -> None:
         return None
 
-    def acknowledged(self, session: Session) -> None:
+    def acknowledged(self, session: Session, records: Iterable[Event] | None = None) -> None:
         """Nothing to wait for: an in-memory event is recorded when it is appended."""
         return None
 

@@ -16,10 +16,15 @@ leaves nothing behind. Spares count against ``max_open``.
 Acknowledgement is explicit: :meth:`LogWriter.barrier` queues a marker and calls back once every
 operation queued before it has been handled: written (policies ``batch``/``never``) or written and
 ``fdatasync``-ed (``always``), or failed. A failed write keeps the session's unwritten events in a
-backlog, in order, and retries them (before anything newer of that session) each time the thread
-runs again; the session's barriers fail with the same :class:`~toh_nb.core.errors.StoreError`
-(naming the file and the OS error) until a retry succeeds, so nothing acknowledged is ever skipped
-and a log never gets a gap.
+backlog, in order; the session's barriers fail with the same :class:`~toh_nb.core.errors.StoreError`
+(naming the file and the OS error) until a retry succeeds. A backlog is retried only when that
+session is written or acknowledged again (or the store is flushed or closed), never because another
+log was written: nothing reaches a log behind its caller's back once space is freed.
+
+A barrier may name the *records* it acknowledges (what ``start``, ``send`` and ``kill`` wrote): when
+it fails, those records leave the backlog at once, on this thread, before anything could retry them,
+so a call that raised leaves nothing on disk; a failed barrier naming a log whose creation is still in
+the backlog drops that whole log (its id is free again: :meth:`LogWriter.dropped`).
 """
 
 from __future__ import annotations
@@ -255,6 +260,7 @@ class LogWriter:
         self._backlog: dict[str, list] = {}  # id -> queued items that could not be written yet
         self._faults: dict[str, StoreError] = {}  # id -> why its backlog is not written (sticky)
         self._once: dict[str, StoreError] = {}  # id -> an error for its next barrier only
+        self._unencodable: dict[str, dict[int, StoreError]] = {}  # id -> id(event) -> why it was not written
         self._created: set[str] = set()  # logs whose file exists (written by this writer)
         self._refused: dict[str, StoreError] = {}  # logs whose name was taken behind our back
         self.leftover: list[str] = []  # ids whose events were still unwritten when the thread stopped
@@ -301,15 +307,22 @@ class LogWriter:
         """Drop whatever of this session is still unwritten (a refused synchronous ``create``)."""
         self._submit((_FORGET, session_id))
 
-    def barrier(self, session_id: str | None, done: Done, sync: bool = False) -> None:
+    def barrier(self, session_id: str | None, done: Done, sync: bool = False, records: Any = None) -> None:
         """Call ``done(error_or_None)`` (on the writer thread) once everything queued before is handled.
 
         ``session_id`` narrows the error to one session (``None``: any session's); ``sync`` also
-        fsyncs (that session's log, or all) first, whatever the policy.
+        fsyncs (that session's log, or all) first, whatever the policy. ``records``: the events of
+        ``session_id`` this barrier acknowledges (see the module docstring): when it fails they are
+        never written.
         """
-        self._submit((_BARRIER, session_id, done, sync))
+        self._submit((_BARRIER, session_id, done, sync, records))
 
-    def wait(self, session_id: str | None, sync: bool = False) -> None:
+    def dropped(self, session_id: str) -> bool:
+        """Whether the log of ``session_id`` was never created (asked after a failed barrier naming
+        its records: its creation was dropped with them, and its id is free)."""
+        return session_id not in self._created and session_id not in self._backlog
+
+    def wait(self, session_id: str | None, sync: bool = False, records: Any = None) -> None:
         """Block the calling thread until :meth:`barrier` answers; raise its error."""
         if threading.current_thread() is self._thread:  # pragma: no cover - a bug, never a deadlock
             raise StoreError("the store writer cannot wait for itself")
@@ -320,7 +333,7 @@ class LogWriter:
             box.append(error)
             answered.set()
 
-        self.barrier(session_id, done, sync)
+        self.barrier(session_id, done, sync, records)
         answered.wait()
         if box[0] is not None:
             raise box[0]
@@ -407,7 +420,10 @@ class LogWriter:
                 self._faults.pop(item[1], None)
             else:
                 stop = True
-        for session_id in self._backlog:  # retry what a failure left behind
+        # retry what a failure left behind, for the sessions written or acknowledged now (all of them
+        # for a store-wide barrier: a flush or close), never for another session's sake
+        retry = self._backlog.keys() if None in waiting else self._backlog.keys() & (groups.keys() | waiting.keys())
+        for session_id in list(retry):
             groups.setdefault(session_id, [])
         for session_id, group in groups.items():
             self._write(session_id, group)
@@ -456,7 +472,7 @@ class LogWriter:
         return stop
 
     def _answer(self, session_id: str | None, barriers: list) -> None:
-        for _, _, done, sync in barriers:
+        for _, _, done, sync, records in barriers:
             if sync:
                 self._sync_all(session_id)
             elif self.fsync == "always":  # group commit: one sync per log that owes an acknowledgement
@@ -466,9 +482,12 @@ class LogWriter:
                     self._sync_dir_quietly()  # a log created since the last sync: its name too
                     if session_id in self._dirty:
                         self._sync_quietly(session_id)
-            if session_id is None:
+            if records is not None and session_id is not None:
+                error = self._records_answer(session_id, records)
+            elif session_id is None:
                 error = next(iter(self._faults.values()), None) or self._pop_any_once()
             else:
+                self._unencodable.pop(session_id, None)  # told to the barrier that follows them
                 error = (self._faults.get(session_id) or self._once.pop(session_id, None)
                          or self._once.pop("", None))
             if type(done) is LoopAck:
@@ -484,6 +503,44 @@ class LogWriter:
                 done(error)
             except Exception:  # pragma: no cover - a callback must never kill the writer
                 pass
+
+    def _records_answer(self, session_id: str, records: Any) -> "StoreError | None":
+        """The answer of a barrier that names the records it acknowledges; when it fails, take them
+        out of the backlog (all of the log when its creation is still there) so no retry writes them.
+
+        Only what concerns those records fails it: an earlier event of the log that could not be
+        encoded, or a sync that failed, is left for the barrier of the turn it belongs to."""
+        refused = self._refused.get(session_id)
+        if refused is not None:
+            return refused
+        unencodable = self._unencodable.get(session_id)
+        if unencodable:
+            for event in records:
+                error = unencodable.pop(id(event), None)
+                if error is not None:
+                    if self._once.get(session_id) is error:
+                        del self._once[session_id]
+                    return error
+        error = self._faults.get(session_id)
+        if error is None:
+            if self.fsync == "always" and session_id in self._dirty:  # its sync failed: not acknowledged
+                return self._once.pop(session_id, None) or StoreError(
+                    f'cannot sync session log "{session_id}" ({self._path(session_id)})')
+            return None
+        backlog = self._backlog.get(session_id, [])
+        if backlog and backlog[0][0] == _CREATE and session_id not in self._created:
+            self._backlog.pop(session_id, None)  # never created: the whole log goes, its id is free
+            self._faults.pop(session_id, None)
+            self._repair.pop(session_id, None)
+            return error
+        gone = {id(event) for event in records}
+        kept = [item for item in backlog if item[0] != _APPEND or id(item[2]) not in gone]
+        if kept:
+            self._backlog[session_id] = kept
+        else:  # nothing else of the log is unwritten: its later writes need not wait for a retry
+            self._backlog.pop(session_id, None)
+            self._faults.pop(session_id, None)
+        return error
 
     def _pop_any_once(self) -> "StoreError | None":
         if not self._once:
@@ -567,8 +624,10 @@ class LogWriter:
                     chunks.append(encode_event(item[2]))
             except Exception as error:  # e.g. TypeError/ValueError: content that is not JSON
                 seq = item[2].seq if item[0] == _APPEND else 0
-                self._once[session_id] = StoreError(
+                refused = self._once[session_id] = StoreError(
                     f'cannot store event {seq} of session "{session_id}": {error}')
+                if item[0] == _APPEND:
+                    self._unencodable.setdefault(session_id, {})[id(item[2])] = refused
                 continue  # never written: the log stays parseable without it
             kept.append(item)
         if not chunks:

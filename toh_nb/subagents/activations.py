@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class Activation:
     """One residency epoch of a continuable child."""
 
-    __slots__ = ("child", "parent_session", "provider", "run_id", "owned", "accepted", "disposing",
+    __slots__ = ("child", "parent_session", "provider", "run_id", "owned", "accepted", "discarded", "disposing",
                  "announced", "epoch_start", "wake_parent", "dropped_unrun", "close", "failure")
 
     def __init__(self, child: Agent, parent_session: str, provider: str, run_id: str, wake_parent: bool,
@@ -37,6 +37,8 @@ class Activation:
         self.run_id = run_id
         self.owned: set[str] = set()
         self.accepted: set[str] = set()
+        #: accepted follow-ups a kill already recorded as discarded (before it dropped them)
+        self.discarded: set[str] = set()
         self.disposing = False
         self.announced = False
         self.epoch_start = len(child.session.events)

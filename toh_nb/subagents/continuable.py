@@ -115,16 +115,31 @@ class ContinuableChildren(Settlement, RuntimeObserver):
         except BaseException:
             await self.factory.close_plan(plan)  # refused after planning: release what the plan holds
             raise
-        if any(options.get(key) is not None for key in ("model", "max_tokens", "limits", "tools")):
-            self._options[child_id] = options  # kept only when it differs from the defaults (memory per child)
-        child = self._materialize(session, record, parent, depth, options, plan)
-        act = self._activate(child, parent, provider.name, wake_parent=not request.by_user, close=plan.close)
-        message = self._queue_logged(act, request.prompt, USER_SOURCE)
+        message = user_message(request.prompt, id=runtime.ids.message(), source=USER_SOURCE)
+        queued = session.append(MESSAGE_QUEUED, data=queued_data(message))
         # the id handed out names a child that survives a crash from now on: its header, descriptor and
-        # first prompt are in the log (written; fsynced under "always"); a crash before its turn logged
-        # the prompt leaves it pending, run at the next send. The first turn already runs meanwhile.
-        await runtime.recorded(session)
+        # first prompt are in the log (written; fsynced under "always") before the child exists anywhere
+        # else; a crash before its turn logged the prompt leaves it pending, run at the next send. A log
+        # that cannot be written leaves no child: the store forgets it and its id, the start raises.
+        try:
+            await runtime.recorded(session, (queued,))
+        except asyncio.CancelledError:  # the log may still be written: the child then runs, as it would have
+            self._run_started(session, record, parent, depth, options, plan, provider.name, request, message)
+            raise
+        except BaseException:
+            await self.factory.close_plan(plan)
+            raise
+        self._run_started(session, record, parent, depth, options, plan, provider.name, request, message)
         return child_id, message.id
+
+    def _run_started(self, session: Any, record: dict, parent: Agent, depth: int, options: dict, plan: ChildPlan,
+                     provider: str, request: StartRequest, message: Message) -> None:
+        """The recorded child comes to life: built, in the tree, its first prompt queued."""
+        if any(options.get(key) is not None for key in ("model", "max_tokens", "limits", "tools")):
+            self._options[session.id] = options  # kept only when it differs from the defaults (memory per child)
+        child = self._materialize(session, record, parent, depth, options, plan)
+        act = self._activate(child, parent, provider, wake_parent=not request.by_user, close=plan.close)
+        self._queue(act, message)
 
     def _materialize(self, session: Any, record: dict, parent: Agent, depth: int, options: dict,
                      plan: ChildPlan) -> Agent:
@@ -160,44 +175,61 @@ class ContinuableChildren(Settlement, RuntimeObserver):
                     pending: list[Message] | None = None) -> str:
         """Queue a follow-up (after ``pending``, the follow-ups a cold resume found unconsumed in the
         log) and return its id once the store has recorded it (``toh_nb.core.inbox_log``): logged
-        as ``message/queued`` in the same synchronous span that puts it into the inbox, so before its
-        turn can log it. A store that cannot write (disk full) does not fail the send: the message is
-        queued, the store keeps its record and retries it, and the turn that runs it ends ``error``
-        naming the failed write, as every turn whose records could not be written does."""
+        as ``message/queued`` first and queued only once that record is written (so before its turn
+        can log it). A record that cannot be written (disk full) fails the send with the store's
+        ``StoreError`` and leaves no trace: the record is never written, the message never queued."""
         for queued in pending or ():
             self._queue(act, queued)
-        message = self._queue_logged(act, content, source)
+        message = user_message(content, id=self.runtime.ids.message(), source=source)
         try:
-            await self.runtime.recorded(act.child.session)
+            await self._append_recorded(act.child.session, MESSAGE_QUEUED, queued_data(message))
         except StoreError:
-            pass  # reported by the turn that runs the message (see above)
+            self._check(act)  # an activation a cold resume made for this message alone settles again
+            raise
+        except asyncio.CancelledError:  # the record may still be written: queue it, as if sent a moment earlier
+            self._accept_recorded(act, message)
+            raise
+        self._accept_recorded(act, message)
         return message.id
 
-    def _queue_logged(self, act: Activation, content: str | list, source: Source) -> Message:
-        """Log a new message as ``message/queued`` and queue it, in one synchronous span (so the record
-        precedes the turn's own log of it); the caller awaits the store's acknowledgement."""
-        message = user_message(content, id=self.runtime.ids.message(), source=source)
-        session = act.child.session
-        session.append(MESSAGE_QUEUED, data=queued_data(message))
+    async def _append_recorded(self, session: Any, kind: str, data: dict) -> None:
+        """Append an acknowledging call's record and wait until the store has it; one it cannot write
+        raises the store's ``StoreError``, is never written, and is taken back out of the session."""
+        record = session.append(kind, data=data)
+        try:
+            await self.runtime.recorded(session, (record,))
+        except StoreError:
+            session.retract((record,))
+            raise
+
+    def _accept_recorded(self, act: Activation, message: Message) -> None:
+        """Queue a recorded follow-up; one its activation can no longer take (killed or settled while
+        the record was written) is recorded as discarded, so a resume after a crash never runs it."""
+        if self.activations.get(act.child.id) is not act or act.disposing:
+            act.child.session.append(MESSAGE_DISCARDED, data=discarded_data((message.id,)))
+            raise SubagentError(texts.activation_closing_message(act.child.id), "ACTIVATION_CLOSING")
         try:
             self._queue(act, message)
         except BaseException:
-            session.append(MESSAGE_DISCARDED, data=discarded_data((message.id,)))
+            act.child.session.append(MESSAGE_DISCARDED, data=discarded_data((message.id,)))
             raise
-        return message
 
-    async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
-        runtime = self.runtime
-        store = runtime.store
+    async def read_log(self, child_id: str) -> Any:
+        """A stored child's log, read off the loop when the store reads a disk; ``SubagentError``
+        naming what is wrong with a log that exists and cannot be read (corrupt, unreadable)."""
+        store = self.runtime.store
         try:
             if store.reads_block:  # a disk read off the loop: a slow disk stalls no agent
-                session = await run_engine(store.open, child_id)
-            else:
-                session = store.open(child_id)
+                return await run_engine(store.open, child_id)
+            return store.open(child_id)
         except StoreError as error:  # the log exists and cannot be read: say what is wrong with it
             raise SubagentError(texts.unavailable_because(child_id, str(error)), "NOT_RESUMABLE") from None
         except (KeyError, OSError, ValueError):
             raise SubagentError(texts.unavailable(child_id), "NOT_RESUMABLE") from None
+
+    async def _cold_resume(self, parent: Agent, child_id: str, content: str | list, source: Source) -> str:
+        runtime = self.runtime
+        session = await self.read_log(child_id)
         if child_id in self.activations or self.draining or not runtime.is_live(parent):
             return await self.followup(parent, child_id, content, source)  # the world moved during the read
         header = session.header
@@ -249,12 +281,25 @@ class ContinuableChildren(Settlement, RuntimeObserver):
                                              by=caller.id))
         return True
 
-    def kill(self, target_id: str, caller: Agent) -> bool:
+    async def kill(self, target_id: str, caller: Agent) -> bool:
         """Stop a continuable child for good: abort its turn, drop its queue, let it settle. The same
-        authorization as ``interrupt``; an accepted no-op when it is not resident."""
+        authorization as ``interrupt``; an accepted no-op when it is not resident.
+
+        Acknowledged like a send: the follow-ups it drops are recorded as discarded (written, synced
+        per policy) before anything stops, so none of them runs after a crash that follows the return;
+        a record that cannot be written raises the store's ``StoreError`` and the child runs on."""
         act = authorized_target(self.runtime, self.activations, target_id, caller)
         if act is None:
             return False
+        while not self.draining:  # what the kill drops is recorded first; record anything queued meanwhile
+            dropped = [m.id for m in act.child.queued_messages() if m.id in act.accepted and m.id not in act.discarded]
+            if not dropped:
+                break
+            await self._append_recorded(act.child.session, MESSAGE_DISCARDED, discarded_data(dropped))
+            act.discarded.update(dropped)
+            act = authorized_target(self.runtime, self.activations, target_id, caller)
+            if act is None:
+                return False
         act.child.cancel("parent", keep_inbox=False)
         self.runtime.bus.publish(Interrupted(agent_id=act.child.id, parent_id=act.parent_session,
                                              depth=act.child.depth, by=caller.id))

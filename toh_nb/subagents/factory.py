@@ -156,7 +156,8 @@ class ChildFactory:
         now = time.time()  # one moment (and one float) for the header and the descriptor record
         header = SessionHeader(child_id, now, parent_session=parent_id, origin="subagent", delegation_depth=depth,
                                seed_length=len(seed))
-        return self.runtime.store.create(header, seed + [Event(len(seed), DESCRIPTOR, now, None, None, descriptor)])
+        seq = seed[-1].seq + 1 if seed else 0  # a fork's seed keeps its parent's seqs (gaps included)
+        return self.runtime.store.create(header, seed + [Event(seq, DESCRIPTOR, now, None, None, descriptor)])
 
     def build(self, session: Session, plan: ChildPlan, *, label: str | None, depth: int, parent: Agent, mode: str,
               persona: str | None, tool_filter: dict | None, extra_tools: Iterable[Any], model: Any,

@@ -22,9 +22,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ..core.errors import UsageError
+from ..core.errors import SubagentError, UsageError
 from ..core.runtime import Runtime
-from . import listing
+from . import listing, texts
 from .activations import Activation
 from .continuable import ContinuableChildren
 from .factory import ChildFactory
@@ -113,6 +113,16 @@ class SubagentService:
         agent = self.runtime.agents.get(child_id) if child_id is not None else None
         if agent is not None:
             await self.runtime.recorded(agent.session)
+
+    async def refusal(self, entry: Any) -> SubagentError:
+        """Why a child listed as a diagnostic cannot be had (``hub.child``): the words a ``send`` to it
+        gets, naming what is wrong with its log (which line, which field)."""
+        try:
+            await self.continuable.read_log(entry.id)
+        except SubagentError as error:
+            return error
+        why = entry.reason or "unavailable"  # readable after all, yet not listable as a child (its descriptor)
+        return SubagentError(texts.unavailable_because(entry.id, why), "NOT_RESUMABLE")
 
     def status_of(self, child_id: str) -> str:
         return listing.status_of(self.runtime.agents, child_id)

@@ -70,6 +70,7 @@ class Settlement(Activations):
         dropped = [message.id for message in messages if message.id in act.accepted]
         for message_id in dropped:
             act.accepted.discard(message_id)
+        dropped = [message_id for message_id in dropped if message_id not in act.discarded]  # a kill recorded those
         if dropped and not self.draining:
             # a kill drops the queue for good: a resume after a crash must not run what it dropped. A
             # hub that closes (drains) leaves its children's follow-ups pending in their logs instead:

@@ -2,7 +2,8 @@
 
 Tools: ``echo``; ``crash`` (writes to stderr, exits 3 mid-call); ``garbage`` (writes a non-JSON line on
 stdout, then answers); ``hang`` (never answers; when the client cancels it, appends ``cancelled`` to the
-file named by ``$HOSTILE_MARKS``); ``big`` (a 10 MB text); ``fail`` (an ``isError`` result); ``pid``.
+file named by ``$HOSTILE_MARKS``); ``big`` (a 10 MB text); ``fail`` (an ``isError`` result); ``pid``;
+``detach`` (starts a ``setsid`` helper that ignores SIGTERM, returns its pid).
 ``--garbage-only``: prints a banner and never speaks MCP; ``--banner``: prints one, then speaks MCP. (The
 SDK's server keeps its stdout for the protocol, so ``garbage`` writes its line where the client never
 sees it; a banner written before the SDK starts does reach the client.)
@@ -69,6 +70,19 @@ def big() -> str:
 def fail() -> str:
     """Fail with a message."""
     raise ToolError("the disk is made of cheese")
+
+
+@app.tool()
+def detach() -> str:
+    """Start a helper that leaves this server's process group (``setsid``) and ignores SIGTERM; its pid."""
+    import subprocess
+
+    helper = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                               "signal.SIG_IGN); print('ready', flush=True); time.sleep(3600)"],
+                              start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+    helper.stdout.readline()  # its SIGTERM is ignored from now on
+    return str(helper.pid)
 
 
 @app.tool()

@@ -15,12 +15,13 @@ from typing import Any, Awaitable, Callable, Sequence
 from ...core.errors import ModelError
 from ...core.model import ModelResponse
 from ...core.session import permission_label
+from ...core.threads import run_engine
 from ...tracing.context import outbound_meta
 from .permissions import PermissionPolicy, PermissionRequest, denied_line
 from .process import AgentProcess
 from .stops import response_for
 from .transport import ProcessTransport
-from .workspace import Workspace, WorkspaceError
+from .workspace import MAX_READ_BYTES, Workspace, WorkspaceError
 
 #: session-event kind of the sidecar a resume reads (``external/session`` in the child's log)
 SESSION_RECORD = "session"
@@ -93,8 +94,8 @@ class _Handler:
     async def read_text_file(self, session_id: str, path: str, line: int | None = None,
                              limit: int | None = None, **kwargs: Any) -> Any:
         acp = acp_sdk()
-        try:
-            content = self.link.workspace.read(path, line, limit)
+        try:  # off the loop: a slow disk or a large file delays only this request
+            content = await run_engine(self.link.workspace.read, path, line, limit, self.link.max_read_bytes)
         except WorkspaceError as error:
             self.link.record("fs", {"op": "read", "path": path, "refused": str(error)})
             raise acp.RequestError(-32602, str(error), {"path": path}) from None
@@ -104,7 +105,7 @@ class _Handler:
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
         acp = acp_sdk()
         try:
-            self.link.workspace.write(path, content)
+            await run_engine(self.link.workspace.write, path, content)
         except WorkspaceError as error:
             self.link.record("fs", {"op": "write", "path": path, "refused": str(error)})
             raise acp.RequestError(-32602, str(error), {"path": path}) from None
@@ -117,7 +118,7 @@ class AgentLink:
 
     def __init__(self, *, command: list[str], env: dict[str, str], cwd: str, policy: PermissionPolicy,
                  timeout: float, prompt_timeout: float | None, eof_grace: float, kill_grace: float,
-                 record: Callable[[str, dict], None], session_id: str | None = None,
+                 record: Callable[[str, dict], None], max_read_bytes: int = MAX_READ_BYTES, session_id: str | None = None,
                  agent_id: str | None = None, mcp_servers: Sequence[dict] = (),
                  ask: Callable[..., Any] | None = None) -> None:
         self.command = command
@@ -131,6 +132,7 @@ class AgentLink:
         self.prompt_timeout = prompt_timeout
         self.eof_grace = eof_grace
         self.kill_grace = kill_grace
+        self.max_read_bytes = max_read_bytes  # of one fs/read_text_file (toh_nb.providers.acp.workspace)
         self.record = record
         self.ask = ask  # the hub's permission desk for this child (ChildInfo.ask)
         self.workspace = Workspace(cwd)

@@ -1,7 +1,7 @@
 """One external agent process, owned from start to end.
 
 Why a class of its own: an agent that misbehaves must never take the hub (or the machine) with it. The
-agent is started through :mod:`toh_nb.providers.acp.launcher`, a small subreaper process that owns the agent's
+agent is started through :mod:`toh_nb.core.launcher`, a small subreaper process that owns the agent's
 whole process tree (helpers that ``setsid`` or daemonise included) and kills all of it when the agent
 exits, when we say so, or when our process dies. The agent inherits the pipes directly (the launcher
 relays nothing of the protocol); the launcher tells us over a separate socket, the *lifeline*, the
@@ -28,14 +28,13 @@ import sys
 from typing import Mapping, Sequence
 
 from ...core.errors import ModelError
+from ...core.launcher import LAUNCHER  # run as a file: it imports nothing of toh_nb
 
 #: bytes a single protocol line may have (images and file contents travel inline)
 LINE_LIMIT = 50 * 1024 * 1024
 #: lines and characters of stderr kept for diagnostics
 TAIL_LINES = 40
 TAIL_CHARS = 4000
-#: the launcher, run as a file (it imports nothing of toh_nb)
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launcher.py")
 #: seconds the launcher gets to start and start the agent (a Python with no site: milliseconds)
 LAUNCH_TIMEOUT = 30.0
 #: characters of a lifeline line we accept (they are short; anything longer is not our launcher)

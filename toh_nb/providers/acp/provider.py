@@ -22,14 +22,14 @@ import shutil
 import tempfile
 from typing import Any, Mapping, Sequence
 
-from ...core.checks import check_number
+from ...core.checks import check_count, check_number
 from ...core.secrets import hold as hold_secrets
 from ...core.errors import SubagentError, UsageError
 from ...core.model import ModelRequest, ModelResponse
 from ..base import Capabilities, ChildInfo, ChildPlan
 from .link import SESSION_RECORD, AgentLink, acp_sdk
 from .permissions import PermissionPolicy
-from .workspace import checked_directory
+from .workspace import MAX_READ_BYTES, checked_directory
 
 #: the session-event kind of the sidecar (what ChildInfo.record writes for SESSION_RECORD)
 SESSION_EVENT = "external/" + SESSION_RECORD
@@ -106,6 +106,9 @@ class AcpAgent:
         inherit_env: whether the agent inherits the notebook's environment (plus ``env``).
         eof_grace: seconds disposal waits after closing the agent's stdin before SIGTERM.
         kill_grace: seconds disposal waits after SIGTERM before SIGKILL of the process tree.
+        max_read_bytes: bytes of a file one ``fs/read_text_file`` of the agent may read at most (default
+            16 MiB, :data:`toh_nb.providers.acp.workspace.MAX_READ_BYTES`); a request that would read
+            more is refused with a text naming this limit. Only the lines asked for are read.
 
     Raises:
         UsageError: the ``acp`` extra is missing (naming it), ``command`` is not a non-empty list of
@@ -118,7 +121,7 @@ class AcpAgent:
     def __init__(self, command: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None,
                  permissions: Any = "deny", timeout: float = 60.0, name: str | None = None, *,
                  prompt_timeout: float | None = None, inherit_env: bool = True, eof_grace: float = 6.0,
-                 kill_grace: float = 3.0) -> None:
+                 kill_grace: float = 3.0, max_read_bytes: int = MAX_READ_BYTES) -> None:
         acp_sdk()  # the SDK is there (a clear error naming the extra, now rather than at the first turn)
         if isinstance(command, (str, bytes)) or not isinstance(command, Sequence) or not command:
             raise UsageError(f"command must be a non-empty list of arguments (no shell), got {command!r}")
@@ -136,6 +139,7 @@ class AcpAgent:
         self.prompt_timeout = _seconds(prompt_timeout, "prompt_timeout", allow_none=True)
         self.eof_grace = _seconds(eof_grace, "eof_grace")
         self.kill_grace = _seconds(kill_grace, "kill_grace")
+        self.max_read_bytes = check_count(max_read_bytes, "max_read_bytes", note="bytes")
         if name is not None and (not isinstance(name, str) or not name):
             raise UsageError(f"name must be a non-empty string, got {name!r}")
         self.name = name  # the hub names it after its registration key when None
@@ -162,7 +166,8 @@ class AcpAgent:
               already_sent: Sequence[Any] = ()) -> ChildPlan:
         link = AgentLink(command=self.command, env=self.environment(), cwd=cwd, policy=self.policy,
                          timeout=self.timeout, prompt_timeout=self.prompt_timeout, eof_grace=self.eof_grace,
-                         kill_grace=self.kill_grace, record=child.record, session_id=session_id,
+                         kill_grace=self.kill_grace, max_read_bytes=self.max_read_bytes,
+                         record=child.record, session_id=session_id,
                          agent_id=child.id, mcp_servers=[server.acp_entry() for server in child.mcp_servers],
                          ask=child.ask if child.desk is not None else None)
         self.links.append(link)

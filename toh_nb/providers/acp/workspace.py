@@ -13,6 +13,13 @@ its target walked the same way, from the directory that holds it (or from the wo
 absolute target spelled inside the workspace): symlinks that stay inside are followed, any that leads
 out is refused, whatever is swapped meanwhile. ``..`` climbs the descriptors actually walked, never
 above the root. Only regular files are read (opened non-blocking, so a FIFO cannot stall the hub).
+
+Reads are bounded: ``fs/read_text_file`` with ``line``/``limit`` reads the file only up to the last line
+asked for, and no request reads more than ``max_read_bytes`` of a file (:data:`MAX_READ_BYTES` unless
+``tn.AcpAgent(max_read_bytes=...)`` says otherwise): one that would is refused with a text naming the
+cap, so a huge or sparse file cannot fill the memory. The link serves both requests on the engine's
+threads, never on the event loop; each walk holds its own duplicate of the root's descriptor, so a
+workspace closed meanwhile never has its number reused under a request in flight.
 Writes create missing parent directories (as before) and replace the file atomically: a temporary file
 in the same directory, renamed over the name within that directory's descriptor.
 """
@@ -23,12 +30,15 @@ import errno
 import os
 import secrets
 import stat
+import threading
 import weakref
 
 from ...core.errors import UsageError
 
 #: symlinks followed for one request at most (the kernel's own limit)
 MAX_SYMLINKS = 40
+#: bytes of a file one ``fs/read_text_file`` reads at most by default (``tn.AcpAgent(max_read_bytes=)``)
+MAX_READ_BYTES = 16 * 1024 * 1024
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -71,11 +81,20 @@ class Workspace:
         except OSError as error:
             raise UsageError(f"workspace {root!r} cannot be opened: {error.strerror or error}") from None
         self._finalizer = weakref.finalize(self, os.close, self._fd)
+        self._lock = threading.Lock()  # requests run on worker threads; close on the loop's
 
     def close(self) -> None:
         """Release the root's descriptor (later requests are refused). Safe to call twice."""
-        self._fd = None
-        self._finalizer()
+        with self._lock:
+            self._fd = None
+            self._finalizer()
+
+    def _root_fd(self) -> int:
+        """A duplicate of the root's descriptor for one walk (the walk closes it)."""
+        with self._lock:
+            if self._fd is None:
+                raise WorkspaceError(f"the workspace {self.root} is closed")
+            return os.dup(self._fd)
 
     # -- paths -------------------------------------------------------------------------------------
 
@@ -98,14 +117,13 @@ class Workspace:
             raise WorkspaceError(f"path must be absolute: {path!r}")
         if "\0" in path:
             raise WorkspaceError(f"path contains a NUL character: {path!r}")
-        if self._fd is None:
-            raise WorkspaceError(f"the workspace {self.root} is closed")
         parts = self._parts(path, path)
-        stack: list[int] = []  # descriptors opened below the root (the root's own is not ours to close)
+        root = self._root_fd()
+        stack: list[int] = []  # descriptors opened below the root
         hops = 0
         try:
             while True:
-                here = stack[-1] if stack else self._fd
+                here = stack[-1] if stack else root
                 if not parts:
                     raise WorkspaceError(f"not a file: {path}")
                 name = parts.pop(0)
@@ -150,22 +168,22 @@ class Workspace:
         finally:
             for fd in stack:
                 os.close(fd)
+            os.close(root)
 
     # -- requests ----------------------------------------------------------------------------------
 
-    def read(self, path: str, line: int | None = None, limit: int | None = None) -> str:
+    def read(self, path: str, line: int | None = None, limit: int | None = None,
+             max_bytes: int = MAX_READ_BYTES) -> str:
+        """The text of ``path`` (lines ``line`` on, ``limit`` of them), reading no more of the file than
+        that and at most ``max_bytes``. Blocking: the link calls it off the loop."""
         try:
-            text = self._walk(path, _read_leaf)
+            return self._walk(path, lambda here, name: _read_leaf(here, name, line, limit, max_bytes))
+        except _TooLarge:
+            raise WorkspaceError(too_large(path, max_bytes)) from None
         except FileNotFoundError:
             raise WorkspaceError(f"no such file: {path}") from None
         except (OSError, ValueError) as error:
             raise WorkspaceError(f"cannot read {path}: {_reason(error)}") from None
-        if line is None and limit is None:
-            return text
-        lines = text.splitlines(keepends=True)
-        start = max((line or 1) - 1, 0)
-        end = None if limit is None else start + max(limit, 0)
-        return "".join(lines[start:end])
 
     def write(self, path: str, content: str) -> None:
         data = content.encode("utf-8")
@@ -179,7 +197,17 @@ def _reason(error: BaseException) -> str:
     return getattr(error, "strerror", None) or str(error)
 
 
-def _read_leaf(here: int, name: str) -> str:
+def too_large(path: str, max_bytes: int) -> str:
+    """The refusal of a read that would go past the cap (what the agent reads)."""
+    return (f"cannot read {path}: the lines asked for go past the read limit of {max_bytes} bytes "
+            "(max_read_bytes= of tn.AcpAgent); ask for fewer lines (line=, limit=)")
+
+
+class _TooLarge(Exception):
+    """The read would go past ``max_bytes``."""
+
+
+def _read_leaf(here: int, name: str, line: int | None, limit: int | None, max_bytes: int) -> str:
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=here)
     except OSError as error:
@@ -189,7 +217,33 @@ def _read_leaf(here: int, name: str) -> str:
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        return handle.read().decode("utf-8", "replace")
+        if line is None and limit is None:
+            if os.fstat(fd).st_size > max_bytes:
+                raise _TooLarge
+            data = handle.read(max_bytes + 1)
+            if len(data) > max_bytes:  # it grew since
+                raise _TooLarge
+            return data.decode("utf-8", "replace")
+        return _lines(handle, max((line or 1) - 1, 0), None if limit is None else max(limit, 0), max_bytes)
+
+
+def _lines(handle, start: int, count: int | None, max_bytes: int) -> str:
+    """Lines ``start`` (0-based) to ``start + count`` of ``handle``, reading nothing past the last of them
+    and at most ``max_bytes`` in all (the lines skipped count too)."""
+    left = max_bytes
+    out: list[bytes] = []
+    index = 0
+    while count is None or len(out) < count:
+        chunk = handle.readline(left + 1)
+        if not chunk:
+            break
+        left -= len(chunk)
+        if left < 0:
+            raise _TooLarge
+        if index >= start:
+            out.append(chunk)
+        index += 1
+    return b"".join(out).decode("utf-8", "replace")
 
 
 def _write_leaf(here: int, name: str, data: bytes) -> None:
