@@ -194,7 +194,7 @@ class Agent(Records):
 
     def queued_messages(self) -> list[Message]:
         """Every message waiting in the inbox (next turns first), oldest first: what a kill drops."""
-        return list(self._next_turn) + list(self.next_step_inbox)
+        return list(self.next_turn_inbox) + list(self.next_step_inbox)
 
     @property
     def parked(self) -> bool:
