@@ -378,3 +378,23 @@ def test_the_committed_drawing_is_the_scripts_output():
     architecture = _architecture()
     assert architecture.committed() == architecture.mermaid(architecture.imports()), (
         "docs/architecture.md's package drawing is stale: run python docs/architecture_graph.py --write")
+
+
+def test_the_widget_does_not_import_the_sync_face_that_imports_it():
+    """``notebook/hub.py`` makes the tree (``hub.tree()``); the tree knows the sync face by its public
+    ``async_hub``, so the two modules are no circle (issue #43)."""
+    assert "hub" in _imported_modules("notebook/widget.py")  # the scan reads the file (toh_nb.hub's AsyncHub)
+    assert "notebook.hub" not in _imported_modules("notebook/widget.py")
+    assert "notebook.widget" in _imported_modules("notebook/hub.py")
+
+
+def _imported_modules(relative: str) -> set[str]:
+    """The ``toh_nb`` modules a file imports (lazy imports included), as dotted paths below ``toh_nb``."""
+    tree = ast.parse((ROOT / relative).read_text())
+    package = relative.split("/")[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - (node.level - 1)]
+            found.add(".".join(base + ([node.module] if node.module else [])))
+    return found

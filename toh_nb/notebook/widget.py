@@ -125,14 +125,15 @@ def _serve_while_busy(comm: Any) -> None:
 
 
 def _resolve_hub(hub: Any) -> tuple[Any, Any]:
-    """(the sync facade or None, the AsyncHub): through their public types, nothing probed."""
+    """(the sync facade or None, the AsyncHub). The sync face is known by its public ``async_hub`` (an
+    AsyncHub over the same engine), so this module never imports ``notebook/hub.py``, which imports it."""
     from ..hub import AsyncHub
-    from .hub import Hub
 
     if isinstance(hub, AsyncHub):
         return None, hub
-    if isinstance(hub, Hub):
-        return hub, hub.async_hub
+    inner = getattr(hub, "async_hub", None)
+    if isinstance(inner, AsyncHub):
+        return hub, inner
     raise UsageError(f"AgentTree needs a toh_nb.Hub or AsyncHub, got {type(hub).__name__}")
 
 
