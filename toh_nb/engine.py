@@ -136,8 +136,8 @@ class RootPort:
         return conversation_of(self._engine.root.session.events)
 
     def tap(self, listener: Callable[[Any], None]) -> Callable[[], None]:
-        """Call ``listener(event)`` for every event written to the root's log, after the store has it
-        (on the loop thread; it must be quick); returns the function that removes it."""
+        """Call ``listener(event)`` for every event appended to the root's log, after the store's own sink
+        has taken it (on the loop thread; it must be quick); returns the function that removes it."""
         session = self._engine.root.session
         sink = session.sink
 
