@@ -31,7 +31,7 @@ def request() -> ModelRequest:
 
 
 def test_the_real_server_answers_the_first_attempt_and_a_gone_server_is_retried_then_named():
-    from toh_nb.models.serve import start_model_server
+    from toh_nb.serve.model import start_model_server
 
     server = start_model_server(timeout=SERVER_START_TIMEOUT)
     model = tn.OpenAIChatModel("smollm2", base_url=server.url, profile="llama.cpp", temperature=0.0,
