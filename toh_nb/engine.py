@@ -348,14 +348,14 @@ class Engine:
 
     def request(self, prompt: str, label: str | None, persona: str | None, tool_filter: Any,
                 model: Any, max_tokens: int | None, budgets: dict, provider: str) -> StartRequest:
-        """The start request of a person's ``spawn``/``start`` (checked; the root is its parent)."""
-        model = check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
+        """The start request of a person's ``spawn``/``start`` (the root is its parent), from arguments
+        :func:`check_start_options` passed (``model`` is the object it returned)."""
         # a provider that manages depth itself (an external harness) gets no cap from this hub
         capped = self.service.registered_provider(provider).capabilities.depth_limit
         if model is not None:
             self._child_models.append(model)  # closed with the hub (their HTTP pools)
         limits = self.runtime.limits.for_child(**budgets)
-        options = ChildOptions(model, max_tokens, limits) if (model, max_tokens, limits) != (None, None, None) else None
+        options = ChildOptions.given(model, max_tokens, limits)
         return StartRequest(prompt=prompt, parent=self.root, label=label or default_label(prompt),
                             options=options, persona=persona,
                             tool_filter=validate_tool_filter(tool_filter),
@@ -498,6 +498,7 @@ class Engine:
         check_flag(check, "check")
         servers = self.child_servers(tools, "tools")
         await self.mounted()
+        model = check_start_options(prompt, label, persona, tool_filter, model, max_tokens, provider)
         request = self.request(prompt, label, persona, tool_filter, model, max_tokens, budgets, provider)
         # after every check: a refused call starts no server. The child holds its own servers' sessions
         # (another spawn may share the server object) until it can no longer run, then they stop

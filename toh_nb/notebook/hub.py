@@ -55,13 +55,12 @@ from .progress import waiting
 from .tables import agents_frame, conversation_frame, events_frame, jobs_frame, transcript_frame
 
 LOOP_MODES = ("portal", "kernel")
+_STREAM_END = object()  # astream ended (the hub closed)
 
 
 def _check_loop(loop: Any) -> None:
     if loop not in LOOP_MODES:
         raise UsageError(f'loop must be "portal" or "kernel", got {loop!r}')
-
-_STREAM_END = object()  # astream ended (the hub closed)
 
 
 class _StreamFailed:
@@ -71,7 +70,6 @@ class _StreamFailed:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
-
 
 
 def activity(async_hub: AsyncHub) -> str:

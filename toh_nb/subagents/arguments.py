@@ -32,16 +32,26 @@ class ChildOptions:
     limits: Any = None
 
     @classmethod
+    def given(cls, model: Any = None, max_tokens: int | None = None, limits: Any = None) -> "ChildOptions | None":
+        """The options, or None when nothing is set (the child inherits everything)."""
+        if model is None and max_tokens is None and limits is None:
+            return None
+        return cls(model, max_tokens, limits)
+
+    @classmethod
     def of(cls, options: dict | None) -> "ChildOptions | None":
         """From the old dict form (``{"model": ..., "max_tokens": ..., "limits": ...}``)."""
-        if not options:
-            return None
-        return cls(options.get("model"), options.get("max_tokens"), options.get("limits"))
+        options = options or {}
+        return cls.given(options.get("model"), options.get("max_tokens"), options.get("limits"))
 
     def as_dict(self) -> dict:
         """The old dict form: only what is set."""
         return {key: value for key, value in (("model", self.model), ("max_tokens", self.max_tokens),
                                                ("limits", self.limits)) if value is not None}
+
+
+#: what a child without options of its own is given: nothing (it inherits everything); one shared object
+NO_OPTIONS = ChildOptions()
 
 
 @dataclass(slots=True, init=False)
@@ -79,7 +89,9 @@ class StartRequest:
     def agent_options(self) -> dict | None:
         """Deprecated: :attr:`options` as the old dict."""
         warnings.warn(AGENT_OPTIONS_DEPRECATED, DeprecationWarning, stacklevel=2)
-        return self.options.as_dict() or None if self.options is not None else None
+        if self.options is None:
+            return None
+        return self.options.as_dict() or None
 
 
 def route_name(model: Any) -> str | None:

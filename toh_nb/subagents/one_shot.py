@@ -19,7 +19,7 @@ from ..core.events import ChildStarted
 from ..core.states import BUDGET_STOPS, ONE_SHOT_STOP
 from . import descriptor as descriptors
 from . import texts
-from .arguments import StartRequest, child_depth, filtered
+from .arguments import NO_OPTIONS, StartRequest, child_depth, filtered
 from ..providers.base import ChildInfo, ChildPlan
 from .settlement import publish_end
 
@@ -153,7 +153,7 @@ class OneShotRuns:
         depth = child_depth(request.parent, request.max_depth)
         self.factory.check_filter(request.tool_filter, request.tools)
         return self.factory.child_info(self.runtime.ids.agent(), "one-shot", request.label, depth, request.parent.id,
-                                request, (request.options.model if request.options else None) or request.parent.model)
+                                request, (request.options or NO_OPTIONS).model or request.parent.model)
 
     async def start(self, provider_name: str, request: StartRequest, *, waited: bool = False) -> SubagentRun:
         """Plan and start a one-shot child. ``waited``: its caller does nothing but await the run's
@@ -191,12 +191,13 @@ class OneShotRuns:
         seed = list(plan.seed)
         session = self.factory.log(info.id, request.parent.id, info.depth, seed,
                                    descriptors.one_shot(provider.name, request.label))
-        options = request.options.as_dict() if request.options else {}
+        options = request.options or NO_OPTIONS
         child = self.factory.build(session, plan, label=request.label, depth=info.depth, parent=request.parent,
                                    mode="one-shot", persona=request.persona, tool_filter=request.tool_filter,
-                                   extra_tools=filtered(request.tools, request.tool_filter), model=options.get("model") or request.parent.model,
-                                   max_tokens=options.get("max_tokens", request.parent.max_tokens),
-                                   limits=options.get("limits"), events=seed)
+                                   extra_tools=filtered(request.tools, request.tool_filter),
+                                   model=options.model or request.parent.model,
+                                   max_tokens=request.parent.max_tokens if options.max_tokens is None else options.max_tokens,
+                                   limits=options.limits, events=seed)
         run = SubagentRun(info.id, runtime.ids.run(), provider.name, child, plan.close)
         child.submit(user_message(request.prompt, id=runtime.ids.message()), first_step_yields=not waited,
                      then=functools.partial(self._one_shot_result, run))

@@ -132,8 +132,7 @@ def make_subagent_tool(service: SubagentService, jobs: JobRegistry | None, *, pr
         given["model"] = model_of(given["model"], "model")
     check_count(given["max_tokens"], "max_tokens", none="")
     limits = service.runtime.limits.for_child(**{key: given[key] for key in BUDGET_KEYS})  # UsageError names a bad one
-    options = (ChildOptions(given["model"], given["max_tokens"], limits)
-               if (given["model"], given["max_tokens"], limits) != (None, None, None) else None)
+    options = ChildOptions.given(given["model"], given["max_tokens"], limits)
     if persona is not None and not isinstance(persona, str):
         raise UsageError("persona must be a string")
     if not isinstance(tool_name, str) or not tool_name:
